@@ -1,0 +1,162 @@
+"""The typed configuration of Booku Memory.
+
+One dataclass per TOML section, one field per key, each with its default and (for numbers) its allowed range in the
+field metadata. ``load_config`` (in ``loader.py``) rejects unknown keys and out-of-range values at start-up, so a typo
+never silently falls back to a default, and there is no hidden override file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def bounded(default: float | int, low: float | int, high: float | int, doc: str = "") -> Any:
+    """A numeric field whose value must lie in [low, high]."""
+    return field(default=default, metadata={"range": (low, high), "doc": doc})
+
+
+def choice(default: str, options: tuple[str, ...], doc: str = "") -> Any:
+    """A string field restricted to a fixed vocabulary."""
+    return field(default=default, metadata={"choices": options, "doc": doc})
+
+
+@dataclass
+class PluginSection:
+    enabled: bool = True
+    inject_system_prompt: bool = True
+    memory_tool_miss_warning_threshold: int = bounded(6, 1, 20, "actor rounds without memory_command before a warning")
+    ai_name: str = "Booku"
+
+
+@dataclass
+class StorageSection:
+    # Relative paths resolve against the data directory.
+    database_path: str = "booku_memory.db"
+    vector_path: str = "chroma"
+    default_folder_id: str = "default"
+
+
+@dataclass
+class VectorSection:
+    backend: str = choice("embedded", ("embedded", "http"), "embedded PersistentClient or a Chroma server")
+    http_host: str = "127.0.0.1"
+    http_port: int = bounded(8001, 1, 65535)
+    http_ssl: bool = False
+
+
+@dataclass
+class EmbeddingSection:
+    provider: str = choice("local", ("local", "openai", "host", "none"), "where vectors come from")
+    batch_size: int = bounded(32, 1, 512)
+    # openai-compatible provider
+    openai_base_url: str = "http://127.0.0.1:8080/v1"
+    openai_model: str = "text-embedding-3-small"
+    openai_api_key_env: str = "BOOKU_EMBEDDING_API_KEY"
+    openai_timeout_seconds: float = bounded(30.0, 1.0, 600.0)
+    # host provider: name of the host's embedding task
+    host_task: str = "embedding"
+    local_threads: int = bounded(0, 0, 64, "0 = let the engine decide")
+
+
+@dataclass
+class RetrievalSection:
+    default_top_k: int = bounded(5, 1, 50)
+    max_top_k: int = bounded(100, 1, 1000)
+    include_archived_default: bool = False
+    include_knowledge_default: bool = False
+    deduplication_threshold: float = bounded(0.97, 0.0, 1.0, "cosine above which a lower-ranked hit is a near-copy")
+    base_beta: float = bounded(0.3, 0.0, 1.0)
+    logic_depth_scale: float = bounded(0.5, 0.0, 2.0)
+    core_boost_min: float = bounded(1.2, 1.0, 3.0)
+    core_boost_max: float = bounded(1.4, 1.0, 3.0)
+    diffusion_boost: float = bounded(0.3, 0.0, 1.0)
+    opposing_penalty: float = bounded(0.5, 0.0, 1.0)
+    candidate_pool: int = bounded(50, 5, 500, "candidates per route before fusion")
+    snippet_chars: int = bounded(280, 40, 4000)
+
+
+@dataclass
+class WriteConflictSection:
+    top_n: int = bounded(8, 1, 50)
+    energy_cutoff: float = bounded(0.1, 0.0, 1.0)
+    # A merge also needs this cosine against the single target, so related-but-different facts stay distinct.
+    merge_min_similarity: float = bounded(0.95, 0.5, 1.0)
+
+
+@dataclass
+class TimeWindowSection:
+    emergent_days: int = bounded(7, 1, 30)
+    activation_threshold: int = bounded(2, 1, 20)
+
+
+@dataclass
+class MaintenanceSection:
+    enabled: bool = True
+    interval_seconds: float = bounded(600.0, 5.0, 86400.0)
+
+
+@dataclass
+class MemoSection:
+    max_expire_hours: float = bounded(168.0, 0.01, 8760.0)
+    max_chars: int = bounded(2000, 10, 20000)
+
+
+@dataclass
+class FlashbackSection:
+    enabled: bool = False
+    trigger_probability: float = bounded(0.05, 0.0, 1.0)
+    archived_probability: float = bounded(0.6, 0.0, 1.0)
+    candidate_limit: int = bounded(50, 10, 200)
+    activation_weight_exponent: float = bounded(1.0, 0.5, 3.0)
+    cooldown_seconds: int = bounded(3600, 0, 86400)
+
+
+@dataclass
+class ChunkingSection:
+    max_chunk_chars: int = bounded(900, 100, 3000)
+    overlap_chars: int = bounded(120, 0, 500)
+
+
+@dataclass
+class StartupIngestSection:
+    enabled: bool = True
+    # Relative entries resolve against the data directory; POSIX and Windows separators both work.
+    paths: list[str] = field(default_factory=lambda: ["knowledges"])
+    recursive: bool = True
+    skip_missing_paths: bool = True
+
+
+@dataclass
+class ToolsSection:
+    output_char_budget: int = bounded(3000, 200, 50000, "max characters a memory_command answer may use")
+    search_snippet_chars: int = bounded(120, 20, 1000)
+
+
+@dataclass
+class DashboardSection:
+    host: str = "127.0.0.1"
+    port: int = bounded(8765, 1, 65535)
+    api_key: str = ""
+    api_key_env: str = "BOOKU_DASHBOARD_API_KEY"
+    allowed_origins: list[str] = field(default_factory=list)
+    session_hours: float = bounded(12.0, 0.1, 720.0)
+    page_size: int = bounded(20, 5, 200)
+
+
+@dataclass
+class BookuConfig:
+    plugin: PluginSection = field(default_factory=PluginSection)
+    storage: StorageSection = field(default_factory=StorageSection)
+    vector: VectorSection = field(default_factory=VectorSection)
+    embedding: EmbeddingSection = field(default_factory=EmbeddingSection)
+    retrieval: RetrievalSection = field(default_factory=RetrievalSection)
+    write_conflict: WriteConflictSection = field(default_factory=WriteConflictSection)
+    time_window: TimeWindowSection = field(default_factory=TimeWindowSection)
+    maintenance: MaintenanceSection = field(default_factory=MaintenanceSection)
+    memo: MemoSection = field(default_factory=MemoSection)
+    flashback: FlashbackSection = field(default_factory=FlashbackSection)
+    chunking: ChunkingSection = field(default_factory=ChunkingSection)
+    startup_ingest: StartupIngestSection = field(default_factory=StartupIngestSection)
+    tools: ToolsSection = field(default_factory=ToolsSection)
+    dashboard: DashboardSection = field(default_factory=DashboardSection)

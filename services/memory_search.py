@@ -1,0 +1,335 @@
+"""Every read of the memory service: hybrid EPA retrieval, structured search, grep, listings and status.
+
+Retrieval runs two routes inside the caller's scope: the vector route (EPA: pass 1 gathers evidence, the query is
+reshaped by the tag triplet, pass 2 re-queries and scores with tag bonuses) and the FTS5 keyword route over
+jieba-segmented text. ``logic.fusion.fuse_routes`` weighs them by how confident each is for this query, and
+``logic.dedup.select_distinct`` drops near-copies while keeping relevance order. Soft-deleted records have no vector
+and are filtered out of the keyword route in SQL, so they never take a result slot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import EmbeddingUnavailableError, ValidationError
+from .logic.dedup import select_distinct
+from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
+from .logic.fusion import fuse_routes
+from .logic.segmentation import build_fts_query
+from .logic.tags import CandidateTags, TagTriplet, triplet_from_lists
+from .memory_fields import record_item
+from .scope import Scope
+from .storage.records import RecordFilter
+
+GREP_FIELDS = ("title", "summary", "content", "tags", "metadata", "name", "why_remembered")
+
+
+@dataclass
+class RankedHit:
+    memory_id: str
+    score: float
+    parts: dict[str, float] = field(default_factory=dict)
+    tier: str = ""
+
+
+@dataclass
+class RankingResult:
+    hits: list[RankedHit]
+    records: dict[str, dict[str, Any]]
+    logic_depth: float = 0.0
+    resonance: bool = False
+    beta: float = 0.0
+    degraded: str = ""
+
+
+def searchable_filter(scope: Scope, *, include_archived: bool, include_knowledge: bool,
+                      include_memories: bool = True) -> RecordFilter:
+    """SQL twin of the vector partitions a query may see."""
+    clauses = []
+    if include_memories:
+        statuses = "('active', 'archived', 'expired')" if include_archived else "('active')"
+        clauses.append(f"(r.bucket = 'memory' AND r.status IN {statuses})")
+    if include_knowledge:
+        clauses.append("(r.bucket = 'knowledge')")
+    return RecordFilter(store_keys=scope.readable_store_keys, buckets=None,
+                        extra_sql=[f"({' OR '.join(clauses) or '0'})"])
+
+
+def tiers_for(*, include_archived: bool, include_knowledge: bool, include_memories: bool = True) -> list[str]:
+    tiers = []
+    if include_memories:
+        tiers.append("live")
+        if include_archived:
+            tiers.append("archive")
+    if include_knowledge:
+        tiers.append("knowledge")
+    return tiers
+
+
+def candidate_tags(record: dict[str, Any] | None) -> CandidateTags | None:
+    if record is None:
+        return None
+    return CandidateTags.from_lists(record.get("core_tags"), record.get("diffusion_tags"),
+                                    record.get("opposing_tags"), record.get("tags"))
+
+
+class MemorySearch:
+    def __init__(self, runtime, scope: Scope) -> None:
+        self.rt = runtime
+        self.scope = scope
+
+    @property
+    def epa_params(self) -> EpaParams:
+        r = self.rt.config.retrieval
+        return EpaParams(base_beta=r.base_beta, logic_depth_scale=r.logic_depth_scale,
+                         core_boost_min=r.core_boost_min, core_boost_max=r.core_boost_max,
+                         diffusion_boost=r.diffusion_boost, opposing_penalty=r.opposing_penalty,
+                         energy_cutoff=self.rt.config.write_conflict.energy_cutoff)
+
+    # ---------------------------------------------------------------- ranking
+    async def rank(
+        self,
+        query_text: str,
+        *,
+        limit: int,
+        include_archived: bool,
+        include_knowledge: bool,
+        triplet: TagTriplet,
+        flt_extra: RecordFilter | None = None,
+        include_memories: bool = True,
+    ) -> RankingResult:
+        """The hybrid EPA ranking shared by retrieve_memories, search_memory_entries and the dashboard."""
+        pool = max(limit * 3, self.rt.config.retrieval.candidate_pool)
+        flt = searchable_filter(self.scope, include_archived=include_archived, include_knowledge=include_knowledge,
+                                include_memories=include_memories)
+        if flt_extra is not None:
+            flt.memory_types = flt_extra.memory_types
+            flt.statuses = flt_extra.statuses
+            flt.person_id = flt_extra.person_id
+            flt.relation_of = flt_extra.relation_of
+            flt.folder_id = flt_extra.folder_id
+        keyword_hits: dict[str, float] = {}
+        fts_query = build_fts_query(query_text)
+        if fts_query:
+            keyword_hits = dict(await self.rt.records.keyword_search(fts_query, flt, limit=pool))
+
+        result = RankingResult(hits=[], records={})
+        dense: dict[str, float] = {}
+        embeddings: dict[str, np.ndarray] = {}
+        tiers_by_id: dict[str, str] = {}
+        if self.rt.embedding_available():
+            try:
+                query_vec = (await self.rt.embedder.embed_queries([query_text]))[0]
+            except EmbeddingUnavailableError as exc:
+                result.degraded = str(exc)
+            else:
+                await self._vector_route(query_vec, query_text, triplet, pool, flt, result, dense, embeddings,
+                                         tiers_by_id, include_archived=include_archived,
+                                         include_knowledge=include_knowledge, include_memories=include_memories)
+        else:
+            result.degraded = self.rt.degraded_reason()
+
+        missing = [i for i in keyword_hits if i not in result.records]
+        if missing:
+            result.records.update(await self.rt.records.get_many(missing))
+        # Tag bonuses apply to keyword-only hits too, so the triplet works in degraded mode.
+        fused = fuse_routes(dense, keyword_hits, coverage=None)
+        order = [hit for hit in fused if hit.id in result.records]
+        if not order:
+            return result
+        ids = [hit.id for hit in order]
+        dim = self.rt.vectors.dimension or 1
+        matrix = np.zeros((len(ids), dim), dtype=np.float32)
+        for row, memory_id in enumerate(ids):
+            if memory_id in embeddings:
+                matrix[row] = embeddings[memory_id]
+        scores = np.array([hit.score for hit in order], dtype=np.float64)
+        keep = select_distinct(scores, matrix, limit, self.rt.config.retrieval.deduplication_threshold,
+                               keyword_mask=np.array([memory_id in keyword_hits for memory_id in ids]))
+        for index in keep:
+            hit = order[index]
+            record = result.records[hit.id]
+            tier = tiers_by_id.get(hit.id) or ("knowledge" if record["bucket"] == "knowledge" else
+                                               "live" if record["status"] == "active" else "archive")
+            result.hits.append(RankedHit(hit.id, float(hit.score), dict(hit.parts), tier))
+        return result
+
+    async def _vector_route(self, query_vec, query_text, triplet, pool, flt, result, dense, embeddings, tiers_by_id,
+                            *, include_archived, include_knowledge, include_memories) -> None:
+        tiers = tiers_for(include_archived=include_archived, include_knowledge=include_knowledge,
+                          include_memories=include_memories)
+        params = self.epa_params
+        stores = list(self.scope.readable_store_keys)
+        pass1 = await self.rt.vectors.query(query_vec, store_keys=stores, tiers=tiers,
+                                            limit=max(pool, self.rt.config.write_conflict.top_n),
+                                            with_embeddings=True)
+        records = await self.rt.records.get_many([h.memory_id for h in pass1])
+        result.records.update(records)
+        pass1 = [h for h in pass1 if h.memory_id in records and h.embedding is not None]
+        evidence = np.stack([h.embedding for h in pass1]) if pass1 else np.zeros((0, len(query_vec)))
+        result.logic_depth = logic_depth(query_vec, evidence)
+        result.resonance = has_resonance(query_text, triplet)
+        result.beta = compute_beta(params, result.logic_depth, result.resonance)
+        hits = pass1
+        if not triplet.is_empty and pass1:
+            reshaped = reshape_query_detailed(
+                query_vec, evidence, [candidate_tags(records.get(h.memory_id)) for h in pass1], triplet,
+                [h.similarity for h in pass1], params, result.beta,
+            )
+            if reshaped.reshaped:
+                hits = await self.rt.vectors.query(reshaped.vector, store_keys=stores, tiers=tiers, limit=pool,
+                                                   with_embeddings=True)
+                fresh = [h.memory_id for h in hits if h.memory_id not in result.records]
+                if fresh:
+                    result.records.update(await self.rt.records.get_many(fresh))
+        for hit in hits:
+            record = result.records.get(hit.memory_id)
+            if record is None or hit.embedding is None or not self._passes(record, flt):
+                continue
+            bonus = tag_bonus(candidate_tags(record), triplet, params, result.beta)
+            dense[hit.memory_id] = float(hit.similarity) + bonus
+            embeddings[hit.memory_id] = hit.embedding
+            tiers_by_id[hit.memory_id] = hit.tier
+
+    @staticmethod
+    def _passes(record: dict[str, Any], flt: RecordFilter) -> bool:
+        """Structured filters for vector hits (the partitions already enforce store, tier and deletion)."""
+        if flt.memory_types is not None and record["memory_type"] not in flt.memory_types:
+            return False
+        if flt.statuses is not None and record["status"] not in flt.statuses:
+            return False
+        if flt.person_id is not None and record.get("person_id") != flt.person_id:
+            return False
+        if flt.folder_id is not None and record["folder_id"] != flt.folder_id:
+            return False
+        if flt.relation_of is not None and flt.relation_of not in (record.get("relation_memory_ids") or []):
+            return False
+        return True
+
+    # ------------------------------------------------------------- retrieve
+    async def retrieve(self, query_text: str, *, top_k: int, include_archived: bool, include_knowledge: bool,
+                       triplet: TagTriplet) -> dict[str, Any]:
+        ranking = await self.rank(query_text, limit=top_k, include_archived=include_archived,
+                                  include_knowledge=include_knowledge, triplet=triplet)
+        results = []
+        for hit in ranking.hits:
+            item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)
+            item["score"] = round(hit.score, 6)
+            item["collection"] = hit.tier
+            item["score_parts"] = {k: round(float(v), 6) for k, v in hit.parts.items()}
+            results.append(item)
+        await self.rt.records.bump_activation(
+            [hit.memory_id for hit in ranking.hits if ranking.records[hit.memory_id]["bucket"] == "memory"]
+        )
+        response = {
+            "query": query_text, "logic_depth": float(ranking.logic_depth), "resonance": float(ranking.resonance),
+            "beta": float(ranking.beta), "total": len(results), "results": results,
+        }
+        if ranking.degraded:
+            response["degraded"] = f"向量检索不可用，结果仅来自关键词检索：{ranking.degraded}"
+        return response
+
+    # --------------------------------------------------------------- search
+    async def search_entries(self, *, top_n: int, query_text: str | None, memory_type: str | None,
+                             status: str | None, person_id: str | None, relation_of: str | None,
+                             include_archived: bool, include_knowledge: bool, include_related: bool,
+                             triplet: TagTriplet) -> dict[str, Any]:
+        structured = RecordFilter(
+            memory_types=(memory_type,) if memory_type else None,
+            statuses=(status,) if status else None,
+            person_id=person_id or None,
+            relation_of=relation_of or None,
+        )
+        if status in ("archived", "expired"):
+            include_archived = True
+        semantic_query = (query_text or "").strip() or " ".join(triplet.core + triplet.diffusion)
+        entries: list[dict[str, Any]] = []
+        degraded = ""
+        seen: set[str] = set()
+        if semantic_query:
+            ranking = await self.rank(semantic_query, limit=top_n, include_archived=include_archived,
+                                      include_knowledge=include_knowledge, triplet=triplet, flt_extra=structured)
+            degraded = ranking.degraded
+            for hit in ranking.hits:
+                item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)
+                item["score"] = round(hit.score, 6)
+                entries.append(item)
+                seen.add(hit.memory_id)
+            await self.rt.records.bump_activation(
+                [h.memory_id for h in ranking.hits if ranking.records[h.memory_id]["bucket"] == "memory"]
+            )
+        if len(entries) < top_n and triplet.is_complete:
+            for record in await self._by_triplet(triplet, structured, include_archived, include_knowledge, top_n * 3):
+                if record["memory_id"] not in seen and len(entries) < top_n:
+                    entries.append(record_item(record, snippet_chars=self.rt.config.retrieval.snippet_chars))
+                    seen.add(record["memory_id"])
+        if not semantic_query:
+            flt = searchable_filter(self.scope, include_archived=include_archived,
+                                    include_knowledge=include_knowledge)
+            flt.memory_types, flt.statuses = structured.memory_types, structured.statuses
+            flt.person_id, flt.relation_of = structured.person_id, structured.relation_of
+            for record in await self.rt.records.list_records(flt, limit=top_n,
+                                                             order_by="r.last_activated_at DESC, r.updated_at DESC"):
+                if record["memory_id"] not in seen:
+                    entries.append(record_item(record, snippet_chars=self.rt.config.retrieval.snippet_chars))
+                    seen.add(record["memory_id"])
+        if include_related and len(entries) < top_n:
+            related_ids = [rid for item in entries for rid in item["metadata"]["relation_memory_ids"] or []
+                           if rid not in seen]
+            related = await self.rt.records.get_many(related_ids)
+            for rid in related_ids:
+                record = related.get(rid)
+                if record and record["store_key"] in self.scope.readable_store_keys and rid not in seen \
+                        and len(entries) < top_n:
+                    item = record_item(record, snippet_chars=self.rt.config.retrieval.snippet_chars)
+                    item["related"] = True
+                    entries.append(item)
+                    seen.add(rid)
+        response = {"action": "search_memory_entries", "total": len(entries[:top_n]), "items": entries[:top_n]}
+        if degraded:
+            response["degraded"] = f"向量检索不可用，结果仅来自关键词检索：{degraded}"
+        return response
+
+    async def _by_triplet(self, triplet: TagTriplet, structured: RecordFilter, include_archived: bool,
+                          include_knowledge: bool, limit: int) -> list[dict[str, Any]]:
+        flt = searchable_filter(self.scope, include_archived=include_archived, include_knowledge=include_knowledge)
+        flt.memory_types, flt.statuses = structured.memory_types, structured.statuses
+        flt.person_id, flt.relation_of = structured.person_id, structured.relation_of
+        for tag_type, values in (("core", triplet.core), ("diffusion", triplet.diffusion),
+                                 ("opposing", triplet.opposing)):
+            flt.extra_sql.append(
+                f"EXISTS (SELECT 1 FROM booku_memory_tags t WHERE t.memory_id = r.memory_id AND t.tag_type = ? "
+                f"AND lower(t.tag_value) IN ({', '.join('?' for _ in values)}))"
+            )
+            flt.extra_params.extend([tag_type, *values])
+        return await self.rt.records.list_records(flt, limit=limit,
+                                                  order_by="r.last_activated_at DESC, r.updated_at DESC")
+
+    # ----------------------------------------------------------------- grep
+    async def grep(self, *, query: str, search_fields: Sequence[str], folder_id: str | None, include_archived: bool,
+                   top_k: int, use_regex: bool) -> dict[str, Any]:
+        text = str(query or "")
+        if not text.strip():
+            raise ValidationError("grep 的 query 不能为空")
+        fields = [str(f).strip().lower() for f in (search_fields or [])]
+        unknown = [f for f in fields if f not in GREP_FIELDS]
+        if not fields or unknown:
+            raise ValidationError(
+                f"search_fields 无效：{unknown or '空列表'}，可选：{'、'.join(GREP_FIELDS)}"
+            )
+        flt = RecordFilter(store_keys=self.scope.readable_store_keys, buckets=("memory",), folder_id=folder_id,
+                           statuses=None if include_archived else ("active",))
+        if use_regex:
+            try:
+                re.compile(text)
+            except re.error as exc:
+                raise ValidationError(f"无效的正则表达式: {exc}") from exc
+            records = await self.rt.records.grep_regex(text, fields, flt, limit=top_k)
+        else:
+            records = await self.rt.records.grep_like(text.strip(), fields, flt, limit=top_k)
+        items = [record_item(r, snippet_chars=self.rt.config.retrieval.snippet_chars) for r in records]
+        return {"action": "grep_memories", "query": text, "total": len(items), "items": items}

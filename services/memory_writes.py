@@ -1,0 +1,294 @@
+"""Every write of the memory service: upsert with safe merge, updates, deletes, moves, lifecycle, history, memos.
+
+Writes that need a novelty check hold ``runtime.write_lock`` from the neighbour look-up to the vector upsert, so two
+coroutines writing near-duplicates at once end with one record, not two or zero. SQLite commits first (with an
+outbox row); the vector follows from the outbox (see storage/outbox.py).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from typing import Any, Sequence
+
+import numpy as np
+
+from .errors import EmbeddingUnavailableError, NotFoundError, ValidationError
+from .logic.merge import merge_texts
+from .logic.novelty import novelty_energy
+from .logic.text import compose_embedding_text
+from .memory_fields import MemoryDraft, record_item
+from .scope import Scope
+from .storage.records import RecordFilter
+from .storage.vector_index import tier_of
+
+EXACT_DUPLICATE_SIMILARITY = 0.9999
+REVERTIBLE_COLUMNS = (
+    "title", "name", "folder_id", "bucket", "content", "source", "memory_type", "status", "person_id",
+    "relation_memory_ids", "relation_aliases", "event_start_at", "event_end_at", "related_people", "knowledge_type",
+    "address_or_coord", "place_type", "asset_type", "disposition_status", "procedure_type", "importance", "valence",
+    "arousal", "domains", "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra",
+    "tags", "core_tags", "diffusion_tags", "opposing_tags",
+)
+
+
+def merged_list(old: Sequence[str], new: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys([*old, *new]))
+
+
+def merge_changes(target: dict[str, Any], draft: MemoryDraft, novelty: float) -> dict[str, Any]:
+    """Fold a near-duplicate write into its target without losing what either said (reference bug B1)."""
+    new = draft.as_record()
+    changes: dict[str, Any] = {
+        "content": merge_texts(target["content"], draft.content),
+        "novelty_energy": novelty,
+    }
+    for group in ("tags", "core_tags", "diffusion_tags", "opposing_tags", "relation_memory_ids",
+                  "relation_aliases", "related_people"):
+        changes[group] = merged_list(target.get(group) or [], new.get(group) or [])
+    # Scalars: a value the new write actually states fills a blank; an existing value is never wiped by a default.
+    for column in ("knowledge_type", "address_or_coord", "place_type", "asset_type", "disposition_status",
+                   "procedure_type", "person_id"):
+        if new.get(column) and not target.get(column):
+            changes[column] = new[column]
+    for column in ("event_start_at", "event_end_at"):
+        if new.get(column) and not target.get(column):
+            changes[column] = new[column]
+    return changes
+
+
+class MemoryWriter:
+    def __init__(self, runtime, scope: Scope) -> None:
+        self.rt = runtime
+        self.scope = scope
+
+    @property
+    def snippet_chars(self) -> int:
+        return self.rt.config.retrieval.snippet_chars
+
+    def _filter(self, **kwargs: Any) -> RecordFilter:
+        return RecordFilter(store_keys=self.scope.readable_store_keys, **kwargs)
+
+    async def visible(self, memory_ids: Sequence[str], *, include_deleted: bool) -> dict[str, dict[str, Any]]:
+        """Records by id restricted to this scope's stores."""
+        records = await self.rt.records.get_many(memory_ids, include_deleted=include_deleted)
+        readable = set(self.scope.readable_store_keys)
+        return {k: v for k, v in records.items() if v["store_key"] in readable}
+
+    async def writable(self, memory_ids: Sequence[str], *, include_deleted: bool, conn=None) -> dict[str, dict[str, Any]]:
+        records = await self.rt.records.get_many(memory_ids, include_deleted=include_deleted, conn=conn)
+        return {k: v for k, v in records.items() if v["store_key"] == self.scope.writable_store_key}
+
+    # ------------------------------------------------------------- upsert
+    async def upsert(self, draft: MemoryDraft, *, allow_merge: bool = True) -> dict[str, Any]:
+        text = compose_embedding_text(draft.title, draft.content)
+        vector: np.ndarray | None = None
+        degraded = ""
+        if self.rt.embedding_available():
+            try:
+                vector = (await self.rt.embedder.embed_documents([text]))[0]
+            except EmbeddingUnavailableError as exc:
+                degraded = str(exc)
+        else:
+            degraded = self.rt.degraded_reason()
+
+        async with self.rt.write_lock:
+            target, novelty = None, 1.0
+            if allow_merge and vector is not None:
+                target, novelty = await self._merge_target(draft, vector)
+            if allow_merge and draft.memory_type == "person" and draft.person_id:
+                person = await self.rt.records.find_person(draft.person_id, store_keys=[self.scope.writable_store_key])
+                if person is not None:
+                    target = person
+            async with self.rt.db.transaction() as conn:
+                if target is not None:
+                    # Re-read inside the transaction: never merge into a record deleted meanwhile (bug B8).
+                    current = await self.rt.records.get(target["memory_id"], conn=conn)
+                    target = current
+                if target is not None:
+                    record = await self.rt.records.update(
+                        conn, target["memory_id"], merge_changes(target, draft, novelty),
+                        action="merge", actor=self.scope.actor, note=f"合并写入：{draft.title[:60]}",
+                    )
+                    mode = "merged"
+                else:
+                    record = await self.rt.records.insert(conn, {
+                        **draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}",
+                        "owner_uid": self.scope.owner_uid, "store_key": self.scope.writable_store_key,
+                        "novelty_energy": novelty,
+                    }, action="create", actor=self.scope.actor)
+                    mode = "created"
+            await self.rt.sync_vectors()
+        await self.rt.notify_changed(mode, [record["memory_id"]])
+        result = {
+            "mode": mode,
+            "id": record["memory_id"],
+            "collection": tier_of(record) or "",
+            "novelty_energy": float(novelty),
+            "item": record_item(record, snippet_chars=self.snippet_chars),
+        }
+        if degraded:
+            result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
+        return result
+
+    async def _merge_target(self, draft: MemoryDraft, vector: np.ndarray) -> tuple[dict[str, Any] | None, float]:
+        """The record a write should merge into (same store, folder and type, very similar), and the novelty."""
+        wc = self.rt.config.write_conflict
+        tier = "knowledge" if draft.bucket == "knowledge" else ("live" if draft.status == "active" else "archive")
+        hits = await self.rt.vectors.query(vector, store_keys=[self.scope.writable_store_key], tiers=[tier],
+                                           limit=wc.top_n, with_embeddings=True)
+        if not hits:
+            return None, 1.0
+        records = await self.rt.records.get_many([h.memory_id for h in hits])
+        eligible = [h for h in hits if h.memory_id in records
+                    and records[h.memory_id]["folder_id"] == draft.folder_id
+                    and records[h.memory_id]["memory_type"] == draft.memory_type]
+        novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
+        if not eligible:
+            return None, novelty
+        best = eligible[0]
+        if best.similarity >= EXACT_DUPLICATE_SIMILARITY:
+            return records[best.memory_id], 0.0
+        if novelty < wc.energy_cutoff and best.similarity >= wc.merge_min_similarity:
+            return records[best.memory_id], novelty
+        return None, novelty
+
+    # ------------------------------------------------------------- update
+    async def update(self, memory_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        async with self.rt.db.transaction() as conn:
+            current = (await self.writable([memory_id], include_deleted=False, conn=conn)).get(memory_id)
+            if current is None:
+                return {"action": "update_memory_by_id", "updated": 0, "items": [], "missing": [memory_id],
+                        "changed_fields": []}
+            effective = {k: v for k, v in changes.items() if current.get(k) != v}
+            if not effective:
+                return {"action": "update_memory_by_id", "updated": 0, "items": [record_item(current, full=True)],
+                        "missing": [], "changed_fields": []}
+            record = await self.rt.records.update(conn, memory_id, effective, action="update", actor=self.scope.actor)
+        await self.rt.sync_vectors()
+        await self.rt.notify_changed("updated", [memory_id])
+        return {"action": "update_memory_by_id", "updated": 1, "items": [record_item(record, full=True)],
+                "missing": [], "changed_fields": sorted(effective)}
+
+    # ------------------------------------------------------- bulk changes
+    async def change_many(self, memory_ids: Sequence[str], changes: dict[str, Any], *, action: str,
+                          include_deleted: bool = False, only_if=None) -> tuple[list[dict], list[str], list[str]]:
+        """Apply the same change to many records in one transaction. Returns (changed, skipped, missing)."""
+        changed, skipped = [], []
+        async with self.rt.db.transaction() as conn:
+            records = await self.writable(memory_ids, include_deleted=include_deleted, conn=conn)
+            for memory_id in memory_ids:
+                record = records.get(memory_id)
+                if record is None:
+                    continue
+                if only_if is not None and not only_if(record):
+                    skipped.append(memory_id)
+                    continue
+                updated = await self.rt.records.update(conn, memory_id, changes, action=action,
+                                                       actor=self.scope.actor)
+                changed.append(updated)
+        missing = [i for i in memory_ids if i not in {r["memory_id"] for r in changed} and i not in skipped]
+        if changed:
+            await self.rt.sync_vectors()
+            await self.rt.notify_changed(action, [r["memory_id"] for r in changed])
+        return changed, skipped, missing
+
+    async def soft_delete(self, memory_ids: Sequence[str]) -> dict[str, Any]:
+        now = time.time()
+        changed, _, missing = await self.change_many(memory_ids, {"is_deleted": True, "deleted_at": now},
+                                                     action="delete")
+        return {"action": "delete_memories", "mode": "soft", "deleted": len(changed), "requested": len(memory_ids),
+                "missing": missing, "ids": [r["memory_id"] for r in changed]}
+
+    async def hard_delete(self, memory_ids: Sequence[str]) -> dict[str, Any]:
+        async with self.rt.db.transaction() as conn:
+            records = await self.writable(memory_ids, include_deleted=True, conn=conn)
+            deleted = await self.rt.records.hard_delete(conn, list(records), actor=self.scope.actor)
+        await self.rt.sync_vectors()
+        await self.rt.notify_changed("hard_delete", list(records))
+        return {"action": "delete_memories", "mode": "hard", "deleted": deleted, "requested": len(memory_ids),
+                "missing": [i for i in memory_ids if i not in records], "ids": list(records)}
+
+    async def restore(self, memory_ids: Sequence[str]) -> dict[str, Any]:
+        changed, _, missing = await self.change_many(
+            memory_ids, {"is_deleted": False, "deleted_at": 0.0}, action="restore", include_deleted=True,
+            only_if=lambda r: r["is_deleted"],
+        )
+        return {"action": "restore_memories", "restored": len(changed), "missing": missing,
+                "items": [record_item(r, snippet_chars=self.snippet_chars) for r in changed]}
+
+    async def revert(self, memory_id: str, version: int) -> dict[str, Any]:
+        history = await self.rt.records.history(memory_id)
+        if not history:
+            raise NotFoundError(f"记忆 {memory_id} 不存在或没有历史版本")
+        snapshot = next((h["snapshot"] for h in history if h["version"] == version), None)
+        if snapshot is None:
+            versions = ", ".join(str(h["version"]) for h in history)
+            raise ValidationError(f"记忆 {memory_id} 没有版本 {version}，可用版本：{versions}")
+        if snapshot.get("store_key") != self.scope.writable_store_key:
+            raise NotFoundError(f"记忆 {memory_id} 不存在或没有历史版本")
+        changes = {c: snapshot[c] for c in REVERTIBLE_COLUMNS if c in snapshot}
+        async with self.rt.db.transaction() as conn:
+            current = await self.rt.records.get(memory_id, include_deleted=True, conn=conn)
+            if current is None:
+                # Hard-deleted: bring it back from its snapshot.
+                record = await self.rt.records.insert(conn, {
+                    **changes, "memory_id": memory_id, "owner_uid": snapshot.get("owner_uid", self.scope.owner_uid),
+                    "store_key": self.scope.writable_store_key, "created_at": snapshot.get("created_at", time.time()),
+                    "is_deleted": False,
+                }, action="revert", actor=self.scope.actor, note=f"从版本 {version} 恢复")
+            else:
+                record = await self.rt.records.update(conn, memory_id, {**changes, "is_deleted": False, "deleted_at": 0.0},
+                                                      action="revert", actor=self.scope.actor,
+                                                      note=f"回退到版本 {version}")
+        await self.rt.sync_vectors()
+        await self.rt.notify_changed("revert", [memory_id])
+        return {"action": "revert_memory", "memory_id": memory_id, "reverted_to": version,
+                "version": record["version"], "item": record_item(record, full=True)}
+
+    # ---------------------------------------------------------- lifecycle
+    async def promote_stale_emergent(self, folder_id: str | None) -> dict[str, Any]:
+        """Emergent (active) memories older than the window: promote when recalled enough, else expire (soft)."""
+        window = self.rt.config.time_window
+        now = time.time()
+        cutoff = now - window.emergent_days * 86400
+        flt = RecordFilter(store_keys=[self.scope.writable_store_key], statuses=("active",), created_before=cutoff,
+                           folder_id=folder_id, extra_sql=["r.pinned = 0", "r.protected = 0", "r.anchor = 0",
+                                                           "r.source != 'promoted'"])
+        stale = await self.rt.records.list_records(flt, limit=10000, order_by="r.created_at")
+        promote = [r["memory_id"] for r in stale
+                   if r["activation_count"] >= window.activation_threshold and r["last_activated_at"] >= cutoff]
+        expire = [r["memory_id"] for r in stale if r["memory_id"] not in set(promote)]
+        promoted, _, _ = await self.change_many(promote, {"status": "archived"}, action="promote")
+        expired, _, _ = await self.change_many(expire, {"status": "expired"}, action="expire")
+        return {"action": "promote_stale_emergent", "promoted": len(promoted), "discarded": len(expired),
+                "folder_id": folder_id or "all", "promoted_ids": [r["memory_id"] for r in promoted],
+                "expired_ids": [r["memory_id"] for r in expired]}
+
+    # -------------------------------------------------------------- memos
+    async def create_memo(self, content: Any, expire_hours: Any, stream_id: Any, allow_shorten: bool) -> dict[str, Any]:
+        memo_cfg = self.rt.config.memo
+        text = "" if content is None else str(content).strip()
+        if not text:
+            raise ValidationError("content 不能为空")
+        if len(text) > memo_cfg.max_chars:
+            raise ValidationError(f"临时备忘录 content 最多 {memo_cfg.max_chars} 个字符，当前 {len(text)} 个")
+        try:
+            hours = float(expire_hours)
+        except (TypeError, ValueError) as exc:
+            raise ValidationError("expire_hours 必须是正数小时数") from exc
+        if not math.isfinite(hours) or hours <= 0:
+            raise ValidationError(f"expire_hours 必须是大于 0 且不超过 {memo_cfg.max_expire_hours} 的有限小时数")
+        if hours > memo_cfg.max_expire_hours:
+            raise ValidationError(f"expire_hours={hours} 超过上限 {memo_cfg.max_expire_hours} 小时")
+        now = time.time()
+        stream = str(stream_id or "").strip()
+        memo, created = await self.rt.memos.upsert(owner_uid=self.scope.owner_uid, stream_id=stream, content=text,
+                                                   expires_at=now + hours * 3600, allow_shorten=allow_shorten, now=now)
+        active = await self.rt.memos.list_active(owner_uid=self.scope.owner_uid, stream_id=stream, now=now)
+        await self.rt.notify_changed("memo", [])
+        public = {k: memo[k] for k in ("memo_id", "stream_id", "content", "expires_at", "created_at", "updated_at")}
+        return {"action": "create_temporary_memo", "mode": "created" if created else "refreshed",
+                "memo_id": memo["memo_id"], "expires_at": memo["expires_at"], "active_memo_count": len(active),
+                "item": public}

@@ -1,0 +1,195 @@
+"""The long-lived runtime of one plugin instance (or one standalone handle).
+
+It owns the SQLite connections, the Chroma client, the embedder with its cache, the write lock and the maintenance
+loop. Services, tools and routes are cheap views on it: the host builds a new service object on every
+``get_service`` call, and none of them opens anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Any, Awaitable, Callable, Sequence
+
+from ..config import BookuConfig, load_config
+from .embedding.base import Embedder
+from .embedding.cached import CachedEmbedder
+from .embedding.factory import build_embedder
+from .errors import EmbeddingUnavailableError
+from .scope import DEFAULT_SCOPE, Scope
+from .storage.database import Database
+from .storage.embedding_cache import SqliteEmbeddingCache
+from .storage.memos import MemoRepository
+from .storage.outbox import VectorSync
+from .storage.records import RecordRepository
+from .storage.vector_index import VectorIndex
+
+logger = logging.getLogger(__name__)
+
+ChangeListener = Callable[[str, Sequence[str]], Awaitable[None] | None]
+
+
+class BookuRuntime:
+    """One per plugin instance. ``await start()`` before use, ``await close()`` at the end."""
+
+    def __init__(
+        self,
+        config: BookuConfig | dict | str | Path | None,
+        data_dir: str | Path,
+        *,
+        embedder: Embedder | None = None,
+        host_embed_fn: Callable[[list[str]], Awaitable[list[list[float]]]] | None = None,
+        default_scope: Scope = DEFAULT_SCOPE,
+    ) -> None:
+        self.config: BookuConfig = load_config(config)
+        self.data_dir = Path(data_dir).expanduser().resolve()
+        self.default_scope = default_scope
+        self._given_embedder = embedder
+        self._host_embed_fn = host_embed_fn
+        self.db = Database(self._resolve(self.config.storage.database_path))
+        self.records = RecordRepository(self.db)
+        self.memos = MemoRepository(self.db)
+        self.embedding_cache = SqliteEmbeddingCache(self.db)
+        self.embedder: CachedEmbedder | None = None
+        self.embedder_error = ""
+        vector = self.config.vector
+        if vector.backend == "http":
+            self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl)
+        else:
+            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path))
+        self.vector_sync = VectorSync(self.db, self.records, self.vectors, lambda: self.embedder)
+        self.write_lock = asyncio.Lock()
+        self._listeners: list[ChangeListener] = []
+        self._maintenance_task: asyncio.Task | None = None
+        self._background: set[asyncio.Task] = set()
+        self.started = False
+        self.documents: Any = None
+
+    def _resolve(self, path: str) -> Path:
+        candidate = Path(path.replace("\\", "/")).expanduser()
+        return candidate if candidate.is_absolute() else self.data_dir / candidate
+
+    def resolve_path(self, path: str) -> Path:
+        """Relative paths (POSIX or Windows separators) resolve against the data directory."""
+        return self._resolve(path)
+
+    # -------------------------------------------------------------- lifecycle
+    async def start(self, *, check_model: bool = True) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        await self.db.open()
+        inner = self._given_embedder or build_embedder(self.config.embedding, host_request_fn=self._host_embed_fn)
+        if inner is not None:
+            self.embedder = CachedEmbedder(inner, self.embedding_cache)
+        else:
+            self.embedder_error = "嵌入模型已在配置中关闭（embedding.provider = none）"
+        await self.vectors.open()
+        if self.embedder is not None:
+            try:
+                dimension = await self._probe_dimension()
+                self.vectors.bind_model(self.embedder.model_id, dimension)
+            except EmbeddingUnavailableError as exc:
+                self.embedder_error = str(exc)
+                logger.warning("嵌入模型不可用，检索将退化为关键词模式：%s", exc)
+        if check_model and self.vectors.model_id:
+            await self.vectors.check_model()
+        from .storage.documents import DocumentRepository
+
+        self.documents = DocumentRepository(self.db, self.records)
+        self.started = True
+        await self.sync_vectors()
+        if self.config.maintenance.enabled:
+            self._maintenance_task = asyncio.create_task(self._maintenance_loop(), name="booku-maintenance")
+
+    async def _probe_dimension(self) -> int:
+        assert self.embedder is not None
+        dimension = getattr(self.embedder, "dimension", 0)
+        if dimension:
+            return int(dimension)
+        return int((await self.embedder.embed_queries(["维度探测"])).shape[1])
+
+    async def close(self) -> None:
+        if self._maintenance_task is not None:
+            self._maintenance_task.cancel()
+            try:
+                await self._maintenance_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        if self.embedder is not None and hasattr(self.embedder, "aclose"):
+            await self.embedder.aclose()
+        await self.vectors.close()
+        await self.db.close()
+        self.started = False
+
+    # ------------------------------------------------------------ embeddings
+    def embedding_available(self) -> bool:
+        return self.embedder is not None and self.vectors.model_id is not None
+
+    def degraded_reason(self) -> str:
+        if self.embedder is None:
+            return self.embedder_error or "未配置嵌入模型"
+        if self.vectors.model_id is None:
+            return self.embedder_error or "嵌入模型不可用"
+        return ""
+
+    async def sync_vectors(self) -> Any:
+        """Apply pending vector work (after every write, at start-up and from the maintenance loop)."""
+        if self.vectors.model_id is None and self.embedder is not None:
+            try:
+                self.vectors.bind_model(self.embedder.model_id, await self._probe_dimension())
+                self.embedder_error = ""
+            except EmbeddingUnavailableError as exc:
+                self.embedder_error = str(exc)
+        return await self.vector_sync.drain()
+
+    # ---------------------------------------------------------------- events
+    def add_change_listener(self, listener: ChangeListener) -> None:
+        self._listeners.append(listener)
+
+    async def notify_changed(self, kind: str, memory_ids: Sequence[str] = ()) -> None:
+        """Tell listeners (reminder digests, dashboard caches) that memories changed."""
+        for listener in list(self._listeners):
+            try:
+                result = listener(kind, list(memory_ids))
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:  # a broken listener must never fail a write
+                logger.exception("记忆变更监听器出错")
+
+    def spawn(self, coro, *, name: str) -> asyncio.Task:
+        """Run a background job owned by the runtime (cancelled on close)."""
+        task = asyncio.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # ------------------------------------------------------------ maintenance
+    async def run_maintenance(self) -> dict[str, Any]:
+        """One maintenance pass: expire memos, run the emergent lifecycle, retry pending vectors."""
+        purged = await self.memos.purge_expired()
+        lifecycle = await self.memory_service().promote_stale_emergent()
+        sync = await self.sync_vectors()
+        return {"memos_purged": purged, "lifecycle": lifecycle, "vector_pending": sync.pending}
+
+    async def _maintenance_loop(self) -> None:
+        interval = self.config.maintenance.interval_seconds
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.run_maintenance()
+            except Exception:
+                logger.exception("记忆维护任务失败，将在下个周期重试")
+
+    # ----------------------------------------------------------------- views
+    def memory_service(self, scope: Scope | None = None):
+        from .memory_service import BookuMemoryService
+
+        return BookuMemoryService(self, scope=scope)
+
+    def knowledge_service(self, scope: Scope | None = None):
+        from .knowledge_service import BookuKnowledgeService
+
+        return BookuKnowledgeService(self, scope=scope)

@@ -1,0 +1,156 @@
+"""The SQLite database: two long-lived aiosqlite connections and numbered migrations.
+
+Why two connections: every write runs inside ``transaction()`` on the writer connection (BEGIN IMMEDIATE, one writer
+at a time, serialised by an asyncio lock), while reads go through the reader connection, which in WAL mode sees only
+committed data and never waits behind a half-done write of another coroutine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, AsyncIterator, Iterable, Sequence
+
+import aiosqlite
+
+MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+def available_migrations() -> list[tuple[int, str, str]]:
+    """All shipped migrations as (number, file name, SQL), in order."""
+    found = []
+    folder = resources.files(__package__).joinpath("migrations")
+    for entry in folder.iterdir():
+        match = MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), entry.name, entry.read_text(encoding="utf-8")))
+    return sorted(found)
+
+
+class Database:
+    """Owns the writer and reader connections of one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._writer: aiosqlite.Connection | None = None
+        self._reader: aiosqlite.Connection | None = None
+        self._write_lock = asyncio.Lock()
+
+    async def open(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._writer = await self._connect()
+        await self.migrate()
+        self._reader = await self._connect()
+
+    async def _connect(self) -> aiosqlite.Connection:
+        conn = await aiosqlite.connect(self.path, isolation_level=None)
+        conn.row_factory = aiosqlite.Row
+        await conn.execute("PRAGMA journal_mode=WAL")
+        await conn.execute("PRAGMA synchronous=NORMAL")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        await conn.execute("PRAGMA busy_timeout=10000")
+        await conn.create_function("REGEXP", 2, _regexp, deterministic=True)
+        return conn
+
+    async def close(self) -> None:
+        for conn in (self._reader, self._writer):
+            if conn is not None:
+                await conn.close()
+        self._reader = self._writer = None
+
+    async def schema_version(self) -> int:
+        async with self.writer.execute("PRAGMA user_version") as cur:
+            row = await cur.fetchone()
+        return int(row[0])
+
+    async def migrate(self) -> list[str]:
+        """Apply every migration newer than ``PRAGMA user_version``, each in its own transaction."""
+        applied = []
+        current = await self.schema_version()
+        for number, name, sql in available_migrations():
+            if number <= current:
+                continue
+            async with self._write_lock:
+                await self.writer.execute("BEGIN IMMEDIATE")
+                try:
+                    # executescript would COMMIT implicitly; run statement by statement instead.
+                    for statement in split_sql(sql):
+                        await self.writer.execute(statement)
+                    await self.writer.execute(f"PRAGMA user_version = {number}")
+                    await self.writer.execute("COMMIT")
+                except BaseException:
+                    await self.writer.execute("ROLLBACK")
+                    raise
+            applied.append(name)
+        return applied
+
+    @property
+    def writer(self) -> aiosqlite.Connection:
+        if self._writer is None:
+            raise RuntimeError("数据库尚未打开")
+        return self._writer
+
+    @property
+    def reader(self) -> aiosqlite.Connection:
+        if self._reader is None:
+            raise RuntimeError("数据库尚未打开")
+        return self._reader
+
+    @contextlib.asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One atomic write: everything inside commits together or not at all."""
+        async with self._write_lock:
+            conn = self.writer
+            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                await conn.execute("ROLLBACK")
+                raise
+            else:
+                await conn.execute("COMMIT")
+
+    async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
+        async with self.reader.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
+        async with self.reader.execute(sql, params) as cur:
+            return await cur.fetchone()
+
+    async def fetch_value(self, sql: str, params: Sequence[Any] = (), default: Any = None) -> Any:
+        row = await self.fetch_one(sql, params)
+        return default if row is None else row[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def _regexp(pattern: str | None, value: str | None) -> bool:
+    """SQLite calls ``X REGEXP Y`` as regexp(Y, X)."""
+    if pattern is None or value is None:
+        return False
+    return _compiled(pattern).search(value) is not None
+
+
+def split_sql(script: str) -> Iterable[str]:
+    """Split a migration script into statements.
+
+    Our migrations keep ``--`` and ``;`` out of string literals and define no triggers, so dropping comments and
+    splitting on ``;`` is exact.
+    """
+    lines = [line.split("--", 1)[0] for line in script.splitlines()]
+    for statement in "\n".join(lines).split(";"):
+        if statement.strip():
+            yield statement
+
+
+def placeholders(count: int) -> str:
+    """``?, ?, ?`` for an IN (...) list."""
+    return ", ".join("?" for _ in range(count))

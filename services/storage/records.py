@@ -1,0 +1,502 @@
+"""SQL for memory records: rows, tags, the FTS5 keyword index, revisions and the vector outbox.
+
+Every mutating method takes the open transaction's connection, so the record, its tags, its keyword-index row, its
+revision snapshot and its outbox entry are written atomically. Reads use the database's reader connection.
+Records travel as plain dicts (column name -> value, JSON lists decoded, plus the four tag lists).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import aiosqlite
+
+from ..logic.segmentation import segment_for_index
+from .database import Database, placeholders
+
+JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
+JSON_OBJECT_COLUMNS = ("extra",)
+TAG_GROUPS = {"tag": "tags", "core": "core_tags", "diffusion": "diffusion_tags", "opposing": "opposing_tags"}
+BOOL_COLUMNS = ("is_deleted", "pinned", "protected", "anchor", "digested", "resolved")
+
+# Columns a caller may set; rid/version/timestamps/counters are managed here.
+WRITABLE_COLUMNS = (
+    "memory_id", "owner_uid", "store_key", "title", "name", "folder_id", "bucket", "content", "source",
+    "memory_type", "status", "person_id", "relation_memory_ids", "relation_aliases", "event_start_at",
+    "event_end_at", "related_people", "knowledge_type", "address_or_coord", "place_type", "asset_type",
+    "disposition_status", "procedure_type", "novelty_energy", "importance", "valence", "arousal", "domains",
+    "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra", "document_id",
+    "chunk_index", "is_deleted", "deleted_at", "created_at", "updated_at", "last_activated_at", "activation_count",
+)
+# Changing any of these changes the embedded text, so the vector must be recomputed.
+EMBEDDED_COLUMNS = ("title", "content")
+# Changing any of these moves the vector to another partition (tier) or drops it.
+PARTITION_COLUMNS = ("status", "bucket", "is_deleted", "store_key")
+
+
+@dataclass
+class RecordFilter:
+    """Structured filters shared by listings, keyword search and grep. All conditions are ANDed."""
+
+    store_keys: Sequence[str] | None = None
+    buckets: Sequence[str] | None = ("memory",)
+    statuses: Sequence[str] | None = None
+    memory_types: Sequence[str] | None = None
+    exclude_memory_types: Sequence[str] = ()
+    folder_id: str | None = None
+    person_id: str | None = None
+    relation_of: str | None = None
+    tag: str | None = None
+    include_deleted: bool = False
+    only_deleted: bool = False
+    created_before: float | None = None
+    extra_sql: list[str] = field(default_factory=list)
+    extra_params: list[Any] = field(default_factory=list)
+
+    def where(self, alias: str = "r") -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+
+        def add_in(column: str, values: Sequence[Any] | None) -> None:
+            if values is not None:
+                clauses.append(f"{alias}.{column} IN ({placeholders(len(values))})" if values else "0")
+                params.extend(values)
+
+        add_in("store_key", self.store_keys)
+        add_in("bucket", self.buckets)
+        add_in("status", self.statuses)
+        add_in("memory_type", self.memory_types)
+        if self.exclude_memory_types:
+            clauses.append(f"{alias}.memory_type NOT IN ({placeholders(len(self.exclude_memory_types))})")
+            params.extend(self.exclude_memory_types)
+        if self.only_deleted:
+            clauses.append(f"{alias}.is_deleted = 1")
+        elif not self.include_deleted:
+            clauses.append(f"{alias}.is_deleted = 0")
+        if self.folder_id is not None:
+            clauses.append(f"{alias}.folder_id = ?")
+            params.append(self.folder_id)
+        if self.person_id is not None:
+            clauses.append(f"{alias}.person_id = ?")
+            params.append(self.person_id)
+        if self.relation_of is not None:
+            clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.relation_memory_ids) j WHERE j.value = ?)")
+            params.append(self.relation_of)
+        if self.tag is not None:
+            clauses.append(
+                f"EXISTS (SELECT 1 FROM booku_memory_tags t WHERE t.memory_id = {alias}.memory_id AND t.tag_value = ?)"
+            )
+            params.append(self.tag)
+        if self.created_before is not None:
+            clauses.append(f"{alias}.created_at < ?")
+            params.append(self.created_before)
+        clauses.extend(self.extra_sql)
+        params.extend(self.extra_params)
+        return (" AND ".join(clauses) if clauses else "1"), params
+
+
+def escape_like(text: str) -> str:
+    """Escape LIKE wildcards so user keywords match literally (reference bug B18)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def row_to_record(row: aiosqlite.Row) -> dict[str, Any]:
+    record = dict(row)
+    for column in JSON_LIST_COLUMNS:
+        record[column] = _decode_list(record.get(column))
+    for column in JSON_OBJECT_COLUMNS:
+        try:
+            value = json.loads(record.get(column) or "{}")
+        except (TypeError, ValueError):
+            value = {}
+        record[column] = value if isinstance(value, dict) else {}
+    for column in BOOL_COLUMNS:
+        record[column] = bool(record.get(column))
+    for group in TAG_GROUPS.values():
+        record.setdefault(group, [])
+    return record
+
+
+def _decode_list(raw: Any) -> list[str]:
+    try:
+        value = json.loads(raw or "[]")
+    except (TypeError, ValueError):
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def _encode(column: str, value: Any) -> Any:
+    if column in JSON_LIST_COLUMNS:
+        return json.dumps([str(v).strip() for v in (value or []) if str(v).strip()], ensure_ascii=False)
+    if column in JSON_OBJECT_COLUMNS:
+        return json.dumps(value or {}, ensure_ascii=False, sort_keys=True)
+    if column in BOOL_COLUMNS:
+        return 1 if value else 0
+    return value
+
+
+def snapshot_of(record: dict[str, Any]) -> dict[str, Any]:
+    """The part of a record that history keeps (everything a revert restores)."""
+    skip = {"rid", "embedded_text_hash"}
+    return {k: v for k, v in record.items() if k not in skip}
+
+
+class RecordRepository:
+    """All SQL touching ``booku_memory_records`` and its satellites."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # ------------------------------------------------------------------ reads
+    async def get_many(
+        self, memory_ids: Iterable[str], *, include_deleted: bool = False, conn: aiosqlite.Connection | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Records (with tags) by id; unknown ids are simply absent. Two queries whatever the count."""
+        ids = list(dict.fromkeys(i for i in memory_ids if i))
+        if not ids:
+            return {}
+        deleted_clause = "" if include_deleted else " AND is_deleted = 0"
+        records: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = await self._fetch(
+                conn,
+                f"SELECT * FROM booku_memory_records WHERE memory_id IN ({placeholders(len(chunk))}){deleted_clause}",
+                chunk,
+            )
+            for row in rows:
+                records[row["memory_id"]] = row_to_record(row)
+        await self._attach_tags(records, conn)
+        return records
+
+    async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
+        return (await self.get_many([memory_id], include_deleted=include_deleted, conn=conn)).get(memory_id)
+
+    async def _fetch(self, conn: aiosqlite.Connection | None, sql: str, params: Sequence[Any]) -> list[aiosqlite.Row]:
+        if conn is None:
+            return await self.db.fetch_all(sql, params)
+        async with conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
+    async def _attach_tags(self, records: dict[str, dict[str, Any]], conn=None) -> None:
+        ids = list(records)
+        for record in records.values():
+            for group in TAG_GROUPS.values():
+                record[group] = []
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = await self._fetch(
+                conn,
+                f"SELECT memory_id, tag_type, tag_value FROM booku_memory_tags "
+                f"WHERE memory_id IN ({placeholders(len(chunk))}) ORDER BY memory_id, tag_type, position",
+                chunk,
+            )
+            for row in rows:
+                records[row["memory_id"]][TAG_GROUPS[row["tag_type"]]].append(row["tag_value"])
+
+    async def list_records(
+        self,
+        flt: RecordFilter,
+        *,
+        keyword: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        order_by: str = "r.updated_at DESC, r.rid DESC",
+    ) -> list[dict[str, Any]]:
+        """Structured listing (dashboard, list_memory_entries, recent digests)."""
+        where, params = flt.where()
+        if keyword:
+            pattern = f"%{escape_like(keyword)}%"
+            where += " AND (r.title LIKE ? ESCAPE '\\' OR r.content LIKE ? ESCAPE '\\' OR r.memory_id LIKE ? ESCAPE '\\')"
+            params += [pattern, pattern, pattern]
+        rows = await self.db.fetch_all(
+            f"SELECT r.* FROM booku_memory_records r WHERE {where} ORDER BY {order_by} LIMIT ? OFFSET ?",
+            [*params, limit, offset],
+        )
+        return await self._with_tags(rows)
+
+    async def count_records(self, flt: RecordFilter, *, keyword: str | None = None) -> int:
+        where, params = flt.where()
+        if keyword:
+            pattern = f"%{escape_like(keyword)}%"
+            where += " AND (r.title LIKE ? ESCAPE '\\' OR r.content LIKE ? ESCAPE '\\' OR r.memory_id LIKE ? ESCAPE '\\')"
+            params += [pattern, pattern, pattern]
+        return int(await self.db.fetch_value(f"SELECT COUNT(*) FROM booku_memory_records r WHERE {where}", params, 0))
+
+    async def _with_tags(self, rows: Sequence[aiosqlite.Row]) -> list[dict[str, Any]]:
+        records = {row["memory_id"]: row_to_record(row) for row in rows}
+        await self._attach_tags(records)
+        return [records[row["memory_id"]] for row in rows]
+
+    async def keyword_search(self, fts_query: str, flt: RecordFilter, *, limit: int) -> list[tuple[str, float]]:
+        """FTS5 route: (memory_id, score) best first; score = -bm25 so that higher is better."""
+        where, params = flt.where()
+        rows = await self.db.fetch_all(
+            f"SELECT r.memory_id, bm25(booku_memory_fts, 3.0, 1.0, 2.0) AS rank "
+            f"FROM booku_memory_fts JOIN booku_memory_records r ON r.rid = booku_memory_fts.rowid "
+            f"WHERE booku_memory_fts MATCH ? AND {where} ORDER BY rank LIMIT ?",
+            [fts_query, *params, limit],
+        )
+        return [(row["memory_id"], -float(row["rank"])) for row in rows]
+
+    async def grep_like(
+        self, query: str, fields: Sequence[str], flt: RecordFilter, *, limit: int
+    ) -> list[dict[str, Any]]:
+        """Literal substring match in the chosen fields, newest first, evaluated by SQLite."""
+        pattern = f"%{escape_like(query)}%"
+        ors, params = self._grep_field_clauses(fields, "LIKE ? ESCAPE '\\'", pattern)
+        where, fparams = flt.where()
+        rows = await self.db.fetch_all(
+            f"SELECT r.* FROM booku_memory_records r WHERE {where} AND ({ors}) "
+            f"ORDER BY r.updated_at DESC, r.rid DESC LIMIT ?",
+            [*fparams, *params, limit],
+        )
+        return await self._with_tags(rows)
+
+    async def grep_regex(
+        self, pattern: str, fields: Sequence[str], flt: RecordFilter, *, limit: int
+    ) -> list[dict[str, Any]]:
+        """Regex match evaluated inside SQLite through the REGEXP function registered on the reader."""
+        ors, params = self._grep_field_clauses(fields, "REGEXP ?", pattern)
+        where, fparams = flt.where()
+        rows = await self.db.fetch_all(
+            f"SELECT r.* FROM booku_memory_records r WHERE {where} AND ({ors}) "
+            f"ORDER BY r.updated_at DESC, r.rid DESC LIMIT ?",
+            [*fparams, *params, limit],
+        )
+        return await self._with_tags(rows)
+
+    @staticmethod
+    def _grep_field_clauses(fields: Sequence[str], operator: str, value: str) -> tuple[str, list[str]]:
+        clauses, params = [], []
+        for name in fields:
+            if name in ("title", "content", "name", "why_remembered"):
+                clauses.append(f"r.{name} {operator}")
+                params.append(value)
+            elif name == "summary":
+                clauses.append(f"r.content {operator}")
+                params.append(value)
+            elif name == "tags":
+                clauses.append(
+                    f"EXISTS (SELECT 1 FROM booku_memory_tags t WHERE t.memory_id = r.memory_id AND t.tag_value {operator})"
+                )
+                params.append(value)
+            elif name == "metadata":
+                for column in ("memory_id", "source", "folder_id", "bucket", "memory_type", "person_id"):
+                    clauses.append(f"COALESCE(r.{column}, '') {operator}")
+                    params.append(value)
+        return " OR ".join(clauses), params
+
+    async def bucket_counts(self, *, store_keys: Sequence[str] | None = None, folder_id: str | None = None) -> dict[str, int]:
+        flt = RecordFilter(store_keys=store_keys, buckets=None, folder_id=folder_id)
+        where, params = flt.where()
+        rows = await self.db.fetch_all(
+            f"SELECT r.bucket, COUNT(*) AS n FROM booku_memory_records r WHERE {where} GROUP BY r.bucket", params
+        )
+        counts = {"memory": 0, "knowledge": 0}
+        counts.update({row["bucket"]: int(row["n"]) for row in rows})
+        return counts
+
+    async def grouped_counts(self, column: str, flt: RecordFilter) -> dict[str, int]:
+        """Counts by a column or by month (``column='month'``) for statistics."""
+        expr = "strftime('%Y-%m', r.created_at, 'unixepoch')" if column == "month" else f"r.{column}"
+        where, params = flt.where()
+        rows = await self.db.fetch_all(
+            f"SELECT {expr} AS k, COUNT(*) AS n FROM booku_memory_records r WHERE {where} GROUP BY k ORDER BY k", params
+        )
+        return {str(row["k"]): int(row["n"]) for row in rows}
+
+    async def distinct_folders(self, *, store_keys: Sequence[str] | None = None) -> list[str]:
+        flt = RecordFilter(store_keys=store_keys)
+        where, params = flt.where()
+        rows = await self.db.fetch_all(
+            f"SELECT DISTINCT r.folder_id FROM booku_memory_records r WHERE {where} AND r.folder_id != '' "
+            f"ORDER BY r.folder_id",
+            params,
+        )
+        return [row["folder_id"] for row in rows]
+
+    async def find_person(self, person_id: str, *, store_keys: Sequence[str] | None, conn=None) -> dict[str, Any] | None:
+        flt = RecordFilter(store_keys=store_keys, memory_types=("person",), person_id=person_id)
+        where, params = flt.where()
+        rows = await self._fetch(
+            conn, f"SELECT r.memory_id FROM booku_memory_records r WHERE {where} ORDER BY r.updated_at DESC LIMIT 1", params
+        )
+        return await self.get(rows[0]["memory_id"], conn=conn) if rows else None
+
+    async def history(self, memory_id: str) -> list[dict[str, Any]]:
+        rows = await self.db.fetch_all(
+            "SELECT version, action, snapshot, actor, note, created_at FROM booku_memory_revisions "
+            "WHERE memory_id = ? ORDER BY version",
+            [memory_id],
+        )
+        return [
+            {
+                "version": row["version"],
+                "action": row["action"],
+                "actor": row["actor"],
+                "note": row["note"],
+                "created_at": row["created_at"],
+                "snapshot": json.loads(row["snapshot"]),
+            }
+            for row in rows
+        ]
+
+    # ----------------------------------------------------------------- writes
+    async def insert(
+        self, conn: aiosqlite.Connection, record: dict[str, Any], *, action: str = "create", actor: str = "agent",
+        note: str = "",
+    ) -> dict[str, Any]:
+        """Insert a new record with its tags, keyword row, first revision and outbox entry."""
+        now = time.time()
+        values = {column: record[column] for column in WRITABLE_COLUMNS if column in record}
+        values.setdefault("created_at", now)
+        values.setdefault("updated_at", now)
+        columns = list(values)
+        await conn.execute(
+            f"INSERT INTO booku_memory_records ({', '.join(columns)}) VALUES ({placeholders(len(columns))})",
+            [_encode(c, values[c]) for c in columns],
+        )
+        await self._replace_tags(conn, record["memory_id"], record)
+        stored = await self.get(record["memory_id"], include_deleted=True, conn=conn)
+        assert stored is not None
+        await self._refresh_keyword_row(conn, stored)
+        await self._write_revision(conn, stored, action, actor, note, now)
+        await self.enqueue_vector_sync(conn, stored["memory_id"], stored["store_key"], now=now)
+        return stored
+
+    async def update(
+        self,
+        conn: aiosqlite.Connection,
+        memory_id: str,
+        changes: dict[str, Any],
+        *,
+        action: str,
+        actor: str = "agent",
+        note: str = "",
+        touch: bool = True,
+    ) -> dict[str, Any] | None:
+        """Apply changes (columns and/or tag groups) and record a new revision.
+
+        Tag groups absent from ``changes`` are kept (reference bug B3). Returns the new record, or None when the id
+        does not exist. The vector is queued for a refresh only when embedded text or its partition changed.
+        """
+        before = await self.get(memory_id, include_deleted=True, conn=conn)
+        if before is None:
+            return None
+        now = time.time()
+        columns = {c: v for c, v in changes.items() if c in WRITABLE_COLUMNS and c != "memory_id"}
+        tag_changes = {g: changes[g] for g in TAG_GROUPS.values() if g in changes}
+        if touch:
+            columns["updated_at"] = now
+        if columns:
+            assignments = ", ".join(f"{c} = ?" for c in columns)
+            await conn.execute(
+                f"UPDATE booku_memory_records SET {assignments}, version = version + 1 WHERE memory_id = ?",
+                [*(_encode(c, v) for c, v in columns.items()), memory_id],
+            )
+        else:
+            await conn.execute("UPDATE booku_memory_records SET version = version + 1 WHERE memory_id = ?", [memory_id])
+        if tag_changes:
+            merged_tags = {g: tag_changes.get(g, before[g]) for g in TAG_GROUPS.values()}
+            await self._replace_tags(conn, memory_id, merged_tags)
+        after = await self.get(memory_id, include_deleted=True, conn=conn)
+        assert after is not None
+        if any(before.get(c) != after.get(c) for c in (*EMBEDDED_COLUMNS,)) or tag_changes:
+            await self._refresh_keyword_row(conn, after)
+        await self._write_revision(conn, after, action, actor, note, now)
+        if any(before.get(c) != after.get(c) for c in (*EMBEDDED_COLUMNS, *PARTITION_COLUMNS)):
+            await self.enqueue_vector_sync(conn, memory_id, before["store_key"], now=now)
+            if before["store_key"] != after["store_key"]:
+                await self.enqueue_vector_sync(conn, memory_id, after["store_key"], now=now)
+        return after
+
+    async def hard_delete(self, conn: aiosqlite.Connection, memory_ids: Sequence[str], *, actor: str = "agent") -> int:
+        """Remove rows for good; the last snapshot stays in the revision table, the vector goes through the outbox."""
+        existing = await self.get_many(memory_ids, include_deleted=True, conn=conn)
+        now = time.time()
+        for record in existing.values():
+            await self._write_revision(conn, {**record, "version": record["version"] + 1}, "hard_delete", actor, "", now)
+            await conn.execute("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
+            await conn.execute("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
+            await conn.execute("DELETE FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]])
+            await self.enqueue_vector_sync(conn, record["memory_id"], record["store_key"], op="delete", now=now)
+        return len(existing)
+
+    async def bump_activation(self, memory_ids: Sequence[str], *, now: float | None = None) -> int:
+        """One UPDATE for all hits (reference did one transaction per item)."""
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return 0
+        async with self.db.transaction() as conn:
+            cur = await conn.execute(
+                f"UPDATE booku_memory_records SET activation_count = activation_count + 1, last_activated_at = ? "
+                f"WHERE memory_id IN ({placeholders(len(ids))})",
+                [now or time.time(), *ids],
+            )
+            return cur.rowcount
+
+    async def set_embedded_hash(self, conn: aiosqlite.Connection, memory_id: str, text_hash: str) -> None:
+        await conn.execute(
+            "UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?", [text_hash, memory_id]
+        )
+
+    async def _replace_tags(self, conn: aiosqlite.Connection, memory_id: str, source: dict[str, Any]) -> None:
+        await conn.execute("DELETE FROM booku_memory_tags WHERE memory_id = ?", [memory_id])
+        rows = []
+        for tag_type, group in TAG_GROUPS.items():
+            seen: set[str] = set()
+            for value in source.get(group) or []:
+                value = str(value).strip()
+                if value and value not in seen:
+                    seen.add(value)
+                    rows.append((memory_id, tag_type, value, len(seen)))
+        if rows:
+            await conn.executemany(
+                "INSERT INTO booku_memory_tags (memory_id, tag_type, tag_value, position) VALUES (?, ?, ?, ?)", rows
+            )
+
+    async def _refresh_keyword_row(self, conn: aiosqlite.Connection, record: dict[str, Any]) -> None:
+        tags = " ".join(
+            record.get("tags", []) + record.get("core_tags", []) + record.get("diffusion_tags", [])
+        )
+        await conn.execute("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
+        await conn.execute(
+            "INSERT INTO booku_memory_fts (rowid, title, content, tags) VALUES (?, ?, ?, ?)",
+            [record["rid"], segment_for_index(record["title"]), segment_for_index(record["content"]),
+             segment_for_index(tags)],
+        )
+
+    async def _write_revision(
+        self, conn: aiosqlite.Connection, record: dict[str, Any], action: str, actor: str, note: str, now: float
+    ) -> None:
+        await conn.execute(
+            "INSERT INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [record["memory_id"], record["version"], action,
+             json.dumps(snapshot_of(record), ensure_ascii=False, sort_keys=True), actor, note, now],
+        )
+
+    async def enqueue_vector_sync(
+        self, conn: aiosqlite.Connection, memory_id: str, store_key: str, *, op: str = "upsert", now: float | None = None
+    ) -> None:
+        await conn.execute(
+            "INSERT INTO booku_vector_outbox (memory_id, store_key, op, created_at) VALUES (?, ?, ?, ?)",
+            [memory_id, store_key, op, now or time.time()],
+        )
+
+    async def rebuild_keyword_index(self, conn: aiosqlite.Connection) -> int:
+        """Recreate every FTS row from the records (derived data; used by reindex)."""
+        await conn.execute("DELETE FROM booku_memory_fts")
+        count = 0
+        async with conn.execute("SELECT memory_id FROM booku_memory_records") as cur:
+            ids = [row[0] for row in await cur.fetchall()]
+        for start in range(0, len(ids), 500):
+            records = await self.get_many(ids[start : start + 500], include_deleted=True, conn=conn)
+            for record in records.values():
+                await self._refresh_keyword_row(conn, record)
+                count += 1
+        return count

@@ -1,0 +1,227 @@
+"""The vector index: Chroma collections partitioned by (tier, store).
+
+Why partitions instead of metadata filters: a filtered HNSW query in Chroma costs several times an unfiltered one,
+and the reference leaked soft-deleted and archived memories into results because it never filtered at all. Here the
+tier of a record decides its collection (``live`` = active memories, ``archive`` = archived/expired memories,
+``knowledge`` = document chunks; soft-deleted records have no vector), so a query simply picks the collections it
+may see. Collection names are hashes, never raw user text (reference bug B12).
+
+Chroma is synchronous; every call runs in one worker thread so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ModelMismatchError
+
+logger = logging.getLogger(__name__)
+
+TIERS = ("live", "archive", "knowledge")
+
+
+@dataclass
+class VectorHit:
+    memory_id: str
+    similarity: float  # cosine similarity in [-1, 1]
+    tier: str
+    embedding: np.ndarray | None
+
+
+def tier_of(record: dict[str, Any]) -> str | None:
+    """Which partition a record's vector belongs to, or None when it must not be searchable."""
+    if record.get("is_deleted"):
+        return None
+    if record.get("bucket") == "knowledge":
+        return "knowledge"
+    return "live" if record.get("status") == "active" else "archive"
+
+
+def collection_name(tier: str, store_key: str) -> str:
+    digest = hashlib.sha1(store_key.encode("utf-8")).hexdigest()[:16]
+    return f"booku_{tier}_{digest}"
+
+
+class VectorIndex:
+    """Thin async facade over a Chroma client (embedded PersistentClient or HttpClient)."""
+
+    def __init__(self, *, path: Path | None = None, http_host: str | None = None, http_port: int = 8000,
+                 http_ssl: bool = False) -> None:
+        self._path = path
+        self._http = (http_host, http_port, http_ssl) if http_host else None
+        self._client: Any = None
+        self._collections: dict[str, Any] = {}
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="booku-chroma")
+        self.model_id: str | None = None
+        self.dimension: int | None = None
+
+    async def _run(self, fn, *args, **kwargs):
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+
+    async def open(self) -> None:
+        await self._run(self._open_sync)
+
+    def _open_sync(self) -> None:
+        os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+        import chromadb
+        from chromadb.config import Settings
+
+        settings = Settings(anonymized_telemetry=False, allow_reset=False)
+        if self._http:
+            host, port, ssl = self._http
+            self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
+        else:
+            assert self._path is not None
+            self._path.mkdir(parents=True, exist_ok=True)
+            self._client = chromadb.PersistentClient(path=str(self._path), settings=settings)
+
+    async def close(self) -> None:
+        self._collections.clear()
+        self._client = None
+        self._executor.shutdown(wait=True)
+
+    # ----------------------------------------------------------------- model
+    def bind_model(self, model_id: str, dimension: int) -> None:
+        self.model_id, self.dimension = model_id, dimension
+
+    async def stored_model(self) -> tuple[str, int] | None:
+        """The model recorded on any existing collection (all collections share one)."""
+        def probe():
+            for col in self._client.list_collections():
+                meta = col.metadata or {}
+                if str(col.name).startswith("booku_") and "model_id" in meta:
+                    return str(meta["model_id"]), int(meta["dimension"])
+            return None
+        return await self._run(probe)
+
+    async def check_model(self) -> None:
+        stored = await self.stored_model()
+        if stored and stored != (self.model_id, self.dimension):
+            raise ModelMismatchError(
+                f"向量索引由模型 {stored[0]}（{stored[1]} 维）建立，当前嵌入模型为 {self.model_id}（{self.dimension} 维）。"
+                f"请运行 `python -m booku_memory reindex` 用当前模型重建全部向量。"
+            )
+
+    # ----------------------------------------------------------- collections
+    def _collection_sync(self, tier: str, store_key: str, create: bool):
+        name = collection_name(tier, store_key)
+        col = self._collections.get(name)
+        if col is not None:
+            return col
+        if create:
+            col = self._client.get_or_create_collection(
+                name,
+                embedding_function=None,
+                configuration={"hnsw": {"space": "cosine", "ef_search": 64}},
+                metadata={"model_id": self.model_id or "", "dimension": int(self.dimension or 0),
+                          "tier": tier, "store_key": store_key},
+            )
+        else:
+            try:
+                col = self._client.get_collection(name, embedding_function=None)
+            except Exception:  # chroma raises NotFoundError/ValueError depending on backend
+                return None
+        self._collections[name] = col
+        return col
+
+    async def upsert(self, tier: str, store_key: str, ids: Sequence[str], vectors: np.ndarray,
+                     metadatas: Sequence[dict[str, Any]] | None = None) -> None:
+        if not ids:
+            return
+
+        def work():
+            col = self._collection_sync(tier, store_key, create=True)
+            col.upsert(ids=list(ids), embeddings=np.asarray(vectors, dtype=np.float32),
+                       metadatas=list(metadatas) if metadatas else None)
+        await self._run(work)
+
+    async def delete(self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS) -> None:
+        if not ids:
+            return
+
+        def work():
+            for tier in tiers:
+                col = self._collection_sync(tier, store_key, create=False)
+                if col is not None:
+                    col.delete(ids=list(ids))
+        await self._run(work)
+
+    async def query(
+        self,
+        vector: np.ndarray,
+        *,
+        store_keys: Sequence[str],
+        tiers: Sequence[str],
+        limit: int,
+        with_embeddings: bool = False,
+    ) -> list[VectorHit]:
+        """Nearest neighbours across the chosen partitions, best first."""
+        def work():
+            hits: list[VectorHit] = []
+            include = ["distances", "embeddings"] if with_embeddings else ["distances"]
+            for store_key in store_keys:
+                for tier in tiers:
+                    col = self._collection_sync(tier, store_key, create=False)
+                    if col is None:
+                        continue
+                    size = col.count()
+                    if size == 0:
+                        continue
+                    res = col.query(query_embeddings=np.asarray([vector], dtype=np.float32),
+                                    n_results=min(limit, size), include=include)
+                    ids = res["ids"][0]
+                    dists = res["distances"][0]
+                    embs = res["embeddings"][0] if with_embeddings and res.get("embeddings") is not None else None
+                    for i, memory_id in enumerate(ids):
+                        emb = np.asarray(embs[i], dtype=np.float32) if embs is not None else None
+                        hits.append(VectorHit(memory_id, 1.0 - float(dists[i]), tier, emb))
+            hits.sort(key=lambda h: h.similarity, reverse=True)
+            return hits[:limit]
+        return await self._run(work)
+
+    async def get_embeddings(self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS) -> dict[str, np.ndarray]:
+        def work():
+            found: dict[str, np.ndarray] = {}
+            for tier in tiers:
+                col = self._collection_sync(tier, store_key, create=False)
+                if col is None:
+                    continue
+                res = col.get(ids=list(ids), include=["embeddings"])
+                for memory_id, emb in zip(res["ids"], res["embeddings"] if res["embeddings"] is not None else []):
+                    found[memory_id] = np.asarray(emb, dtype=np.float32)
+            return found
+        return await self._run(work)
+
+    async def count(self, *, store_keys: Sequence[str] | None = None, tiers: Sequence[str] = TIERS) -> dict[str, int]:
+        """Vector counts per tier, over the given stores (all known booku collections when None)."""
+        def work():
+            counts = {tier: 0 for tier in tiers}
+            for col in self._client.list_collections():
+                meta = col.metadata or {}
+                tier = meta.get("tier")
+                if tier not in counts or not str(col.name).startswith("booku_"):
+                    continue
+                if store_keys is not None and meta.get("store_key") not in store_keys:
+                    continue
+                counts[tier] += self._client.get_collection(col.name, embedding_function=None).count()
+            return counts
+        return await self._run(work)
+
+    async def drop_all(self) -> None:
+        """Delete every booku collection (reindex starts from a clean slate)."""
+        def work():
+            for col in self._client.list_collections():
+                if str(col.name).startswith("booku_"):
+                    self._client.delete_collection(col.name)
+            self._collections.clear()
+        await self._run(work)
