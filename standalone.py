@@ -47,7 +47,11 @@ async def open_memory(
 ) -> AsyncIterator[MemoryHandle]:
     """Start a runtime on ``data_dir`` (SQLite + embedded Chroma + the configured embedder) and close it after."""
     runtime = BookuRuntime(config, data_dir, embedder=embedder, default_scope=scope)
-    await runtime.start(check_model=check_model)
+    try:
+        await runtime.start(check_model=check_model)
+    except BaseException:
+        await runtime.close()
+        raise
     handle = MemoryHandle(runtime)
     _open_handles.append(handle)
     try:

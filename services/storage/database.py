@@ -154,3 +154,22 @@ def split_sql(script: str) -> Iterable[str]:
 def placeholders(count: int) -> str:
     """``?, ?, ?`` for an IN (...) list."""
     return ", ".join("?" for _ in range(count))
+
+
+async def dump_table(db: Database, table: str, *, order_by: str = "rowid") -> list[dict[str, Any]]:
+    """Every row of a plain table as dicts (export)."""
+    rows = await db.fetch_all(f"SELECT * FROM {table} ORDER BY {order_by}")
+    return [dict(row) for row in rows]
+
+
+async def insert_rows_ignoring_existing(conn: aiosqlite.Connection, table: str, rows: Sequence[dict[str, Any]]) -> int:
+    """INSERT OR IGNORE rows (import is idempotent: rows whose key exists are kept as they are)."""
+    inserted = 0
+    for row in rows:
+        columns = list(row)
+        cur = await conn.execute(
+            f"INSERT OR IGNORE INTO {table} ({', '.join(columns)}) VALUES ({placeholders(len(columns))})",
+            [row[c] for c in columns],
+        )
+        inserted += max(cur.rowcount, 0)
+    return inserted

@@ -500,3 +500,66 @@ class RecordRepository:
                 await self._refresh_keyword_row(conn, record)
                 count += 1
         return count
+
+    # --------------------------------------------------------- portability
+    async def iter_ids(self, *, batch: int = 500):
+        """Every record id (deleted included), in insertion order, in pages."""
+        last = 0
+        while True:
+            rows = await self.db.fetch_all(
+                "SELECT rid, memory_id FROM booku_memory_records WHERE rid > ? ORDER BY rid LIMIT ?", [last, batch]
+            )
+            if not rows:
+                return
+            last = rows[-1]["rid"]
+            yield [row["memory_id"] for row in rows]
+
+    async def history_many(self, memory_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
+        found: dict[str, list[dict[str, Any]]] = {i: [] for i in memory_ids}
+        rows = await self.db.fetch_all(
+            f"SELECT memory_id, version, action, snapshot, actor, note, created_at FROM booku_memory_revisions "
+            f"WHERE memory_id IN ({placeholders(len(memory_ids))}) ORDER BY memory_id, version",
+            list(memory_ids),
+        )
+        for row in rows:
+            found[row["memory_id"]].append({
+                "version": row["version"], "action": row["action"], "snapshot": json.loads(row["snapshot"]),
+                "actor": row["actor"], "note": row["note"], "created_at": row["created_at"],
+            })
+        return found
+
+    async def import_record(self, conn: aiosqlite.Connection, record: dict[str, Any],
+                            revisions: Sequence[dict[str, Any]]) -> bool:
+        """Insert an exported record exactly as it was (version, timestamps, history). False if the id exists."""
+        async with conn.execute("SELECT 1 FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]]) as cur:
+            if await cur.fetchone():
+                return False
+        values = {c: record[c] for c in WRITABLE_COLUMNS if c in record}
+        values["version"] = int(record.get("version", 1))
+        columns = list(values)
+        await conn.execute(
+            f"INSERT INTO booku_memory_records ({', '.join(columns)}) VALUES ({placeholders(len(columns))})",
+            [_encode(c, values[c]) for c in columns],
+        )
+        await self._replace_tags(conn, record["memory_id"], record)
+        stored = await self.get(record["memory_id"], include_deleted=True, conn=conn)
+        assert stored is not None
+        await self._refresh_keyword_row(conn, stored)
+        await conn.executemany(
+            "INSERT OR IGNORE INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(record["memory_id"], r["version"], r["action"], json.dumps(r["snapshot"], ensure_ascii=False, sort_keys=True),
+              r.get("actor", "agent"), r.get("note", ""), r["created_at"]) for r in revisions],
+        )
+        await self.enqueue_vector_sync(conn, stored["memory_id"], stored["store_key"])
+        return True
+
+    async def enqueue_all_vectors(self, conn: aiosqlite.Connection) -> int:
+        """Queue every live record for a vector rebuild (reindex)."""
+        await conn.execute("DELETE FROM booku_vector_outbox")
+        cur = await conn.execute(
+            "INSERT INTO booku_vector_outbox (memory_id, store_key, op, created_at) "
+            "SELECT memory_id, store_key, 'upsert', ? FROM booku_memory_records WHERE is_deleted = 0 ORDER BY rid",
+            [time.time()],
+        )
+        return cur.rowcount

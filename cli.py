@@ -1,0 +1,188 @@
+"""Command line: ``python -m booku_memory <serve|command|reindex|export|import|ingest|manifest>``.
+
+Every sub-command opens the same standalone runtime the library uses (``booku_memory.open``), so the CLI, the
+dashboard and other programs see one store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from .config import BookuConfig, load_config
+from .services.errors import BookuError
+
+
+def progress_bar(done: int, total: int, label: str) -> None:
+    """A one-line progress bar on stderr (long jobs: reindex, import, ingest)."""
+    total = max(total, 1)
+    width = 30
+    filled = int(width * min(done, total) / total)
+    sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done >= total:
+        sys.stderr.write("\n")
+    sys.stderr.flush()
+
+
+def _config(args: argparse.Namespace) -> BookuConfig:
+    return load_config(args.config) if args.config else load_config(None)
+
+
+def _print(data: Any) -> None:
+    if isinstance(data, str):
+        print(data)
+    else:
+        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+async def _with_memory(args: argparse.Namespace, job, *, check_model: bool = True) -> Any:
+    from .standalone import open_memory
+
+    async with open_memory(args.data_dir, _config(args), check_model=check_model) as memory:
+        return await job(memory)
+
+
+async def run_serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from .router.app import create_dashboard_app
+    from .router.auth import ensure_api_key
+    from .router.settings import DashboardSettings
+    from .standalone import open_memory
+
+    config = _config(args)
+    host = args.host or config.dashboard.host
+    port = args.port or config.dashboard.port
+    async with open_memory(args.data_dir, config) as memory:
+        runtime = memory.runtime
+        api_key = ensure_api_key(runtime.data_dir, config)
+        if config.startup_ingest.enabled:
+            knowledge = runtime.knowledge_service()
+            runtime.spawn(knowledge.ingest_folders(), name="booku-startup-ingest")
+        app = create_dashboard_app(lambda: runtime, settings=DashboardSettings.from_config(config, api_key=api_key))
+        print(f"Booku Memory 已启动：数据目录 {runtime.data_dir}")
+        print(f"管理后台：http://{host}:{port}/login  （API Key 保存在 {runtime.data_dir / 'dashboard_api_key'}）")
+        if runtime.degraded_reason():
+            print(f"注意：嵌入模型不可用，检索退化为关键词模式：{runtime.degraded_reason()}")
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+        await server.serve()
+
+
+async def run_command(args: argparse.Namespace) -> None:
+    from .tools.memory_command import run_memory_command
+
+    async def job(memory):
+        service = memory.get_service("booku_memory:service:booku_memory")
+        return await run_memory_command(service, args.text, stream_id=args.stream)
+
+    _print(await _with_memory(args, job))
+
+
+async def run_memo(args: argparse.Namespace) -> None:
+    async def job(memory):
+        service = memory.get_service("booku_memory:service:booku_memory")
+        return await service.create_temporary_memo(content=args.content, expire_hours=args.hours,
+                                                   stream_id=args.stream)
+
+    _print(await _with_memory(args, job))
+
+
+async def run_reindex(args: argparse.Namespace) -> None:
+    from .services.portability import reindex
+
+    async def job(memory):
+        return await reindex(memory.runtime, progress=progress_bar)
+
+    _print(await _with_memory(args, job, check_model=False))
+
+
+async def run_export(args: argparse.Namespace) -> None:
+    from .services.portability import export_jsonl
+
+    async def job(memory):
+        return await export_jsonl(memory.runtime, args.file, progress=progress_bar)
+
+    _print(await _with_memory(args, job))
+
+
+async def run_import(args: argparse.Namespace) -> None:
+    from .services.portability import import_jsonl
+
+    async def job(memory):
+        return await import_jsonl(memory.runtime, args.file, progress=progress_bar)
+
+    _print(await _with_memory(args, job))
+
+
+async def run_ingest(args: argparse.Namespace) -> None:
+    async def job(memory):
+        knowledge = memory.get_service("booku_memory:service:booku_knowledge")
+        if args.path:
+            path = Path(args.path)
+            return await knowledge.ingest_document(title=args.title or path.stem, file_path=str(path),
+                                                   source="cli")
+        return await knowledge.ingest_folders()
+
+    _print(await _with_memory(args, job))
+
+
+def run_manifest(args: argparse.Namespace) -> None:
+    from .manifest_tools import write_manifest
+
+    root = Path(__file__).resolve().parent
+    write_manifest(root / "plugin.toml", root / "manifest.json")
+    print(f"已根据 plugin.toml 生成 {root / 'manifest.json'}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m booku_memory", description="Booku Memory 长期记忆服务")
+    sub = parser.add_subparsers(dest="action", required=True)
+
+    def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--data-dir", default="data", help="数据目录（默认 ./data）")
+        p.add_argument("--config", default=None, help="TOML 配置文件（见 config/example.toml）")
+        return p
+
+    serve = common(sub.add_parser("serve", help="启动记忆服务与管理后台"))
+    serve.add_argument("--host", default=None, help="监听地址（默认 127.0.0.1）")
+    serve.add_argument("--port", type=int, default=None, help="端口（默认 8765）")
+    command = common(sub.add_parser("command", help="像 LLM 一样执行一条 memory_command"))
+    command.add_argument("text", help='例如 "search -query 大学同学"')
+    command.add_argument("--stream", default=None, help="聊天流 ID（临时备忘录用）")
+    memo = common(sub.add_parser("memo", help="写一条临时备忘录"))
+    memo.add_argument("content")
+    memo.add_argument("--hours", type=float, default=2.0)
+    memo.add_argument("--stream", default=None)
+    common(sub.add_parser("reindex", help="用当前嵌入模型重建全部向量与关键词索引"))
+    export = common(sub.add_parser("export", help="导出全部记忆（JSON Lines，含历史）"))
+    export.add_argument("file")
+    imp = common(sub.add_parser("import", help="导入导出文件（幂等）"))
+    imp.add_argument("file")
+    ingest = common(sub.add_parser("ingest", help="入库知识文档；不给路径则扫描配置的知识目录"))
+    ingest.add_argument("path", nargs="?", default=None)
+    ingest.add_argument("--title", default=None)
+    sub.add_parser("manifest", help="根据 plugin.toml 生成 manifest.json")
+    return parser
+
+
+RUNNERS = {"serve": run_serve, "command": run_command, "memo": run_memo, "reindex": run_reindex,
+           "export": run_export, "import": run_import, "ingest": run_ingest}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.action == "manifest":
+            run_manifest(args)
+        else:
+            asyncio.run(RUNNERS[args.action](args))
+    except BookuError as exc:
+        print(f"错误：{exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0

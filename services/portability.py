@@ -1,0 +1,118 @@
+"""Export, import and reindex: moving memory between installs and rebuilding derived indexes.
+
+Export writes JSON Lines with every field of every record (soft-deleted ones too) and its full history, the knowledge
+documents with their revisions, and the live temporary memos. Import is idempotent: ids that already exist are
+skipped, so running it twice changes nothing. Reindex rebuilds the keyword index and every vector from SQLite.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from .storage.database import dump_table, insert_rows_ignoring_existing
+
+Progress = Callable[[int, int, str], None]
+FORMAT = "booku-memory-export"
+PLAIN_TABLES = {
+    "document": ("booku_knowledge_documents", "created_at"),
+    "document_revision": ("booku_knowledge_document_revisions", "revision_id"),
+    "memo": ("booku_temporary_memos", "created_at"),
+}
+
+
+def _quiet(done: int, total: int, label: str) -> None:
+    return None
+
+
+async def export_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet) -> dict[str, int]:
+    path = Path(path)
+    total = await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records", (), 0)
+    counts = {"record": 0}
+    with path.open("w", encoding="utf-8") as out:
+        out.write(json.dumps({"kind": "meta", "format": FORMAT, "version": 1, "exported_at": time.time(),
+                              "schema_version": await runtime.db.schema_version()}, ensure_ascii=False) + "\n")
+        async for ids in runtime.records.iter_ids():
+            records = await runtime.records.get_many(ids, include_deleted=True)
+            history = await runtime.records.history_many(ids)
+            for memory_id in ids:
+                record = {k: v for k, v in records[memory_id].items() if k not in ("rid", "embedded_text_hash")}
+                out.write(json.dumps({"kind": "record", "record": record, "history": history[memory_id]},
+                                     ensure_ascii=False) + "\n")
+                counts["record"] += 1
+            progress(counts["record"], int(total), "导出记忆")
+        for kind, (table, order) in PLAIN_TABLES.items():
+            rows = await dump_table(runtime.db, table, order_by=order)
+            for row in rows:
+                out.write(json.dumps({"kind": kind, "row": row}, ensure_ascii=False) + "\n")
+            counts[kind] = len(rows)
+    return counts
+
+
+async def import_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet) -> dict[str, int]:
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if not lines or json.loads(lines[0]).get("format") != FORMAT:
+        from .errors import ValidationError
+
+        raise ValidationError(f"{path} 不是 Booku 导出文件（第一行必须是 format={FORMAT} 的 meta 记录）")
+    imported = {"record": 0, "skipped": 0, "document": 0, "document_revision": 0, "memo": 0}
+    batch: list[dict[str, Any]] = []
+
+    async def flush() -> None:
+        async with runtime.db.transaction() as conn:
+            for entry in batch:
+                if entry["kind"] == "record":
+                    if await runtime.records.import_record(conn, entry["record"], entry["history"]):
+                        imported["record"] += 1
+                    else:
+                        imported["skipped"] += 1
+                else:
+                    table, _ = PLAIN_TABLES[entry["kind"]]
+                    row = dict(entry["row"])
+                    if entry["kind"] == "document_revision":
+                        row.pop("revision_id", None)
+                        exists = await runtime.db.fetch_value(
+                            "SELECT COUNT(*) FROM booku_knowledge_document_revisions WHERE document_id = ? AND version = ?",
+                            [row["document_id"], row["version"]], 0)
+                        if exists:
+                            continue
+                    imported[entry["kind"]] += await insert_rows_ignoring_existing(conn, table, [row])
+        batch.clear()
+
+    for number, line in enumerate(lines[1:], start=1):
+        entry = json.loads(line)
+        if entry.get("kind") in ("record", *PLAIN_TABLES):
+            batch.append(entry)
+        if len(batch) >= 200:
+            await flush()
+            progress(number, len(lines) - 1, "导入")
+    if batch:
+        await flush()
+    progress(len(lines) - 1, len(lines) - 1, "导入")
+    await runtime.sync_vectors()
+    return imported
+
+
+async def reindex(runtime, *, progress: Progress = _quiet, batch: int = 256) -> dict[str, Any]:
+    """Rebuild the FTS index and every vector with the current embedding model."""
+    if runtime.embedder is None:
+        from .errors import EmbeddingUnavailableError
+
+        raise EmbeddingUnavailableError(f"无法重建向量：{runtime.degraded_reason()}")
+    await runtime.vectors.drop_all()
+    runtime.vectors.bind_model(runtime.embedder.model_id, await runtime._probe_dimension())
+    async with runtime.db.transaction() as conn:
+        keyword_rows = await runtime.records.rebuild_keyword_index(conn)
+        queued = await runtime.records.enqueue_all_vectors(conn)
+    done = 0
+    while True:
+        report = await runtime.vector_sync.drain(batch=batch, max_batches=1)
+        done += report.applied
+        progress(done, queued, "重建向量")
+        if report.pending == 0 or report.applied == 0:
+            break
+    return {"action": "reindex", "keyword_rows": keyword_rows, "vectors": done, "pending": report.pending,
+            "model": runtime.vectors.model_id, "dimension": runtime.vectors.dimension, "error": report.error}
