@@ -145,6 +145,16 @@ class DashboardSection:
 
 
 @dataclass
+class ScopeSection:
+    # single: one owner and one shared store (standalone default, and the original Booku's behaviour).
+    # per_chat: every private chat partner and every group channel gets its own store; see docs/SCOPES.md.
+    mode: str = choice("single", ("single", "per_chat"), "how chats map to owners and stores")
+    shared_readable: bool = True
+    bot_store_readable: bool = False
+    default_owner: str = "default"
+
+
+@dataclass
 class BookuConfig:
     plugin: PluginSection = field(default_factory=PluginSection)
     storage: StorageSection = field(default_factory=StorageSection)
@@ -160,3 +170,4 @@ class BookuConfig:
     startup_ingest: StartupIngestSection = field(default_factory=StartupIngestSection)
     tools: ToolsSection = field(default_factory=ToolsSection)
     dashboard: DashboardSection = field(default_factory=DashboardSection)
+    scope: ScopeSection = field(default_factory=ScopeSection)

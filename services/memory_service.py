@@ -20,7 +20,7 @@ from .memory_fields import (
 )
 from .memory_search import MemorySearch, searchable_filter
 from .memory_writes import MemoryWriter
-from .scope import Scope
+from .scope import AUTHORITIES, Scope
 from .storage.records import RecordFilter
 
 
@@ -453,3 +453,46 @@ class BookuMemoryService:
         if isinstance(version, bool) or not isinstance(version, int) or version < 1:
             raise ValidationError("version 必须是正整数（见 get_memory_history 的 versions）")
         return await self._writer().revert(ids[0], version)
+
+    # ----------------------------------------------------------------- audit
+    async def list_audit_log(self, *, memory_id: str | None = None, authority: str | None = None,
+                             action: str | None = None, batch_id: str | None = None, limit: int = 50,
+                             offset: int = 0) -> dict:
+        """Append-only audit rows of this scope's stores, newest first: who (authority, actor), when, why (cause),
+        and the before/after state. Returns ``{"action", "total", "matched", "items"}``."""
+        if authority is not None:
+            choose("authority", authority, AUTHORITIES)
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+            raise ValidationError("offset 必须是非负整数")
+        items, matched = await self.runtime.audit.list(
+            store_keys=self.scope.readable_store_keys, memory_id=memory_id or None, authority=authority,
+            action=action or None, batch_id=batch_id or None, limit=checked_limit("limit", limit, default=50,
+                                                                                  maximum=500), offset=offset)
+        return {"action": "list_audit_log", "total": len(items), "matched": matched, "items": items}
+
+    async def restore_from_audit(self, *, audit_id: int) -> dict:
+        """Undo one audited change: the record goes back to its state before it (itself audited).
+
+        Returns ``{"action": "restore_from_audit", "audit_id", "restored": [ids]}``.
+        """
+        if isinstance(audit_id, bool) or not isinstance(audit_id, int):
+            raise ValidationError("audit_id 必须是整数")
+        entry = await self.runtime.audit.get(audit_id, store_keys=[self.scope.writable_store_key])
+        if entry is None:
+            raise NotFoundError(f"审计记录 {audit_id} 不存在")
+        restored = await self._writer().restore_audit_entries([entry], cause=f"audit:{audit_id}")
+        return {"action": "restore_from_audit", "audit_id": audit_id, "restored": restored}
+
+    async def restore_batch(self, *, batch_id: str) -> dict:
+        """Undo every change of one batch (e.g. one dreaming run), newest first.
+
+        Returns ``{"action": "restore_batch", "batch_id", "changes", "restored": [ids]}``.
+        """
+        text = str(batch_id or "").strip()
+        if not text:
+            raise ValidationError("batch_id 不能为空")
+        entries = await self.runtime.audit.batch(text, store_keys=[self.scope.writable_store_key])
+        if not entries:
+            raise NotFoundError(f"批次 {text} 没有可恢复的审计记录")
+        restored = await self._writer().restore_audit_entries(entries, cause=f"batch:{text}")
+        return {"action": "restore_batch", "batch_id": text, "changes": len(entries), "restored": restored}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -80,8 +81,14 @@ class MemoryWriter:
         records = await self.rt.records.get_many(memory_ids, include_deleted=include_deleted, conn=conn)
         return {k: v for k, v in records.items() if v["store_key"] == self.scope.writable_store_key}
 
+    def ensure_may_author(self, what: str) -> None:
+        """Mechanical writes (maintenance, lifecycle) may change state but never author content."""
+        if self.scope.authority == "mechanical":
+            raise ValidationError(f"mechanical 权限不能撰写内容（{what}），只能改变状态，且必须注明原因")
+
     # ------------------------------------------------------------- upsert
     async def upsert(self, draft: MemoryDraft, *, allow_merge: bool = True) -> dict[str, Any]:
+        self.ensure_may_author("写入记忆")
         text = compose_embedding_text(draft.title, draft.content)
         vector: np.ndarray | None = None
         degraded = ""
@@ -109,7 +116,7 @@ class MemoryWriter:
                 if target is not None:
                     record = await self.rt.records.update(
                         conn, target["memory_id"], merge_changes(target, draft, novelty),
-                        action="merge", actor=self.scope.actor, note=f"合并写入：{draft.title[:60]}",
+                        action="merge", actor=self.scope.context, note=f"合并写入：{draft.title[:60]}",
                     )
                     mode = "merged"
                 else:
@@ -117,7 +124,7 @@ class MemoryWriter:
                         **draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}",
                         "owner_uid": self.scope.owner_uid, "store_key": self.scope.writable_store_key,
                         "novelty_energy": novelty,
-                    }, action="create", actor=self.scope.actor)
+                    }, action="create", actor=self.scope.context)
                     mode = "created"
             await self.rt.sync_vectors()
         await self.rt.notify_changed(mode, [record["memory_id"]])
@@ -156,6 +163,8 @@ class MemoryWriter:
 
     # ------------------------------------------------------------- update
     async def update(self, memory_id: str, changes: dict[str, Any]) -> dict[str, Any]:
+        if set(changes) - {"status", "folder_id"}:
+            self.ensure_may_author("修改内容或标签")
         async with self.rt.db.transaction() as conn:
             current = (await self.writable([memory_id], include_deleted=False, conn=conn)).get(memory_id)
             if current is None:
@@ -165,7 +174,7 @@ class MemoryWriter:
             if not effective:
                 return {"action": "update_memory_by_id", "updated": 0, "items": [record_item(current, full=True)],
                         "missing": [], "changed_fields": []}
-            record = await self.rt.records.update(conn, memory_id, effective, action="update", actor=self.scope.actor)
+            record = await self.rt.records.update(conn, memory_id, effective, action="update", actor=self.scope.context)
         await self.rt.sync_vectors()
         await self.rt.notify_changed("updated", [memory_id])
         return {"action": "update_memory_by_id", "updated": 1, "items": [record_item(record, full=True)],
@@ -186,7 +195,7 @@ class MemoryWriter:
                     skipped.append(memory_id)
                     continue
                 updated = await self.rt.records.update(conn, memory_id, changes, action=action,
-                                                       actor=self.scope.actor)
+                                                       actor=self.scope.context)
                 changed.append(updated)
         missing = [i for i in memory_ids if i not in {r["memory_id"] for r in changed} and i not in skipped]
         if changed:
@@ -204,7 +213,7 @@ class MemoryWriter:
     async def hard_delete(self, memory_ids: Sequence[str]) -> dict[str, Any]:
         async with self.rt.db.transaction() as conn:
             records = await self.writable(memory_ids, include_deleted=True, conn=conn)
-            deleted = await self.rt.records.hard_delete(conn, list(records), actor=self.scope.actor)
+            deleted = await self.rt.records.hard_delete(conn, list(records), actor=self.scope.context)
         await self.rt.sync_vectors()
         await self.rt.notify_changed("hard_delete", list(records))
         return {"action": "delete_memories", "mode": "hard", "deleted": deleted, "requested": len(memory_ids),
@@ -219,6 +228,7 @@ class MemoryWriter:
                 "items": [record_item(r, snippet_chars=self.snippet_chars) for r in changed]}
 
     async def revert(self, memory_id: str, version: int) -> dict[str, Any]:
+        self.ensure_may_author("回退版本")
         history = await self.rt.records.history(memory_id)
         if not history:
             raise NotFoundError(f"记忆 {memory_id} 不存在或没有历史版本")
@@ -237,10 +247,10 @@ class MemoryWriter:
                     **changes, "memory_id": memory_id, "owner_uid": snapshot.get("owner_uid", self.scope.owner_uid),
                     "store_key": self.scope.writable_store_key, "created_at": snapshot.get("created_at", time.time()),
                     "is_deleted": False,
-                }, action="revert", actor=self.scope.actor, note=f"从版本 {version} 恢复")
+                }, action="revert", actor=self.scope.context, note=f"从版本 {version} 恢复")
             else:
                 record = await self.rt.records.update(conn, memory_id, {**changes, "is_deleted": False, "deleted_at": 0.0},
-                                                      action="revert", actor=self.scope.actor,
+                                                      action="revert", actor=self.scope.context,
                                                       note=f"回退到版本 {version}")
         await self.rt.sync_vectors()
         await self.rt.notify_changed("revert", [memory_id])
@@ -260,11 +270,47 @@ class MemoryWriter:
         promote = [r["memory_id"] for r in stale
                    if r["activation_count"] >= window.activation_threshold and r["last_activated_at"] >= cutoff]
         expire = [r["memory_id"] for r in stale if r["memory_id"] not in set(promote)]
-        promoted, _, _ = await self.change_many(promote, {"status": "archived"}, action="promote")
-        expired, _, _ = await self.change_many(expire, {"status": "expired"}, action="expire")
+        lifecycle = MemoryWriter(self.rt, self.scope.acting(authority="mechanical", actor="booku-lifecycle",
+                                                            cause="emergent_window_closed"))
+        promoted, _, _ = await lifecycle.change_many(promote, {"status": "archived"}, action="promote")
+        expired, _, _ = await lifecycle.change_many(expire, {"status": "expired"}, action="expire")
         return {"action": "promote_stale_emergent", "promoted": len(promoted), "discarded": len(expired),
                 "folder_id": folder_id or "all", "promoted_ids": [r["memory_id"] for r in promoted],
                 "expired_ids": [r["memory_id"] for r in expired]}
+
+    # ---------------------------------------------------------- audit undo
+    async def restore_audit_entries(self, entries: list[dict[str, Any]], *, cause: str) -> list[str]:
+        """Put each record back to its state before the audited change (newest change first).
+
+        A change that created a record is undone by a soft delete (nothing is destroyed); a hard delete is undone by
+        re-inserting the record from its last snapshot. Every undo is itself audited.
+        """
+        ctx = replace(self.scope.context, cause=cause)
+        restored: list[str] = []
+        async with self.rt.db.transaction() as conn:
+            for entry in entries:
+                memory_id, before = entry["memory_id"], entry["before"]
+                current = await self.rt.records.get(memory_id, include_deleted=True, conn=conn)
+                if before is None:
+                    if current is not None and not current["is_deleted"]:
+                        await self.rt.records.update(conn, memory_id, {"is_deleted": True, "deleted_at": time.time()},
+                                                     action="undo_create", actor=ctx)
+                        restored.append(memory_id)
+                    continue
+                changes = {c: before[c] for c in REVERTIBLE_COLUMNS if c in before}
+                changes.update(is_deleted=before.get("is_deleted", False), deleted_at=before.get("deleted_at", 0.0))
+                if current is None:
+                    await self.rt.records.insert(conn, {**changes, "memory_id": memory_id,
+                                                        "owner_uid": before["owner_uid"],
+                                                        "store_key": before["store_key"],
+                                                        "created_at": before.get("created_at", time.time())},
+                                                 action="undo_delete", actor=ctx)
+                else:
+                    await self.rt.records.update(conn, memory_id, changes, action="undo", actor=ctx)
+                restored.append(memory_id)
+        await self.rt.sync_vectors()
+        await self.rt.notify_changed("undo", restored)
+        return restored
 
     # -------------------------------------------------------------- memos
     async def create_memo(self, content: Any, expire_hours: Any, stream_id: Any, allow_shorten: bool) -> dict[str, Any]:

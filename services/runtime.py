@@ -18,6 +18,7 @@ from .embedding.cached import CachedEmbedder
 from .embedding.factory import build_embedder
 from .errors import EmbeddingUnavailableError
 from .scope import DEFAULT_SCOPE, Scope
+from .storage.audit import AuditLog
 from .storage.database import Database
 from .storage.embedding_cache import SqliteEmbeddingCache
 from .storage.memos import MemoRepository
@@ -50,6 +51,7 @@ class BookuRuntime:
         self.db = Database(self._resolve(self.config.storage.database_path))
         self.records = RecordRepository(self.db)
         self.memos = MemoRepository(self.db)
+        self.audit = AuditLog(self.db)
         self.embedding_cache = SqliteEmbeddingCache(self.db)
         self.embedder: CachedEmbedder | None = None
         self.embedder_error = ""

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import re
+import sqlite3
 from importlib import resources
 from pathlib import Path
 from typing import Any, AsyncIterator, Iterable, Sequence
@@ -140,15 +141,18 @@ def _regexp(pattern: str | None, value: str | None) -> bool:
 
 
 def split_sql(script: str) -> Iterable[str]:
-    """Split a migration script into statements.
-
-    Our migrations keep ``--`` and ``;`` out of string literals and define no triggers, so dropping comments and
-    splitting on ``;`` is exact.
-    """
-    lines = [line.split("--", 1)[0] for line in script.splitlines()]
-    for statement in "\n".join(lines).split(";"):
-        if statement.strip():
-            yield statement
+    """Split a migration script into complete statements (trigger bodies with inner ``;`` stay whole)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip().rstrip(";").strip():
+                yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()
 
 
 def placeholders(count: int) -> str:

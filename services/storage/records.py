@@ -15,6 +15,7 @@ from typing import Any, Iterable, Sequence
 import aiosqlite
 
 from ..logic.segmentation import segment_for_index
+from ..scope import WriteContext
 from .database import Database, placeholders
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -30,6 +31,7 @@ WRITABLE_COLUMNS = (
     "disposition_status", "procedure_type", "novelty_energy", "importance", "valence", "arousal", "domains",
     "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra", "document_id",
     "chunk_index", "is_deleted", "deleted_at", "created_at", "updated_at", "last_activated_at", "activation_count",
+    "authority", "author",
 )
 # Changing any of these changes the embedded text, so the vector must be recomputed.
 EMBEDDED_COLUMNS = ("title", "content")
@@ -347,12 +349,15 @@ class RecordRepository:
 
     # ----------------------------------------------------------------- writes
     async def insert(
-        self, conn: aiosqlite.Connection, record: dict[str, Any], *, action: str = "create", actor: str = "agent",
-        note: str = "",
+        self, conn: aiosqlite.Connection, record: dict[str, Any], *, action: str = "create",
+        actor: str | WriteContext = "agent", note: str = "",
     ) -> dict[str, Any]:
-        """Insert a new record with its tags, keyword row, first revision and outbox entry."""
+        """Insert a new record with its tags, keyword row, first revision, audit row and outbox entry."""
         now = time.time()
+        ctx = WriteContext.of(actor)
         values = {column: record[column] for column in WRITABLE_COLUMNS if column in record}
+        values["authority"] = ctx.authority
+        values.setdefault("author", ctx.actor)
         values.setdefault("created_at", now)
         values.setdefault("updated_at", now)
         columns = list(values)
@@ -364,7 +369,7 @@ class RecordRepository:
         stored = await self.get(record["memory_id"], include_deleted=True, conn=conn)
         assert stored is not None
         await self._refresh_keyword_row(conn, stored)
-        await self._write_revision(conn, stored, action, actor, note, now)
+        await self._write_revision(conn, stored, action, ctx, note, now, before=None)
         await self.enqueue_vector_sync(conn, stored["memory_id"], stored["store_key"], now=now)
         return stored
 
@@ -375,7 +380,7 @@ class RecordRepository:
         changes: dict[str, Any],
         *,
         action: str,
-        actor: str = "agent",
+        actor: str | WriteContext = "agent",
         note: str = "",
         touch: bool = True,
     ) -> dict[str, Any] | None:
@@ -407,19 +412,21 @@ class RecordRepository:
         assert after is not None
         if any(before.get(c) != after.get(c) for c in (*EMBEDDED_COLUMNS,)) or tag_changes:
             await self._refresh_keyword_row(conn, after)
-        await self._write_revision(conn, after, action, actor, note, now)
+        await self._write_revision(conn, after, action, WriteContext.of(actor), note, now, before=before)
         if any(before.get(c) != after.get(c) for c in (*EMBEDDED_COLUMNS, *PARTITION_COLUMNS)):
             await self.enqueue_vector_sync(conn, memory_id, before["store_key"], now=now)
             if before["store_key"] != after["store_key"]:
                 await self.enqueue_vector_sync(conn, memory_id, after["store_key"], now=now)
         return after
 
-    async def hard_delete(self, conn: aiosqlite.Connection, memory_ids: Sequence[str], *, actor: str = "agent") -> int:
+    async def hard_delete(self, conn: aiosqlite.Connection, memory_ids: Sequence[str], *,
+                          actor: str | WriteContext = "agent") -> int:
         """Remove rows for good; the last snapshot stays in the revision table, the vector goes through the outbox."""
         existing = await self.get_many(memory_ids, include_deleted=True, conn=conn)
         now = time.time()
         for record in existing.values():
-            await self._write_revision(conn, {**record, "version": record["version"] + 1}, "hard_delete", actor, "", now)
+            await self._write_revision(conn, {**record, "version": record["version"] + 1}, "hard_delete",
+                                       WriteContext.of(actor), "", now, before=record, deleted=True)
             await conn.execute("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
             await conn.execute("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
             await conn.execute("DELETE FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]])
@@ -471,13 +478,23 @@ class RecordRepository:
         )
 
     async def _write_revision(
-        self, conn: aiosqlite.Connection, record: dict[str, Any], action: str, actor: str, note: str, now: float
+        self, conn: aiosqlite.Connection, record: dict[str, Any], action: str, ctx: WriteContext, note: str,
+        now: float, *, before: dict[str, Any] | None, deleted: bool = False,
     ) -> None:
+        """One history snapshot and one append-only audit row per changed record, in the caller's transaction."""
+        after_json = json.dumps(snapshot_of(record), ensure_ascii=False, sort_keys=True)
         await conn.execute(
-            "INSERT INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [record["memory_id"], record["version"], action,
-             json.dumps(snapshot_of(record), ensure_ascii=False, sort_keys=True), actor, note, now],
+            "INSERT INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, created_at, "
+            "authority) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [record["memory_id"], record["version"], action, after_json, ctx.actor, note, now, ctx.authority],
+        )
+        await conn.execute(
+            "INSERT INTO booku_audit_log (at, authority, actor, cause, batch_id, action, memory_id, owner_uid, "
+            "store_key, version, before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [now, ctx.authority, ctx.actor, ctx.cause or note, ctx.batch_id, action, record["memory_id"],
+             record["owner_uid"], record["store_key"], record["version"],
+             None if before is None else json.dumps(snapshot_of(before), ensure_ascii=False, sort_keys=True),
+             None if deleted else after_json],
         )
 
     async def enqueue_vector_sync(
