@@ -15,7 +15,8 @@ from .errors import ValidationError
 from .logic.tags import TagTriplet, normalise_tags, triplet_from_lists
 from .logic.text import extract_title, make_snippet, normalise_folder_id
 
-MEMORY_TYPES = ("person", "event", "knowledge", "place", "asset", "procedure", "preference", "experience")
+MEMORY_TYPES = ("person", "event", "knowledge", "place", "asset", "procedure", "preference", "experience", "profile",
+                "case", "trajectory")
 STATUSES = ("active", "archived", "expired")
 # Legacy layer names are still spoken by callers (create_memory defaults to "emergent"): all map to "memory".
 BUCKET_ALIASES = {"memory": "memory", "knowledge": "knowledge", "emergent": "memory", "archived": "memory",
@@ -39,7 +40,7 @@ METADATA_KEYS = (
     "updated_at", "last_activated_at", "activation_count", "is_deleted", "deleted_at", "tags", "core_tags",
     "diffusion_tags", "opposing_tags",
     "version", "name", "importance", "valence", "arousal", "domains", "pinned", "protected", "anchor", "digested",
-    "resolved", "why_remembered", "document_id", "chunk_index",
+    "resolved", "why_remembered", "document_id", "chunk_index", "authority", "author",
 )
 
 TYPED_TEXT_FIELDS = ("knowledge_type", "address_or_coord", "place_type", "asset_type", "disposition_status",

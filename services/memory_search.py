@@ -112,6 +112,8 @@ class MemorySearch:
             flt.person_id = flt_extra.person_id
             flt.relation_of = flt_extra.relation_of
             flt.folder_id = flt_extra.folder_id
+            flt.extra_sql = [*flt.extra_sql, *flt_extra.extra_sql]
+            flt.extra_params = [*flt.extra_params, *flt_extra.extra_params]
         keyword_hits: dict[str, float] = {}
         fts_query = build_fts_query(query_text)
         if fts_query:

@@ -496,3 +496,20 @@ class BookuMemoryService:
             raise NotFoundError(f"批次 {text} 没有可恢复的审计记录")
         restored = await self._writer().restore_audit_entries(entries, cause=f"batch:{text}")
         return {"action": "restore_batch", "batch_id": text, "changes": len(entries), "restored": restored}
+
+    # ---------------------------------------------------------------- recall
+    async def recall(self, query: str, quotas: dict | None = None, max_chars: int = 6500, min_score: float = 0.1,
+                     peer_scope: str = "all", other_peer_penalty: float | dict | None = None, render: bool = True,
+                     *, actor_peer_id: str | None = None) -> dict:
+        """Typed recall (OpenViking style): per-category retrieval with quotas, rendered within ``max_chars``.
+
+        Returns ``{"entries": [{uri, score, type, mode, rank, origin, content|summary, abstract}], "rendered",
+        "stats"}``. ``actor_peer_id`` (the current speaker, ``platform:id``) comes from trusted host data; it
+        defaults to the scope's ``extra["actor_peer_id"]``.
+        """
+        from .recall import TypedRecall
+
+        peer = actor_peer_id or self.scope.extra.get("actor_peer_id")
+        return await TypedRecall(self.runtime, self.scope).recall(
+            query, quotas=quotas, max_chars=max_chars, min_score=min_score, peer_scope=peer_scope,
+            other_peer_penalty=other_peer_penalty, render=bool(render), actor_peer_id=peer)

@@ -150,7 +150,9 @@ class MemoryWriter:
         records = await self.rt.records.get_many([h.memory_id for h in hits])
         eligible = [h for h in hits if h.memory_id in records
                     and records[h.memory_id]["folder_id"] == draft.folder_id
-                    and records[h.memory_id]["memory_type"] == draft.memory_type]
+                    and records[h.memory_id]["memory_type"] == draft.memory_type
+                    # Two people described in the same words are still two people.
+                    and (draft.memory_type != "person" or records[h.memory_id]["person_id"] == draft.person_id)]
         novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
         if not eligible:
             return None, novelty
@@ -246,7 +248,7 @@ class MemoryWriter:
                 record = await self.rt.records.insert(conn, {
                     **changes, "memory_id": memory_id, "owner_uid": snapshot.get("owner_uid", self.scope.owner_uid),
                     "store_key": self.scope.writable_store_key, "created_at": snapshot.get("created_at", time.time()),
-                    "is_deleted": False,
+                    "is_deleted": False, "version": history[-1]["version"] + 1,
                 }, action="revert", actor=self.scope.context, note=f"从版本 {version} 恢复")
             else:
                 record = await self.rt.records.update(conn, memory_id, {**changes, "is_deleted": False, "deleted_at": 0.0},

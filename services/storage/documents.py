@@ -102,12 +102,17 @@ class DocumentRepository:
         )
         return [row["title"] for row in rows]
 
-    async def hashes_by_source(self, *, store_key: str) -> dict[tuple[str, str], str]:
-        """(title, source_path) → content hash of every document in a store (startup ingest skips with it)."""
-        rows = await self.db.fetch_all(
-            "SELECT title, source_path, content_hash FROM booku_knowledge_documents WHERE store_key = ?", [store_key]
+    async def find_by_source(self, *, store_key: str, source_path: str) -> dict[str, Any] | None:
+        """The oldest document ingested from this file in a store, whatever its title (startup ingest reuses it)."""
+        if not source_path:
+            return None
+        rows = await self._rows(
+            None,
+            f"SELECT {DOCUMENT_COLUMNS} FROM booku_knowledge_documents WHERE store_key = ? AND source_path = ? "
+            f"ORDER BY created_at, document_id LIMIT 1",
+            [store_key, source_path],
         )
-        return {(row["title"], row["source_path"]): row["content_hash"] for row in rows}
+        return rows[0] if rows else None
 
     async def chunks(self, document_id: str) -> list[dict[str, Any]]:
         """The live chunk records of a document (with tags), in document order."""

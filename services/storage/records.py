@@ -356,6 +356,9 @@ class RecordRepository:
         now = time.time()
         ctx = WriteContext.of(actor)
         values = {column: record[column] for column in WRITABLE_COLUMNS if column in record}
+        if "version" in record:
+            # A record revived from its history continues its version sequence (revisions are unique per version).
+            values["version"] = int(record["version"])
         values["authority"] = ctx.authority
         values.setdefault("author", ctx.actor)
         values.setdefault("created_at", now)

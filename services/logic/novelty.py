@@ -1,0 +1,111 @@
+"""Novelty energy: how much of a new vector lies outside the principal subspace of its neighbours (spec §5).
+
+Let ``E`` be the stacked neighbour embeddings (rows) and ``E = U Σ Vᵀ`` its thin SVD with singular values
+``σ₁ ≥ σ₂ ≥ …``. The *principal basis* is the first ``k`` right-singular vectors, where ``k`` is the smallest count
+whose cumulative energy share ``Σ_{i≤k} σᵢ² / Σ σᵢ²`` reaches ``energy_share`` (0.9), never taking a direction with
+``σᵢ² ≤ 1e-8`` (numerical noise).
+
+The novelty energy of ``v`` is the share of its squared norm left after projecting onto that basis::
+
+    novelty(v) = ‖v − Σ_b (v·b) b‖² / ‖v‖²        ∈ [0, 1]
+
+0 means ``v`` is (a combination of) what the neighbours already say; 1 means it is orthogonal to all of them. With
+one neighbour it is ``1 − cos²``. Invalid rows (empty, wrong length, non-finite, zero) are ignored rather than
+poisoning the basis, so one bad stored vector cannot disable the check (reference bug B18).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+_ZERO_ENERGY = 1e-12
+_NOISE_ENERGY = 1e-8
+
+VectorRows = np.ndarray | Sequence[Sequence[float] | np.ndarray | None]
+
+
+def valid_rows(rows: VectorRows, dimension: int | None = None) -> np.ndarray:
+    """Stack usable vectors into a float64 matrix ``(m, d)``.
+
+    A row is kept when it is non-empty, has ``dimension`` elements (default: the length of the first non-empty
+    row), is finite everywhere and has a squared norm above 1e-12. Returns shape ``(0, dimension or 0)`` when none
+    survive.
+    """
+    if isinstance(rows, np.ndarray) and rows.ndim == 2:
+        matrix = rows.astype(np.float64, copy=False)
+        if dimension is not None and matrix.shape[1] != dimension:
+            return np.zeros((0, dimension), dtype=np.float64)
+        finite = np.isfinite(matrix).all(axis=1)
+        safe = np.where(finite[:, None], matrix, 0.0)
+        norms_sq = np.einsum("ij,ij->i", safe, safe)
+        return matrix[finite & (norms_sq > _ZERO_ENERGY)]
+    kept: list[np.ndarray] = []
+    for row in rows if rows is not None else ():
+        if row is None:
+            continue
+        vector = np.asarray(row, dtype=np.float64).reshape(-1)
+        if vector.size == 0:
+            continue
+        if dimension is None:
+            dimension = int(vector.size)
+        if vector.size != dimension or not np.isfinite(vector).all():
+            continue
+        if float(vector @ vector) > _ZERO_ENERGY:
+            kept.append(vector)
+    if not kept:
+        return np.zeros((0, dimension or 0), dtype=np.float64)
+    return np.vstack(kept)
+
+
+def principal_basis(
+    matrix: VectorRows, energy_share: float = 0.9, *, dimension: int | None = None
+) -> np.ndarray:
+    """Orthonormal basis (rows, shape ``(k, d)``) of the subspace holding ``energy_share`` of the rows' energy.
+
+    See the module docstring for the construction. ``dimension`` forces the expected vector length (rows of
+    another length are ignored). Returns shape ``(0, d)`` when there is no usable row or no energy.
+    """
+    rows = valid_rows(matrix, dimension)
+    d = rows.shape[1]
+    if rows.shape[0] == 0:
+        return np.zeros((0, d), dtype=np.float64)
+    _, singular, vt = np.linalg.svd(rows, full_matrices=False)
+    energy = singular**2
+    total = float(energy.sum())
+    if total <= _ZERO_ENERGY:
+        return np.zeros((0, d), dtype=np.float64)
+    # Singular values come sorted, so the directions above the noise floor are a prefix.
+    usable = int(np.count_nonzero(energy > _NOISE_ENERGY))
+    share = np.cumsum(energy) / total
+    reached = np.nonzero(share >= min(max(energy_share, 0.0), 1.0) - 1e-12)[0]
+    k = int(reached[0]) + 1 if reached.size else energy.size
+    k = min(k, usable)
+    basis = vt[:k]
+    norms = np.linalg.norm(basis, axis=1, keepdims=True)
+    return basis / np.where(norms > 0, norms, 1.0)
+
+
+def residual_energy(vector: np.ndarray, basis: np.ndarray) -> float:
+    """``‖v − proj_B(v)‖² / ‖v‖²`` for an orthonormal row basis ``B``; 1.0 for an empty basis, 0.0 for a zero v."""
+    v = np.asarray(vector, dtype=np.float64).reshape(-1)
+    norm_sq = float(v @ v)
+    if norm_sq <= _ZERO_ENERGY or not np.isfinite(norm_sq):
+        return 0.0
+    if basis.shape[0] == 0:
+        return 1.0
+    residual = v - basis.T @ (basis @ v)
+    return float(min(max(float(residual @ residual) / norm_sq, 0.0), 1.0))
+
+
+def novelty_energy(vector: np.ndarray, neighbours: VectorRows, energy_share: float = 0.9) -> float:
+    """Novelty of ``vector`` against its nearest stored neighbours, in ``[0, 1]`` (module docstring).
+
+    Returns 1.0 when there is no usable neighbour (everything is new) and 0.0 for a zero query vector.
+    """
+    v = np.asarray(vector, dtype=np.float64).reshape(-1)
+    basis = principal_basis(neighbours, energy_share, dimension=int(v.size))
+    if basis.shape[0] == 0:
+        return 1.0 if float(v @ v) > _ZERO_ENERGY else 0.0
+    return residual_energy(v, basis)

@@ -1,0 +1,132 @@
+"""Word segmentation for the SQLite FTS5 keyword index (Chinese and English in one stream).
+
+FTS5's built-in tokenisers split on spaces and punctuation, which leaves a Chinese sentence as one giant "word".
+So text is segmented here before it reaches SQLite: Han runs go through jieba's search mode (which also emits the
+shorter words inside long ones, ``中华人民共和国`` → ``中华 华人 人民 共和 共和国 中华人民共和国``), every other run of
+letters/digits (English, numbers, other scripts) is kept as one lower-cased word, and punctuation disappears.
+The index stores the space-joined tokens; the FTS5 table can use the default ``unicode61`` tokeniser, which will
+not split them further because every token is letters/digits only.
+
+Queries go through the same segmentation, minus stop words, and are turned into an OR of quoted phrases so that
+user text can never inject FTS5 syntax (``AND``, ``NEAR``, ``*``, ``^``, column filters, unbalanced quotes).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+
+import jieba
+
+# Runs of letters/digits (Unicode-aware, underscore excluded); inside a run, Han characters are split off for jieba.
+_WORD_RUN = re.compile(r"[^\W_]+", re.UNICODE)
+_HAN_SPLIT = re.compile(r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+)")
+# English possessive/contraction tails are dropped so "Caroline's" matches "Caroline".
+_APOSTROPHE_TAIL = re.compile(r"(?<=[A-Za-z])['’](?:s|re|ve|ll|d|m|t)\b", re.IGNORECASE)
+
+_jieba_lock = threading.Lock()
+_jieba_ready = False
+
+STOPWORDS: frozenset[str] = frozenset(
+    """
+    的 了 着 过 是 在 有 和 与 及 或 而 但 就 也 都 还 又 再 很 太 最 更 吗 呢 吧 啊 呀 哦 嗯 哈 么 啦 嘛 呗
+    我 你 您 他 她 它 我们 你们 他们 她们 它们 咱们 自己 这 那 这个 那个 这些 那些 这里 那里 这样 那样
+    什么 怎么 怎样 怎么样 如何 为什么 为何 哪 哪个 哪些 哪里 哪儿 谁 多少 几 是否 是不是 对吗 对不对 吗
+    一 一个 一些 一下 一种 个 些 把 被 让 给 对 向 从 到 于 为 以 之 其 所 等 等等 上 下 里 中 内
+    曾经 已经 以前 之前 刚才 当时 时候 的时候 会 能 可以 要 想 应该 可能 得 地 没 没有 不是 有没有
+    记得 还记得 告诉 说 说过 提到 提过 提到过 知道 请问 一下子 关于 有关 以及 并且 同时 然后 所以 因为 如果
+    a an the this that these those there here is are was were be been being am do does did done doing
+    have has had having i me my mine myself you your yours yourself he him his she her hers it its itself
+    we us our ours they them their theirs what which who whom whose when where why how
+    of in on at to for from by with about as into onto over under after before during between through
+    and or but nor so if than then too very just also only not no yes any some all each both either neither
+    can could will would shall should may might must
+    up down out off again once ever still yet s t
+    """.split()
+)
+
+
+def _ensure_jieba() -> None:
+    """Load jieba's dictionary once, quietly, on first use (≈1 s; cached on disk by jieba afterwards)."""
+    global _jieba_ready
+    if _jieba_ready:
+        return
+    with _jieba_lock:
+        if not _jieba_ready:
+            jieba.setLogLevel(logging.WARNING)
+            jieba.initialize()
+            _jieba_ready = True
+
+
+def tokenize(text: str | None) -> list[str]:
+    """All index tokens of ``text`` in order (lower-cased, punctuation removed, duplicates kept).
+
+    Full-width letters and digits are folded to ASCII first (NFKC), so ``ＡＢＣ１２３`` matches ``abc123``.
+    """
+    if not text:
+        return []
+    normalised = unicodedata.normalize("NFKC", text)
+    normalised = _APOSTROPHE_TAIL.sub("", normalised).lower()
+    tokens: list[str] = []
+    for run in _WORD_RUN.findall(normalised):
+        for piece in _HAN_SPLIT.split(run):
+            if not piece:
+                continue
+            if _HAN_SPLIT.fullmatch(piece):
+                _ensure_jieba()
+                tokens.extend(word for word in jieba.cut_for_search(piece) if word.strip())
+            else:
+                tokens.append(piece)
+    return tokens
+
+
+def segment_for_index(text: str | None) -> str:
+    """Space-joined tokens of ``text`` for an FTS5 column (see module docstring); ``""`` for empty input."""
+    return " ".join(tokenize(text))
+
+
+def query_terms(query: str | None) -> list[str]:
+    """Distinct non-stop-word tokens of a query, in first-seen order (what the keyword route searches for).
+
+    Falls back to the stop words themselves when the query consists only of stop words (``"who are you"``), so
+    such a query still finds something rather than nothing.
+    """
+    tokens = tokenize(query)
+    meaningful = [token for token in tokens if token not in STOPWORDS]
+    chosen = meaningful or tokens
+    return list(dict.fromkeys(chosen))
+
+
+def quote_fts_term(term: str) -> str:
+    """One FTS5 string literal: wrapped in double quotes, inner quotes doubled (the FTS5 escaping rule)."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def build_fts_query(query: str | None, *, max_terms: int = 32) -> str | None:
+    """FTS5 MATCH expression for a free-text query: ``"t1" OR "t2" OR …``.
+
+    Every term is a quoted string, so operators and special characters in user input are plain text. Stop words
+    and punctuation are dropped; at most ``max_terms`` terms are used (long pasted queries would otherwise make
+    the OR expensive). Returns ``None`` when no term is left (the caller skips the keyword route).
+    """
+    terms = query_terms(query)[: max(1, max_terms)]
+    if not terms:
+        return None
+    return " OR ".join(quote_fts_term(term) for term in terms)
+
+
+def keyword_coverage(query: str | None, document_tokens: str | list[str] | None) -> float:
+    """Share of the query's distinct terms that occur in a document, in ``[0, 1]``.
+
+    ``document_tokens`` is the segmented text (``segment_for_index`` output or a token list). Used by fusion to
+    judge how much of the query a keyword hit really explains; 0.0 when the query has no terms.
+    """
+    terms = query_terms(query)
+    if not terms:
+        return 0.0
+    if document_tokens is None:
+        return 0.0
+    vocabulary = set(document_tokens.split() if isinstance(document_tokens, str) else document_tokens)
+    return sum(1 for term in terms if term in vocabulary) / len(terms)

@@ -1,0 +1,163 @@
+"""Tag normalisation and the core / diffusion / opposing tag triplet.
+
+A memory written by the agent carries three tag groups (spec §3, tools spec §1.3):
+
+* core      – what the memory is about;
+* diffusion – related topics it should also be found under;
+* opposing  – what it is explicitly *not* about (used to push look-alike memories away).
+
+Creating a memory requires all three groups to be non-empty; anywhere else the groups are optional but, once one
+is given, all three must be (a single group would silently turn a tag search into a different query).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..errors import ValidationError
+
+TagInput = str | Iterable[object] | None
+
+# ASCII and full-width commas both occur in chat input; a list given as a Python iterable is never re-split.
+_CSV_SPLIT = re.compile(r"[,，]")
+
+REQUIRED_TRIPLET_MESSAGE = "创建记忆必须同时提供完整且非空的 core_tags、diffusion_tags、opposing_tags 三元组。"
+_FIELD_NAMES = ("core_tags", "diffusion_tags", "opposing_tags")
+
+
+def normalise_tags(values: TagInput) -> list[str]:
+    """Canonical tag list: stripped, lower-cased, empties dropped, duplicates removed keeping first occurrence.
+
+    Accepts ``None`` (-> ``[]``), a comma-separated string (``,`` or ``，``) or any iterable of values (each
+    converted with ``str``; ``None`` items skipped). Returns a new list.
+    """
+    if values is None:
+        return []
+    items: Iterable[object] = _CSV_SPLIT.split(values) if isinstance(values, str) else values
+    seen: set[str] = set()
+    result: list[str] = []
+    for item in items:
+        if item is None:
+            continue
+        tag = str(item).strip().lower()
+        if tag and tag not in seen:
+            seen.add(tag)
+            result.append(tag)
+    return result
+
+
+@dataclass(frozen=True)
+class TagTriplet:
+    """The three normalised tag groups of a write or of a query."""
+
+    core: list[str] = field(default_factory=list)
+    diffusion: list[str] = field(default_factory=list)
+    opposing: list[str] = field(default_factory=list)
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no group has a tag (the query or write carries no tag information at all)."""
+        return not (self.core or self.diffusion or self.opposing)
+
+    @property
+    def is_complete(self) -> bool:
+        """True when every group has at least one tag (what creating a memory requires)."""
+        return bool(self.core and self.diffusion and self.opposing)
+
+    @property
+    def non_empty_groups(self) -> int:
+        """How many of the three groups carry tags (0–3); retrieval treats ≥ 2 as a cross-topic query."""
+        return sum(1 for group in (self.core, self.diffusion, self.opposing) if group)
+
+    def missing_fields(self) -> list[str]:
+        """Names of the empty groups, e.g. ``["opposing_tags"]``, for error messages."""
+        groups = (self.core, self.diffusion, self.opposing)
+        return [name for name, group in zip(_FIELD_NAMES, groups) if not group]
+
+
+@dataclass(frozen=True)
+class CandidateTags:
+    """Tags stored on one candidate memory, as sets for fast overlap counting.
+
+    ``generic`` are the free-form ``tags`` of a record; they are matched case-insensitively like the others.
+    """
+
+    core: frozenset[str] = frozenset()
+    diffusion: frozenset[str] = frozenset()
+    opposing: frozenset[str] = frozenset()
+    generic: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_lists(
+        cls,
+        core: TagInput = None,
+        diffusion: TagInput = None,
+        opposing: TagInput = None,
+        generic: TagInput = None,
+    ) -> CandidateTags:
+        """Build from raw stored lists (normalising each, so mixed-case legacy tags still match)."""
+        return cls(
+            core=frozenset(normalise_tags(core)),
+            diffusion=frozenset(normalise_tags(diffusion)),
+            opposing=frozenset(normalise_tags(opposing)),
+            generic=frozenset(normalise_tags(generic)),
+        )
+
+
+def triplet_from_lists(
+    core: TagInput,
+    diffusion: TagInput,
+    opposing: TagInput,
+    *,
+    required: bool,
+    allow_partial: bool = False,
+) -> TagTriplet:
+    """Normalise three tag groups and enforce the three-groups rule.
+
+    ``required=True`` (create): all three groups must be non-empty, else ``ValidationError`` with the reference
+    message ``创建记忆必须同时提供完整且非空的 core_tags、diffusion_tags、opposing_tags 三元组``.
+    ``required=False``: all empty is fine (returns an empty triplet); some but not all given raises a
+    ``ValidationError`` mentioning ``三组标签`` and the missing groups, unless ``allow_partial=True`` (retrieval
+    queries, where one axis alone is a legitimate filter).
+    Returns the normalised ``TagTriplet``.
+    """
+    triplet = TagTriplet(
+        core=normalise_tags(core),
+        diffusion=normalise_tags(diffusion),
+        opposing=normalise_tags(opposing),
+    )
+    if required:
+        if not triplet.is_complete:
+            missing = "、".join(triplet.missing_fields())
+            raise ValidationError(f"{REQUIRED_TRIPLET_MESSAGE}缺少或为空：{missing}。")
+        return triplet
+    if triplet.is_empty or triplet.is_complete or allow_partial:
+        return triplet
+    missing = "、".join(triplet.missing_fields())
+    raise ValidationError(
+        "core_tags、diffusion_tags、opposing_tags 三组标签必须同时提供且均非空，禁止只传一组或两组；"
+        f"缺少或为空：{missing}。"
+    )
+
+
+def parse_triple_tags(value: str) -> TagTriplet:
+    """Parse the ``"core|diffusion|opposing"`` shorthand, e.g. ``"c1,c2|d1|o1"``.
+
+    Each part is a comma list normalised like ``normalise_tags``. The value must split into exactly three parts on
+    ``|`` (empty parts are allowed here; completeness is checked by ``triplet_from_lists``), otherwise
+    ``ValidationError``. Returns the parsed ``TagTriplet``.
+    """
+    parts = (value or "").split("|")
+    if len(parts) != 3:
+        raise ValidationError(
+            "triple_tags 格式错误：必须是用 | 分隔的三段 \"核心|扩散|对立\"（如 \"c1,c2|d1|o1\"），"
+            f"当前得到 {len(parts)} 段；也可以分别提供 -core_tags、-diffusion_tags、-opposing_tags。"
+        )
+    core, diffusion, opposing = parts
+    return TagTriplet(
+        core=normalise_tags(core),
+        diffusion=normalise_tags(diffusion),
+        opposing=normalise_tags(opposing),
+    )
