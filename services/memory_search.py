@@ -125,7 +125,7 @@ class MemorySearch:
         tiers_by_id: dict[str, str] = {}
         if self.rt.embedding_available():
             try:
-                query_vec = (await self.rt.embedder.embed_queries([query_text]))[0]
+                query_vec = (await self.rt.embed_queries([query_text]))[0]
             except EmbeddingUnavailableError as exc:
                 result.degraded = str(exc)
             else:

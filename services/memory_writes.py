@@ -94,7 +94,7 @@ class MemoryWriter:
         degraded = ""
         if self.rt.embedding_available():
             try:
-                vector = (await self.rt.embedder.embed_documents([text]))[0]
+                vector = (await self.rt.embed_documents([text]))[0]
             except EmbeddingUnavailableError as exc:
                 degraded = str(exc)
         else:
@@ -105,7 +105,10 @@ class MemoryWriter:
             if allow_merge and vector is not None:
                 target, novelty = await self._merge_target(draft, vector)
             if allow_merge and draft.memory_type == "person" and draft.person_id:
-                person = await self.rt.records.find_person(draft.person_id, store_keys=[self.scope.writable_store_key])
+                # Same layer only: a current fact merged into an archived person record would vanish from retrieval.
+                person = await self.rt.records.find_person(
+                    draft.person_id, store_keys=[self.scope.writable_store_key],
+                    statuses=("active",) if draft.status == "active" else ("archived", "expired"))
                 if person is not None:
                     target = person
             async with self.rt.db.transaction() as conn:

@@ -60,7 +60,7 @@ class BookuRuntime:
             self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl)
         else:
             self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path))
-        self.vector_sync = VectorSync(self.db, self.records, self.vectors, lambda: self.embedder)
+        self.vector_sync = VectorSync(self.db, self.records, self.vectors, lambda: self if self.embedder else None)
         self.write_lock = asyncio.Lock()
         self._listeners: list[ChangeListener] = []
         self._maintenance_task: asyncio.Task | None = None
@@ -86,20 +86,22 @@ class BookuRuntime:
         else:
             self.embedder_error = "嵌入模型已在配置中关闭（embedding.provider = none）"
         await self.vectors.open()
-        if self.embedder is not None:
-            try:
-                dimension = await self._probe_dimension()
-                self.vectors.bind_model(self.embedder.model_id, dimension)
-            except EmbeddingUnavailableError as exc:
-                self.embedder_error = str(exc)
-                logger.warning("嵌入模型不可用，检索将退化为关键词模式：%s", exc)
-        if check_model and self.vectors.model_id:
-            await self.vectors.check_model()
+        if self.embedder is not None and self.embedder.dimension:
+            # The model announces its dimension: bind and check now, so a model change fails at start-up.
+            self.vectors.bind_model(self.embedder.model_id, int(self.embedder.dimension))
+            if check_model:
+                await self.vectors.check_model()
+        self._check_model = check_model
         from .storage.documents import DocumentRepository
 
         self.documents = DocumentRepository(self.db, self.records)
         self.started = True
-        await self.sync_vectors()
+        if self.vectors.model_id is None and self.embedder is not None:
+            # A remote model (host task, HTTP endpoint) learns its dimension from a first call; probing it must
+            # not hold up the host's plugin loading, so it happens in the background (degraded until then).
+            self.spawn(self.sync_vectors(), name="booku-embedding-probe")
+        else:
+            await self.sync_vectors()
         if self.config.maintenance.enabled:
             self._maintenance_task = asyncio.create_task(self._maintenance_loop(), name="booku-maintenance")
 
@@ -108,7 +110,7 @@ class BookuRuntime:
         dimension = getattr(self.embedder, "dimension", 0)
         if dimension:
             return int(dimension)
-        return int((await self.embedder.embed_queries(["维度探测"])).shape[1])
+        return int((await self.embed_queries(["维度探测"])).shape[1])
 
     async def close(self) -> None:
         if self._maintenance_task is not None:
@@ -128,23 +130,51 @@ class BookuRuntime:
 
     # ------------------------------------------------------------ embeddings
     def embedding_available(self) -> bool:
+        """Whether the vector route may be tried (each call still falls back to keywords if the model fails)."""
         return self.embedder is not None and self.vectors.model_id is not None
 
     def degraded_reason(self) -> str:
+        """Why answers are (or were, on the last call) keyword-only; empty when the model works."""
         if self.embedder is None:
             return self.embedder_error or "未配置嵌入模型"
         if self.vectors.model_id is None:
-            return self.embedder_error or "嵌入模型不可用"
-        return ""
+            return self.embedder_error or "嵌入模型尚未就绪"
+        return self.embedder_error
+
+    async def embed_queries(self, texts: list[str]):
+        return await self._embed_tracked(texts, query=True)
+
+    async def embed_documents(self, texts: list[str]):
+        return await self._embed_tracked(texts, query=False)
+
+    async def _embed_tracked(self, texts: list[str], *, query: bool):
+        """Embed through the cache and remember whether the model answered, so status tells the truth."""
+        if self.embedder is None:
+            raise EmbeddingUnavailableError(self.degraded_reason())
+        try:
+            matrix = await (self.embedder.embed_queries(texts) if query else self.embedder.embed_documents(texts))
+        except EmbeddingUnavailableError as exc:
+            self.embedder_error = str(exc)
+            raise
+        self.embedder_error = ""
+        return matrix
 
     async def sync_vectors(self) -> Any:
         """Apply pending vector work (after every write, at start-up and from the maintenance loop)."""
         if self.vectors.model_id is None and self.embedder is not None:
             try:
                 self.vectors.bind_model(self.embedder.model_id, await self._probe_dimension())
-                self.embedder_error = ""
-            except EmbeddingUnavailableError as exc:
-                self.embedder_error = str(exc)
+            except EmbeddingUnavailableError:
+                pass
+            else:
+                if getattr(self, "_check_model", True):
+                    try:
+                        await self.vectors.check_model()
+                    except Exception as exc:
+                        self.vectors.model_id = None
+                        self.embedder_error = str(exc)
+                        logger.error("%s", exc)
+                        raise
         return await self.vector_sync.drain()
 
     # ---------------------------------------------------------------- events

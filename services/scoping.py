@@ -38,11 +38,13 @@ def scope_for_chat(
         return Scope(owner_uid=section.default_owner, current_channel=stream_id, authority=authority, actor=actor)
     platform_key = _clean(platform)
     kind = _clean(chat_type).lower()
-    if kind == "group" and _clean(group_id):
-        owner = f"group:{platform_key}:{_clean(group_id)}"
+    # The host's stream id is itself derived from platform + group/user, so it identifies the chat when the ids
+    # are not at hand.
+    if kind in ("group", "discuss") and (_clean(group_id) or _clean(stream_id)):
+        owner = f"group:{platform_key}:{_clean(group_id) or _clean(stream_id)}"
         own_store = owner
-    elif _clean(user_id):
-        owner = f"{platform_key}:{_clean(user_id)}"
+    elif _clean(user_id) or (kind == "private" and _clean(stream_id)):
+        owner = f"{platform_key}:{_clean(user_id) or _clean(stream_id)}"
         own_store = f"private:{owner}"
     else:
         return Scope(owner_uid=section.default_owner, current_channel=stream_id, authority=authority, actor=actor)
