@@ -214,7 +214,7 @@ class MemorySearch:
 
     # ------------------------------------------------------------- retrieve
     async def retrieve(self, query_text: str, *, top_k: int, include_archived: bool, include_knowledge: bool,
-                       triplet: TagTriplet) -> dict[str, Any]:
+                       triplet: TagTriplet, record_activation: bool = True) -> dict[str, Any]:
         ranking = await self.rank(query_text, limit=top_k, include_archived=include_archived,
                                   include_knowledge=include_knowledge, triplet=triplet)
         results = []
@@ -224,9 +224,10 @@ class MemorySearch:
             item["collection"] = hit.tier
             item["score_parts"] = {k: round(float(v), 6) for k, v in hit.parts.items()}
             results.append(item)
-        await self.rt.records.bump_activation(
-            [hit.memory_id for hit in ranking.hits if ranking.records[hit.memory_id]["bucket"] == "memory"]
-        )
+        if record_activation:
+            await self.rt.records.bump_activation(
+                [hit.memory_id for hit in ranking.hits if ranking.records[hit.memory_id]["bucket"] == "memory"]
+            )
         response = {
             "query": query_text, "logic_depth": float(ranking.logic_depth), "resonance": float(ranking.resonance),
             "beta": float(ranking.beta), "total": len(results), "results": results,

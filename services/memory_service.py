@@ -151,9 +151,11 @@ class BookuMemoryService:
         self, query_text: str, *, top_k: int | None = None, include_archived: bool | None = None,
         include_knowledge: bool | None = None, core_tags: list[str] | None = None,
         diffusion_tags: list[str] | None = None, opposing_tags: list[str] | None = None,
+        record_activation: bool = True,
     ) -> dict:
         """Hybrid EPA retrieval. Returns ``{"query", "logic_depth", "resonance", "beta", "total", "results"}``;
         each result is an item plus ``score``, ``score_parts`` and ``collection``; ``degraded`` when keyword-only.
+        ``record_activation=False`` (an administrator looking) leaves the recall counters alone.
         """
         text = str(query_text or "").strip()
         if not text:
@@ -164,7 +166,7 @@ class BookuMemoryService:
             text, top_k=self._top("top_k", top_k, cfg.default_top_k),
             include_archived=cfg.include_archived_default if include_archived is None else bool(include_archived),
             include_knowledge=cfg.include_knowledge_default if include_knowledge is None else bool(include_knowledge),
-            triplet=triplet,
+            triplet=triplet, record_activation=bool(record_activation),
         )
 
     async def search_memory_entries(

@@ -1,0 +1,260 @@
+"""The JSON API under ``/api``: every route needs the API key header or a session cookie (+ CSRF token on writes).
+
+Errors come back as ``{"detail": "<中文说明>"}`` with 400 (bad input), 401 (not logged in), 403 (CSRF), 404
+(unknown id), 409/503 (index or embedder trouble) or 422 (malformed JSON body).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
+
+from . import operations
+from .auth import AuthContext
+from .deps import api_auth, knowledge_service, memory_service
+from .operations import MemoryFilters
+from .payloads import (
+    MEMORY_FIELDS,
+    BulkAction,
+    DocumentCreate,
+    HardDeleteRequest,
+    MemoryCreate,
+    MemoryUpdate,
+    RevertRequest,
+    clean_memory_fields,
+    read_upload,
+    upload_title,
+)
+
+router = APIRouter(prefix="/api", dependencies=[Depends(api_auth)])
+
+MemoryService = Annotated[Any, Depends(memory_service)]
+KnowledgeService = Annotated[Any, Depends(knowledge_service)]
+
+
+def _page_size(request: Request, page_size: int | None) -> int:
+    return page_size or request.app.state.settings.page_size
+
+
+@router.get("/session")
+async def session_info(context: Annotated[AuthContext, Depends(api_auth)]) -> dict[str, Any]:
+    """How this request is authenticated and, for cookie sessions, the CSRF token to send on writes."""
+    return {"method": context.method, "csrf_token": context.csrf_token}
+
+
+@router.get("/status")
+async def status(service: MemoryService) -> dict[str, Any]:
+    """Global counts (vector and metadata, per bucket) and the newest records (``get_status``)."""
+    return await service.get_status()
+
+
+@router.get("/statistics")
+async def statistics(service: MemoryService) -> dict[str, Any]:
+    """Memory counts by type, by month of creation and by status (``memory_statistics``)."""
+    return await service.memory_statistics()
+
+
+@router.get("/folders")
+async def folders(service: MemoryService) -> dict[str, Any]:
+    """Folder ids in use, default first (``list_folder_ids``)."""
+    return await service.list_folder_ids()
+
+
+@router.get("/memories")
+async def list_memories(
+    request: Request,
+    service: MemoryService,
+    keyword: str = "",
+    memory_type: str = "",
+    status: str = "",
+    folder_id: str = "",
+    tag: str = "",
+    person_id: str = "",
+    page: Annotated[int, Query(ge=1)] = 1,
+    page_size: Annotated[int | None, Query(ge=1, le=200)] = None,
+) -> dict[str, Any]:
+    """One page of memories matching all given filters; ``has_more`` tells whether a next page exists."""
+    filters = MemoryFilters(keyword, memory_type, status, folder_id, tag, person_id)
+    result = await operations.list_memories(service, filters, page=page, page_size=_page_size(request, page_size))
+    return result.as_dict()
+
+
+@router.get("/trash")
+async def list_trash(
+    request: Request,
+    service: MemoryService,
+    page: Annotated[int, Query(ge=1)] = 1,
+    page_size: Annotated[int | None, Query(ge=1, le=200)] = None,
+) -> dict[str, Any]:
+    """One page of soft-deleted memories (restorable)."""
+    result = await operations.list_memories(
+        service, MemoryFilters(), page=page, page_size=_page_size(request, page_size), deleted_only=True
+    )
+    return result.as_dict()
+
+
+@router.get("/search")
+async def search(
+    service: MemoryService,
+    q: Annotated[str, Query(min_length=1, max_length=2000)],
+    mode: Literal["semantic", "keyword"] = "semantic",
+    top_k: Annotated[int, Query(ge=1, le=100)] = 10,
+    include_archived: bool = False,
+    include_knowledge: bool = False,
+    core_tags: str = "",
+    diffusion_tags: str = "",
+    opposing_tags: str = "",
+) -> dict[str, Any]:
+    """Search like the bot does (``semantic``: ``retrieve_memories`` with scores and ``score_parts``) or by keyword.
+
+    Tag groups are comma-separated; give all three or none.
+    """
+    return await operations.search_memories(
+        service,
+        q,
+        mode=mode,
+        top_k=top_k,
+        include_archived=include_archived,
+        include_knowledge=include_knowledge,
+        core_tags=core_tags,
+        diffusion_tags=diffusion_tags,
+        opposing_tags=opposing_tags,
+    )
+
+
+@router.post("/memories", status_code=201)
+async def create_memory(payload: MemoryCreate, service: MemoryService) -> dict[str, Any]:
+    """Create a memory (three tag groups required). ``mode`` is ``merged`` when it was folded into an existing one."""
+    fields = clean_memory_fields(payload.model_dump(), MEMORY_FIELDS)
+    result = await operations.create_memory(service, fields)
+    created = (result.get("items") or [{}])[0]
+    item = await operations.memory_detail(service, str(created.get("id", "")))
+    return {"action": "create_memory", "mode": result.get("mode", "created"), "item": item}
+
+
+@router.post("/memories/bulk")
+async def bulk_action(payload: BulkAction, service: MemoryService) -> dict[str, Any]:
+    """Apply one action (delete/restore/archive/move/purge) to many memories."""
+    result = await operations.run_bulk_action(
+        service, payload.action, payload.memory_ids, to_folder_id=payload.to_folder_id, confirm=payload.confirm
+    )
+    return {"action": payload.action, "result": result}
+
+
+@router.get("/memories/{memory_id}")
+async def memory_detail(memory_id: str, service: MemoryService) -> dict[str, Any]:
+    """Full memory (soft-deleted included) with its revision history, newest first, each with a diff."""
+    item = await operations.memory_detail(service, memory_id)
+    history = await operations.memory_history(service, memory_id)
+    return {"action": "get_memory_detail", "found": True, "item": item, "history": operations.history_as_json(history)}
+
+
+@router.get("/memories/{memory_id}/history")
+async def memory_history(memory_id: str, service: MemoryService) -> dict[str, Any]:
+    """Revisions of one memory, newest first, each with ``diff`` lines against the previous revision."""
+    await operations.memory_detail(service, memory_id)
+    history = await operations.memory_history(service, memory_id)
+    return {"memory_id": memory_id, "versions": operations.history_as_json(history)}
+
+
+async def _update(memory_id: str, payload: MemoryUpdate, service: Any) -> dict[str, Any]:
+    fields = clean_memory_fields(payload.model_dump(exclude_unset=True), MEMORY_FIELDS)
+    item = await operations.update_memory(service, memory_id, fields)
+    return {"action": "update_memory_by_id", "item": item}
+
+
+@router.put("/memories/{memory_id}")
+async def replace_memory(memory_id: str, payload: MemoryUpdate, service: MemoryService) -> dict[str, Any]:
+    """Update the given fields (absent = keep; tags only as a full triplet; ``folder_id`` moves the memory)."""
+    return await _update(memory_id, payload, service)
+
+
+@router.patch("/memories/{memory_id}")
+async def patch_memory(memory_id: str, payload: MemoryUpdate, service: MemoryService) -> dict[str, Any]:
+    """Same as ``PUT``: both only touch the fields that are present."""
+    return await _update(memory_id, payload, service)
+
+
+@router.delete("/memories/{memory_id}")
+async def soft_delete_memory(memory_id: str, service: MemoryService) -> dict[str, Any]:
+    """Move a memory to the trash (restorable). Permanent deletion is ``POST .../hard-delete``."""
+    return await operations.soft_delete(service, memory_id)
+
+
+@router.post("/memories/{memory_id}/hard-delete")
+async def hard_delete_memory(memory_id: str, payload: HardDeleteRequest, service: MemoryService) -> dict[str, Any]:
+    """Delete permanently; the body must be ``{"confirm": "<memory_id>"}``."""
+    await operations.memory_detail(service, memory_id)
+    return await operations.hard_delete(service, [memory_id], payload.confirm)
+
+
+@router.post("/memories/{memory_id}/restore")
+async def restore_memory(memory_id: str, service: MemoryService) -> dict[str, Any]:
+    """Take a memory out of the trash."""
+    return await operations.restore(service, memory_id)
+
+
+@router.post("/memories/{memory_id}/archive")
+async def archive_memory(memory_id: str, service: MemoryService) -> dict[str, Any]:
+    """Set a memory's status to archived (still searchable with ``include_archived``)."""
+    return await operations.archive(service, memory_id)
+
+
+@router.post("/memories/{memory_id}/revert")
+async def revert_memory(memory_id: str, payload: RevertRequest, service: MemoryService) -> dict[str, Any]:
+    """Restore the memory's content and fields as of ``version`` (recorded as a new revision)."""
+    await service.revert_memory(memory_id=memory_id, version=payload.version)
+    return {"action": "revert_memory", "item": await operations.memory_detail(service, memory_id)}
+
+
+@router.get("/knowledge/documents")
+async def list_documents(
+    service: KnowledgeService,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> dict[str, Any]:
+    """Knowledge documents, most recently changed first, with chunk counts; ``total`` counts all documents."""
+    return await service.list_documents(limit=limit, offset=offset)
+
+
+@router.post("/knowledge/documents", status_code=201)
+async def create_document(payload: DocumentCreate, service: KnowledgeService) -> dict[str, Any]:
+    """Ingest a document given as JSON ``{"title", "content"}``."""
+    return await service.ingest_document(title=payload.title.strip(), content=payload.content, source="dashboard")
+
+
+@router.post("/knowledge/upload", status_code=201)
+async def upload_document(
+    request: Request,
+    service: KnowledgeService,
+    file: Annotated[UploadFile, File()],
+    title: Annotated[str, Form()] = "",
+) -> dict[str, Any]:
+    """Ingest an uploaded ``.md``/``.txt`` file (multipart field ``file``, optional ``title``)."""
+    content = await read_upload(request, file)
+    return await service.ingest_document(title=upload_title(file, title), content=content, source="dashboard")
+
+
+@router.get("/knowledge/documents/{document_id}")
+async def document_detail(document_id: str, service: KnowledgeService) -> dict[str, Any]:
+    """One document with its chunks in order and its version history."""
+    return await service.get_document(document_id=document_id)
+
+
+@router.delete("/knowledge/documents/{document_id}")
+async def delete_document(document_id: str, service: KnowledgeService) -> dict[str, Any]:
+    """Delete a document with all its chunks and vectors."""
+    return await service.delete_document(document_id=document_id)
+
+
+@router.get("/memos")
+async def list_memos(service: MemoryService) -> dict[str, Any]:
+    """Active temporary memos of every stream (the admin sees them all)."""
+    return await service.list_temporary_memos()
+
+
+@router.delete("/memos/{memo_id}")
+async def cancel_memo(memo_id: str, service: MemoryService) -> dict[str, Any]:
+    """Cancel (delete) one temporary memo."""
+    return await service.cancel_temporary_memo(memo_id=memo_id)

@@ -1,0 +1,254 @@
+"""Dashboard operations shared by the JSON API and the HTML pages.
+
+Each function takes a service view and plain arguments, calls the service, and returns plain dicts. The API
+serialises them, the pages render them; neither repeats the orchestration (update-then-move, bulk dispatch, the
+hard-delete confirmation rule, history diffs, statistics series).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..services.errors import NotFoundError, ValidationError
+from .charts import horizontal_bars, month_series, vertical_bars
+from .diffs import diff_snapshots
+from .payloads import BULK_PURGE_PHRASE, split_list
+from .rendering import MEMORY_TYPE_LABELS, STATUS_LABELS
+
+
+@dataclass(frozen=True)
+class MemoryFilters:
+    """The list filters a curator can combine (all optional; blank means "any")."""
+
+    keyword: str = ""
+    memory_type: str = ""
+    status: str = ""
+    folder_id: str = ""
+    tag: str = ""
+    person_id: str = ""
+
+    def as_query(self) -> dict[str, str]:
+        """The non-empty filters, for links that keep them (pagination, "back to list")."""
+        return {key: value for key, value in asdict(self).items() if value}
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``list_memory_entries`` (blank filters left out)."""
+        return {key: value.strip() for key, value in asdict(self).items() if value.strip()}
+
+
+@dataclass
+class MemoryPage:
+    """One page of a listing; ``has_more`` is known by asking the service for one item beyond the page."""
+
+    items: list[dict[str, Any]]
+    page: int
+    page_size: int
+    has_more: bool
+    filters: MemoryFilters = field(default_factory=MemoryFilters)
+    matched: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": "list_memory_entries",
+            "total": len(self.items),
+            "items": self.items,
+            "page": self.page,
+            "page_size": self.page_size,
+            "has_more": self.has_more,
+            "matched": self.matched,
+        }
+
+
+async def list_memories(
+    service: Any, filters: MemoryFilters, *, page: int, page_size: int, deleted_only: bool = False
+) -> MemoryPage:
+    """A page of memories (memory bucket only; knowledge chunks have their own document view).
+
+    ``deleted_only`` lists the trash: soft-deleted memories only, in the service's listing order.
+    """
+    page = max(page, 1)
+    kwargs = filters.service_kwargs()
+    if deleted_only:
+        kwargs["only_deleted"] = True
+    result = await service.list_memory_entries(
+        bucket="memory",
+        include_archived=True,
+        include_deleted=deleted_only,
+        limit=page_size + 1,
+        offset=(page - 1) * page_size,
+        **kwargs,
+    )
+    items = list(result.get("items") or [])
+    matched = result.get("matched")
+    return MemoryPage(
+        items=items[:page_size],
+        page=page,
+        page_size=page_size,
+        has_more=len(items) > page_size,
+        filters=filters,
+        matched=int(matched) if isinstance(matched, int) else None,
+    )
+
+
+async def memory_detail(service: Any, memory_id: str) -> dict[str, Any]:
+    """The full item of one memory, soft-deleted ones included (the trash links here); 404 when unknown."""
+    result = await service.get_memory_detail(memory_id=memory_id, include_deleted=True)
+    item = result.get("item") if result.get("found", True) else None
+    if not item:
+        raise NotFoundError(f"未找到记忆: {memory_id}")
+    return item
+
+
+async def create_memory(service: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Create a memory in the memory bucket, marked ``source="dashboard"``; returns the service result
+    (``items[0]`` is the new memory, or the existing one it was merged into when ``mode == "merged"``)."""
+    return await service.create_memory(bucket="memory", source="dashboard", **fields)
+
+
+async def update_memory(service: Any, memory_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Apply the given fields (folder included) in one service update, i.e. one history revision.
+
+    Returns the fresh detail item. An unknown id is a 404 and a soft-deleted one a 400, never a silent 200.
+    """
+    current = await memory_detail(service, memory_id)
+    if (current.get("metadata") or {}).get("is_deleted"):
+        raise ValidationError(f"记忆 {memory_id} 在回收站中，请先恢复再修改")
+    if fields:
+        result = await service.update_memory_by_id(memory_id=memory_id, **fields)
+        if memory_id in (result.get("missing") or []):
+            raise NotFoundError(f"未找到记忆: {memory_id}")
+    return await memory_detail(service, memory_id)
+
+
+async def soft_delete(service: Any, memory_id: str) -> dict[str, Any]:
+    """Move one memory to the trash (404 when unknown). Returns the ``delete_memories`` result."""
+    await memory_detail(service, memory_id)
+    return await service.delete_memories(memory_ids=[memory_id], hard=False)
+
+
+async def restore(service: Any, memory_id: str) -> dict[str, Any]:
+    """Take one memory out of the trash; a 400 when it is unknown or not in the trash (never a silent no-op)."""
+    result = await service.restore_memories(memory_ids=[memory_id])
+    if not result.get("restored"):
+        raise ValidationError(f"无法恢复 {memory_id}：记忆不存在或不在回收站中")
+    return result
+
+
+async def archive(service: Any, memory_id: str) -> dict[str, Any]:
+    """Archive one memory (404 when unknown). Returns the ``archive_memories`` result."""
+    await memory_detail(service, memory_id)
+    return await service.archive_memories([memory_id])
+
+
+def require_hard_delete_confirmation(memory_ids: Sequence[str], confirm: str) -> None:
+    """Permanent deletion needs an explicit echo: the id for one memory, ``永久删除`` for several."""
+    expected = memory_ids[0] if len(memory_ids) == 1 else BULK_PURGE_PHRASE
+    if confirm.strip() != expected:
+        if len(memory_ids) == 1:
+            raise ValidationError(f"永久删除无法撤销：confirm 必须填写该记忆的 ID「{expected}」")
+        raise ValidationError(f"永久删除无法撤销：confirm 必须填写「{BULK_PURGE_PHRASE}」")
+
+
+async def hard_delete(service: Any, memory_ids: Sequence[str], confirm: str) -> dict[str, Any]:
+    """Permanently delete after the confirmation check; returns the service result."""
+    require_hard_delete_confirmation(memory_ids, confirm)
+    return await service.delete_memories(memory_ids=list(memory_ids), hard=True)
+
+
+async def run_bulk_action(
+    service: Any, action: str, memory_ids: Sequence[str], *, to_folder_id: str | None = None, confirm: str = ""
+) -> dict[str, Any]:
+    """One action over many memories: ``delete`` (soft), ``restore``, ``archive``, ``move`` or ``purge``."""
+    ids = [memory_id.strip() for memory_id in memory_ids if memory_id.strip()]
+    if not ids:
+        raise ValidationError("memory_ids 不能为空：请至少选择一条记忆")
+    if action == "delete":
+        return await service.delete_memories(memory_ids=ids, hard=False)
+    if action == "restore":
+        return await service.restore_memories(memory_ids=ids)
+    if action == "archive":
+        return await service.archive_memories(ids)
+    if action == "move":
+        folder = (to_folder_id or "").strip()
+        if not folder:
+            raise ValidationError("to_folder_id 不能为空：移动需要目标文件夹")
+        return await service.move_memories(memory_ids=ids, to_folder_id=folder)
+    if action == "purge":
+        return await hard_delete(service, ids, confirm)
+    raise ValidationError(f"action 只能是 delete / restore / archive / move / purge，收到: {action!r}")
+
+
+KEYWORD_SEARCH_FIELDS = ["title", "content", "tags"]
+
+
+async def search_memories(
+    service: Any,
+    query: str,
+    *,
+    mode: str,
+    top_k: int,
+    include_archived: bool,
+    include_knowledge: bool,
+    core_tags: str = "",
+    diffusion_tags: str = "",
+    opposing_tags: str = "",
+) -> dict[str, Any]:
+    """``semantic``: the bot's own ``retrieve_memories`` (scores, ``score_parts``); ``keyword``: literal grep.
+
+    Always returns the service dict with the hits under ``results`` (the grep answer's ``items`` are copied there),
+    so callers read one key. Tag groups are comma-separated strings; the service wants all three or none.
+    """
+    if mode == "keyword":
+        result = await service.grep_memories(
+            query=query, search_fields=KEYWORD_SEARCH_FIELDS, include_archived=include_archived, top_k=top_k
+        )
+        return {**result, "results": list(result.get("items") or [])}
+    groups = {"core_tags": core_tags, "diffusion_tags": diffusion_tags, "opposing_tags": opposing_tags}
+    tags = {name: split_list(value) for name, value in groups.items() if split_list(value)}
+    # An administrator looking is not the bot recalling: leave the activation counters alone.
+    return await service.retrieve_memories(
+        query, top_k=top_k, include_archived=include_archived, include_knowledge=include_knowledge,
+        record_activation=False, **tags
+    )
+
+
+async def memory_history(service: Any, memory_id: str) -> list[dict[str, Any]]:
+    """All revisions, newest first, each with its diff against the previous revision.
+
+    Returns ``[{"version", "action", "created_at", "snapshot", "diff": [DiffLine...], "is_current"}]``.
+    """
+    result = await service.get_memory_history(memory_id=memory_id)
+    versions = sorted(result.get("versions") or [], key=lambda entry: int(entry.get("version", 0)))
+    entries: list[dict[str, Any]] = []
+    previous: Mapping[str, Any] | None = None
+    for entry in versions:
+        snapshot = entry.get("snapshot") or {}
+        entries.append({**entry, "diff": diff_snapshots(previous, snapshot), "is_current": False})
+        previous = snapshot
+    if entries:
+        entries[-1]["is_current"] = True
+    return list(reversed(entries))
+
+
+def history_as_json(entries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """History entries with their diff lines as ``{"kind", "text"}`` dicts (JSON-serialisable)."""
+    return [{**entry, "diff": [asdict(line) for line in entry["diff"]]} for entry in entries]
+
+
+async def memory_statistics(service: Any) -> dict[str, Any]:
+    """The service's counts plus chart geometry: by type (horizontal bars) and by month (columns)."""
+    stats = await service.memory_statistics()
+    by_type: Mapping[str, int] = stats.get("by_type") or {}
+    ordered_types = [key for key in MEMORY_TYPE_LABELS if key in by_type] + sorted(
+        key for key in by_type if key not in MEMORY_TYPE_LABELS
+    )
+    type_entries = [(MEMORY_TYPE_LABELS.get(key, key), int(by_type[key])) for key in ordered_types]
+    by_status: Mapping[str, int] = stats.get("by_status") or {}
+    return {
+        "stats": stats,
+        "type_chart": horizontal_bars(type_entries),
+        "month_chart": vertical_bars(month_series(stats.get("by_month") or {})),
+        "status_rows": [(STATUS_LABELS.get(key, key), int(value)) for key, value in by_status.items()],
+    }

@@ -1,0 +1,530 @@
+"""Server-rendered pages (Chinese UI, no JavaScript): login, memories, search, history, trash, knowledge, memos, stats.
+
+Every state change is a POST form carrying the session's CSRF token and answers with a 303 redirect (post/redirect/
+get), so reloading a page never repeats an action. Success messages travel as a fixed ``notice`` code, never as
+free text in the URL.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
+from fastapi.responses import RedirectResponse, Response
+
+from ..services.errors import BookuError
+from . import operations
+from .auth import CSRF_FORM_FIELD, LOGIN_CSRF_COOKIE, SESSION_COOKIE, client_address, keys_equal
+from .deps import knowledge_service, memory_service, page_auth
+from .operations import MemoryFilters
+from .payloads import (
+    MEMORY_FIELDS,
+    TIME_FIELDS,
+    changed_memory_fields,
+    current_memory_fields,
+    memory_fields_from_form,
+    read_upload,
+    upload_title,
+)
+from .rendering import datetime_local_value, render, root_path
+
+public_router = APIRouter()
+router = APIRouter(dependencies=[Depends(page_auth)])
+
+MemoryService = Annotated[Any, Depends(memory_service)]
+KnowledgeService = Annotated[Any, Depends(knowledge_service)]
+
+NOTICES: dict[str, str] = {
+    "created": "已创建记忆",
+    "merged": "内容与已有记忆高度重复，已合并到该记忆（旧版本保留在历史中）",
+    "saved": "已保存修改",
+    "unchanged": "没有需要保存的修改",
+    "deleted": "已移入回收站，可在回收站恢复",
+    "restored": "已从回收站恢复",
+    "archived": "已归档",
+    "purged": "已永久删除",
+    "reverted": "已回滚到所选版本（回滚本身也记录为一个新版本）",
+    "bulk": "批量操作已完成",
+    "uploaded": "文档已入库",
+    "document_deleted": "文档及其全部片段已删除",
+    "memo_cancelled": "临时便签已取消",
+    "logged_out": "已退出登录",
+}
+SCORE_PART_LABELS: dict[str, str] = {
+    "vector": "向量相似度",
+    "semantic": "向量相似度",
+    "keyword": "关键词",
+    "fts": "关键词",
+    "fusion": "融合",
+    "rrf": "融合",
+    "core_boost": "核心标签加成",
+    "core": "核心标签加成",
+    "diffusion_boost": "扩散标签加成",
+    "diffusion": "扩散标签加成",
+    "opposing_penalty": "对立标签惩罚",
+    "opposing": "对立标签惩罚",
+    "epa": "EPA 重塑",
+    "recency": "时间",
+    "activation": "激活",
+}
+
+
+def notice_text(request: Request) -> str:
+    """The message for a ``?notice=`` code (unknown codes show nothing)."""
+    return NOTICES.get(request.query_params.get("notice", ""), "")
+
+
+def safe_return_path(request: Request, candidate: str | None, default: str = "/memories") -> str:
+    """``candidate`` if it is a path inside this app, else the default page (no open redirects)."""
+    root = root_path(request)
+    if candidate and candidate.startswith(f"{root}/") and not candidate.startswith("//") and "\\" not in candidate:
+        return candidate
+    return f"{root}{default}"
+
+
+def redirect_to(request: Request, path: str, notice: str = "") -> RedirectResponse:
+    """303 to a page of this app (``path`` relative to the mount prefix), optionally with a notice code."""
+    suffix = f"?{urlencode({'notice': notice})}" if notice else ""
+    return RedirectResponse(f"{root_path(request)}{path}{suffix}", status_code=303)
+
+
+def memory_path(memory_id: str) -> str:
+    """The detail page path of a memory (the id quoted, whatever it contains)."""
+    return f"/memories/{quote(memory_id, safe='')}"
+
+
+def current_location(request: Request) -> str:
+    """This page's path and query without a ``notice`` (where forms on it send the user back to)."""
+    query = [(key, value) for key, value in request.query_params.multi_items() if key != "notice"]
+    return request.url.path + (f"?{urlencode(query)}" if query else "")
+
+
+def _with_notice(target: str, notice: str) -> str:
+    separator = "&" if "?" in target else "?"
+    return f"{target}{separator}{urlencode({'notice': notice})}"
+
+
+def _set_private_cookie(response: Response, request: Request, name: str, value: str, max_age: int) -> None:
+    """A cookie only this app's pages get: HTTP-only, SameSite=Strict, scoped to the mount prefix, Secure on HTTPS."""
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=root_path(request) or "/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+
+
+def _forget_cookie(response: Response, request: Request, name: str) -> None:
+    response.delete_cookie(name, path=root_path(request) or "/", httponly=True, samesite="strict")
+
+
+# --------------------------------------------------------------------------------------------------- login
+
+LOGIN_TOKEN_SECONDS = 3600
+
+
+def _login_page(request: Request, next_path: str, *, error: str = "", status_code: int = 200) -> Response:
+    """The login form with a fresh one-off token, also set as a cookie: a foreign site can post the form but
+    cannot know the token, so it cannot log the browser into a session of its choosing."""
+    token = secrets.token_urlsafe(24)
+    response = render(
+        request,
+        "login.html",
+        {"login_token": token, "next": next_path, "error": error, "notice": notice_text(request)},
+        status_code=status_code,
+    )
+    _set_private_cookie(response, request, LOGIN_CSRF_COOKIE, token, LOGIN_TOKEN_SECONDS)
+    return response
+
+
+@public_router.get("/login")
+async def login_form(request: Request, next: str = "") -> Response:
+    """The login form (or straight on, when the browser already has a valid session)."""
+    if request.app.state.auth.identify(request) is not None:
+        return RedirectResponse(safe_return_path(request, next), status_code=303)
+    return _login_page(request, next)
+
+
+@public_router.post("/login")
+async def login_submit(
+    request: Request,
+    api_key: Annotated[str, Form()] = "",
+    next: Annotated[str, Form()] = "",
+    csrf_token: Annotated[str, Form(alias=CSRF_FORM_FIELD)] = "",
+) -> Response:
+    """Check the key; on success set the signed session cookie and go where the user was heading."""
+    auth = request.app.state.auth
+    client = client_address(request)
+    expected_token = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    if not expected_token or not csrf_token or not keys_equal(csrf_token, expected_token):
+        return _login_page(request, next, error="登录表单已失效，请重新输入密钥", status_code=403)
+    if auth.throttle.blocked(client):
+        return _login_page(request, next, error="失败次数过多，请稍后再试", status_code=429)
+    if not keys_equal(api_key.strip(), auth.api_key):
+        auth.throttle.record_failure(client)
+        return _login_page(request, next, error="密钥不正确", status_code=401)
+    auth.throttle.reset(client)
+    cookie, _session = auth.signer.issue()
+    response = RedirectResponse(safe_return_path(request, next), status_code=303)
+    _set_private_cookie(response, request, SESSION_COOKIE, cookie, auth.signer.max_age_seconds)
+    _forget_cookie(response, request, LOGIN_CSRF_COOKIE)
+    return response
+
+
+@router.post("/logout")
+async def logout(request: Request) -> Response:
+    """Forget the session cookie in this browser."""
+    response = redirect_to(request, "/login", "logged_out")
+    _forget_cookie(response, request, SESSION_COOKIE)
+    return response
+
+
+# ------------------------------------------------------------------------------------------------ memories
+
+
+@router.get("/")
+async def home(request: Request) -> Response:
+    """The dashboard opens on the memory list."""
+    return redirect_to(request, "/memories")
+
+
+@router.get("/memories")
+async def memories_page(
+    request: Request,
+    service: MemoryService,
+    keyword: str = "",
+    memory_type: str = "",
+    status: str = "",
+    folder_id: str = "",
+    tag: str = "",
+    person_id: str = "",
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> Response:
+    """The memory list with filters, pagination and bulk actions."""
+    filters = MemoryFilters(keyword.strip(), memory_type, status, folder_id, tag.strip(), person_id.strip())
+    listing = await operations.list_memories(service, filters, page=page, page_size=request.app.state.settings.page_size)
+    folders = (await service.list_folder_ids()).get("items") or []
+    return render(
+        request,
+        "memories.html",
+        {
+            "nav": "memories",
+            "listing": listing,
+            "filters": filters,
+            "folders": folders,
+            "notice": notice_text(request),
+            "return_to": current_location(request),
+        },
+    )
+
+
+@router.post("/memories/bulk")
+async def memories_bulk(request: Request, service: MemoryService) -> Response:
+    """Apply the chosen bulk action to the ticked memories, then go back to the list."""
+    form = await request.form()
+    ids = [value for value in form.getlist("memory_ids") if isinstance(value, str)]
+    action = str(form.get("action") or "")
+    await operations.run_bulk_action(
+        service, action, ids, to_folder_id=str(form.get("to_folder_id") or ""), confirm=str(form.get("confirm") or "")
+    )
+    target = safe_return_path(request, str(form.get("return_to") or ""))
+    return RedirectResponse(_with_notice(target, "bulk"), status_code=303)
+
+
+def _form_values(fields: dict[str, Any]) -> dict[str, str]:
+    """Stored fields as the strings the form shows (lists joined with commas, times as datetime-local)."""
+    values: dict[str, str] = {}
+    for name, value in fields.items():
+        if isinstance(value, list):
+            values[name] = ", ".join(value)
+        elif name in TIME_FIELDS:
+            values[name] = datetime_local_value(value)
+        else:
+            values[name] = str(value)
+    return values
+
+
+def _blank_form() -> dict[str, str]:
+    values = {name: "" for name in MEMORY_FIELDS}
+    values.update({"memory_type": "knowledge", "status": "active"})
+    return values
+
+
+@router.get("/memories/new")
+async def new_memory_form(request: Request) -> Response:
+    """Empty create form."""
+    return render(request, "memory_form.html", {"nav": "new", "values": _blank_form(), "memory_id": ""})
+
+
+@router.post("/memories/new")
+async def new_memory_submit(request: Request, service: MemoryService) -> Response:
+    """Create the memory, or show the form again with the error and what was typed."""
+    form = await request.form()
+    values = {**_blank_form(), **{k: v for k, v in form.items() if isinstance(v, str) and k in MEMORY_FIELDS}}
+    try:
+        fields = memory_fields_from_form(form)
+        result = await operations.create_memory(service, fields)
+    except BookuError as exc:
+        return render(
+            request,
+            "memory_form.html",
+            {"nav": "new", "values": values, "memory_id": "", "error": str(exc)},
+            status_code=400,
+        )
+    created = (result.get("items") or [{}])[0]
+    notice = "merged" if result.get("mode") == "merged" else "created"
+    return redirect_to(request, memory_path(str(created.get("id", ""))), notice)
+
+
+@router.get("/memories/{memory_id}")
+async def memory_page(request: Request, memory_id: str, service: MemoryService) -> Response:
+    """One memory: all fields, tags, and its history with a diff per version and a revert button."""
+    item = await operations.memory_detail(service, memory_id)
+    history = await operations.memory_history(service, memory_id)
+    return render(
+        request,
+        "memory_detail.html",
+        {"nav": "memories", "item": item, "meta": item.get("metadata") or {}, "history": history, "notice": notice_text(request)},
+    )
+
+
+@router.get("/memories/{memory_id}/edit")
+async def edit_memory_form(request: Request, memory_id: str, service: MemoryService) -> Response:
+    """The edit form, filled with the stored values."""
+    item = await operations.memory_detail(service, memory_id)
+    values = _form_values(current_memory_fields(item))
+    return render(request, "memory_form.html", {"nav": "memories", "values": values, "memory_id": memory_id})
+
+
+@router.post("/memories/{memory_id}/edit")
+async def edit_memory_submit(request: Request, memory_id: str, service: MemoryService) -> Response:
+    """Save only what changed (tags as a whole triplet), or show the form again with the error."""
+    form = await request.form()
+    item = await operations.memory_detail(service, memory_id)
+    values = {**_blank_form(), **{k: v for k, v in form.items() if isinstance(v, str) and k in MEMORY_FIELDS}}
+    try:
+        submitted = memory_fields_from_form(form)
+        changes = changed_memory_fields(current_memory_fields(item), submitted)
+        if not changes:
+            return redirect_to(request, memory_path(memory_id), "unchanged")
+        await operations.update_memory(service, memory_id, changes)
+    except BookuError as exc:
+        return render(
+            request,
+            "memory_form.html",
+            {"nav": "memories", "values": values, "memory_id": memory_id, "error": str(exc)},
+            status_code=400,
+        )
+    return redirect_to(request, memory_path(memory_id), "saved")
+
+
+@router.post("/memories/{memory_id}/delete")
+async def delete_memory(request: Request, memory_id: str, service: MemoryService) -> Response:
+    """Soft delete (to the trash)."""
+    await operations.soft_delete(service, memory_id)
+    return redirect_to(request, memory_path(memory_id), "deleted")
+
+
+@router.post("/memories/{memory_id}/restore")
+async def restore_memory(request: Request, memory_id: str, service: MemoryService) -> Response:
+    """Take a memory out of the trash."""
+    await operations.restore(service, memory_id)
+    return redirect_to(request, memory_path(memory_id), "restored")
+
+
+@router.post("/memories/{memory_id}/archive")
+async def archive_memory(request: Request, memory_id: str, service: MemoryService) -> Response:
+    """Archive a memory (kept and searchable with archived results)."""
+    await operations.archive(service, memory_id)
+    return redirect_to(request, memory_path(memory_id), "archived")
+
+
+@router.post("/memories/{memory_id}/purge")
+async def purge_memory(
+    request: Request, memory_id: str, service: MemoryService, confirm: Annotated[str, Form()] = ""
+) -> Response:
+    """Permanent delete; the form must repeat the memory id."""
+    await operations.memory_detail(service, memory_id)
+    await operations.hard_delete(service, [memory_id], confirm)
+    return redirect_to(request, "/trash", "purged")
+
+
+@router.post("/memories/{memory_id}/revert")
+async def revert_memory(
+    request: Request, memory_id: str, service: MemoryService, version: Annotated[int, Form(ge=1)]
+) -> Response:
+    """One-click revert to an earlier version."""
+    await service.revert_memory(memory_id=memory_id, version=version)
+    return redirect_to(request, memory_path(memory_id), "reverted")
+
+
+# -------------------------------------------------------------------------------------------------- search
+
+
+@router.get("/search")
+async def search_page(
+    request: Request,
+    service: MemoryService,
+    q: str = "",
+    mode: str = "semantic",
+    top_k: Annotated[int, Query(ge=1, le=100)] = 10,
+    include_archived: bool = False,
+    include_knowledge: bool = False,
+    core_tags: str = "",
+    diffusion_tags: str = "",
+    opposing_tags: str = "",
+) -> Response:
+    """Keyword search, or "search like the bot does" with every score and its parts."""
+    mode = mode if mode in ("semantic", "keyword") else "semantic"
+    result: dict[str, Any] | None = None
+    error = ""
+    query = q.strip()
+    if query:
+        try:
+            result = await operations.search_memories(
+                service,
+                query,
+                mode=mode,
+                top_k=top_k,
+                include_archived=include_archived,
+                include_knowledge=include_knowledge,
+                core_tags=core_tags,
+                diffusion_tags=diffusion_tags,
+                opposing_tags=opposing_tags,
+            )
+        except BookuError as exc:
+            error = str(exc)
+    items = list((result or {}).get("results") or [])
+    return render(
+        request,
+        "search.html",
+        {
+            "nav": "search",
+            "q": query,
+            "mode": mode,
+            "top_k": top_k,
+            "include_archived": include_archived,
+            "include_knowledge": include_knowledge,
+            "core_tags": core_tags,
+            "diffusion_tags": diffusion_tags,
+            "opposing_tags": opposing_tags,
+            "result": result or {},
+            "items": items,
+            "max_score": max((float(i["score"]) for i in items if isinstance(i.get("score"), (int, float))), default=0.0),
+            "searched": bool(query),
+            "error": error,
+            "part_labels": SCORE_PART_LABELS,
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------------- trash
+
+
+@router.get("/trash")
+async def trash_page(request: Request, service: MemoryService, page: Annotated[int, Query(ge=1)] = 1) -> Response:
+    """Soft-deleted memories with restore and permanent-delete actions."""
+    listing = await operations.list_memories(
+        service, MemoryFilters(), page=page, page_size=request.app.state.settings.page_size, deleted_only=True
+    )
+    return render(
+        request,
+        "trash.html",
+        {
+            "nav": "trash",
+            "listing": listing,
+            "notice": notice_text(request),
+            "return_to": current_location(request),
+        },
+    )
+
+
+# ----------------------------------------------------------------------------------------------- knowledge
+
+
+@router.get("/knowledge")
+async def knowledge_page(request: Request, service: KnowledgeService, page: Annotated[int, Query(ge=1)] = 1) -> Response:
+    """Knowledge documents (paged) and the upload form."""
+    page_size = request.app.state.settings.page_size
+    result = await service.list_documents(limit=page_size, offset=(page - 1) * page_size)
+    documents = result.get("items") or []
+    total = int(result.get("total") or 0)
+    listing = {"page": page, "has_more": page * page_size < total}
+    return render(
+        request,
+        "knowledge.html",
+        {"nav": "knowledge", "documents": documents, "total": total, "listing": listing, "notice": notice_text(request)},
+    )
+
+
+@router.post("/knowledge/upload")
+async def knowledge_upload(
+    request: Request,
+    service: KnowledgeService,
+    file: Annotated[UploadFile, File()],
+    title: Annotated[str, Form()] = "",
+) -> Response:
+    """Ingest an uploaded text/markdown file, then show the new document."""
+    content = await read_upload(request, file)
+    result = await service.ingest_document(title=upload_title(file, title), content=content, source="dashboard")
+    document_id = str(result.get("document_id") or "")
+    if document_id:
+        return redirect_to(request, f"/knowledge/{quote(document_id, safe='')}", "uploaded")
+    return redirect_to(request, "/knowledge", "uploaded")
+
+
+@router.get("/knowledge/{document_id}")
+async def document_page(request: Request, document_id: str, service: KnowledgeService) -> Response:
+    """One document with all its chunks and its version history."""
+    result = await service.get_document(document_id=document_id)
+    return render(
+        request,
+        "knowledge_document.html",
+        {
+            "nav": "knowledge",
+            "document": result,
+            "chunks": result.get("chunks") or [],
+            "history": result.get("history") or [],
+            "notice": notice_text(request),
+        },
+    )
+
+
+@router.post("/knowledge/{document_id}/delete")
+async def document_delete(request: Request, document_id: str, service: KnowledgeService) -> Response:
+    """Delete a document and its chunks."""
+    await service.delete_document(document_id=document_id)
+    return redirect_to(request, "/knowledge", "document_deleted")
+
+
+# --------------------------------------------------------------------------------------------------- memos
+
+
+@router.get("/memos")
+async def memos_page(request: Request, service: MemoryService) -> Response:
+    """Active temporary memos of all streams."""
+    memos = (await service.list_temporary_memos()).get("items") or []
+    return render(request, "memos.html", {"nav": "memos", "memos": memos, "notice": notice_text(request)})
+
+
+@router.post("/memos/{memo_id}/cancel")
+async def memo_cancel(request: Request, memo_id: str, service: MemoryService) -> Response:
+    """Cancel one temporary memo."""
+    await service.cancel_temporary_memo(memo_id=memo_id)
+    return redirect_to(request, "/memos", "memo_cancelled")
+
+
+# --------------------------------------------------------------------------------------------------- stats
+
+
+@router.get("/stats")
+async def stats_page(request: Request, service: MemoryService) -> Response:
+    """Counts and server-drawn SVG charts by type and by month."""
+    data = await operations.memory_statistics(service)
+    status = await service.get_status()
+    return render(request, "stats.html", {"nav": "stats", **data, "status": status})

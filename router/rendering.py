@@ -1,0 +1,177 @@
+"""Jinja2 environment and the small display helpers every page shares.
+
+Autoescape is forced on for every template (not only ``*.html`` as Jinja's default selector does), and the
+environment is strict about undefined names, so a typo in a template fails the tests instead of rendering blank.
+Nothing in this package marks user data ``|safe``: memory text always reaches the browser escaped.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlencode
+
+import jinja2
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+
+from ..services.memory_fields import (
+    DISPOSITION_STATUSES,
+    KNOWLEDGE_TYPES,
+    MEMORY_TYPES,
+    PROCEDURE_TYPES,
+    STATUSES,
+)
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE_DIR = PACKAGE_ROOT / "templates"
+STATIC_DIR = PACKAGE_ROOT / "static"
+
+# Display names for the service's vocabularies; the option lists themselves come from the service module, so a
+# value the service accepts always appears in the forms (unknown ones are shown verbatim).
+_MEMORY_TYPE_NAMES = {
+    "person": "人物",
+    "event": "事件",
+    "knowledge": "知识",
+    "place": "地点",
+    "asset": "资产",
+    "procedure": "流程",
+    "preference": "偏好",
+    "experience": "经历",
+}
+_STATUS_NAMES = {"active": "活跃", "archived": "归档", "expired": "过期"}
+_KNOWLEDGE_TYPE_NAMES = {"concept": "概念", "model": "模型", "quote": "引用", "counterintuitive": "反直觉"}
+_PROCEDURE_TYPE_NAMES = {"process": "流程", "tech": "技术", "deploy": "部署", "cooking": "烹饪"}
+_DISPOSITION_NAMES = {"in_use": "使用中", "idle": "闲置", "disposed": "已处置"}
+
+
+def _labelled(options: tuple[str, ...], names: Mapping[str, str]) -> dict[str, str]:
+    return {option: names.get(option, option) for option in options if option}
+
+
+MEMORY_TYPE_LABELS = _labelled(MEMORY_TYPES, _MEMORY_TYPE_NAMES)
+STATUS_LABELS = _labelled(STATUSES, _STATUS_NAMES)
+KNOWLEDGE_TYPE_LABELS = _labelled(KNOWLEDGE_TYPES, _KNOWLEDGE_TYPE_NAMES)
+PROCEDURE_TYPE_LABELS = _labelled(PROCEDURE_TYPES, _PROCEDURE_TYPE_NAMES)
+DISPOSITION_LABELS = _labelled(DISPOSITION_STATUSES, _DISPOSITION_NAMES)
+BUCKET_LABELS: dict[str, str] = {"memory": "记忆", "knowledge": "知识库"}
+ACTION_LABELS: dict[str, str] = {
+    "create": "创建",
+    "created": "创建",
+    "update": "修改",
+    "merge": "合并",
+    "merged": "合并",
+    "delete": "软删除",
+    "soft_delete": "软删除",
+    "restore": "恢复",
+    "revert": "回滚",
+    "archive": "归档",
+    "move": "移动",
+    "expire": "过期",
+    "hard_delete": "永久删除",
+}
+
+
+ACTOR_LABELS: dict[str, str] = {"dashboard": "后台", "agent": "机器人", "booku-lifecycle": "生命周期维护"}
+
+
+def root_path(request: Request) -> str:
+    """The prefix the app is mounted under (``""`` standalone, ``/booku-memory`` in the host)."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def app_url(request: Request, path: str, **params: Any) -> str:
+    """An absolute path inside this app, honouring the mount prefix; ``None``/empty params are dropped."""
+    query = {key: value for key, value in params.items() if value not in (None, "", False)}
+    suffix = f"?{urlencode(query, doseq=True)}" if query else ""
+    return f"{root_path(request)}{path}{suffix}"
+
+
+def format_timestamp(value: Any) -> str:
+    """Epoch seconds as local ``YYYY-MM-DD HH:MM``; ``0``/missing as ``—`` (the store uses 0 for "never")."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    if seconds <= 0:
+        return "—"
+    return _dt.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M")
+
+
+def datetime_local_value(value: Any) -> str:
+    """Epoch seconds as the value of an ``<input type="datetime-local">`` (empty for 0)."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return ""
+    if seconds <= 0:
+        return ""
+    return _dt.datetime.fromtimestamp(seconds).strftime("%Y-%m-%dT%H:%M")
+
+
+def _label(table: Mapping[str, str]) -> Any:
+    def lookup(value: Any) -> str:
+        text = "" if value is None else str(value)
+        return table.get(text, text or "—")
+
+    return lookup
+
+
+def format_score(value: Any) -> str:
+    """A ranking score with three decimals (``—`` when absent)."""
+    try:
+        return f"{float(value):.3f}"
+    except (TypeError, ValueError):
+        return "—"
+
+
+def build_environment() -> jinja2.Environment:
+    """The one template environment of the dashboard: autoescape everywhere, strict undefined names."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["datetime"] = format_timestamp
+    env.filters["datetime_local"] = datetime_local_value
+    env.filters["type_label"] = _label(MEMORY_TYPE_LABELS)
+    env.filters["status_label"] = _label(STATUS_LABELS)
+    env.filters["bucket_label"] = _label(BUCKET_LABELS)
+    env.filters["action_label"] = _label(ACTION_LABELS)
+    env.filters["actor_label"] = _label(ACTOR_LABELS)
+    env.filters["score"] = format_score
+    env.globals.update(
+        MEMORY_TYPE_LABELS=MEMORY_TYPE_LABELS,
+        STATUS_LABELS=STATUS_LABELS,
+        KNOWLEDGE_TYPES=KNOWLEDGE_TYPE_LABELS,
+        PROCEDURE_TYPES=PROCEDURE_TYPE_LABELS,
+        DISPOSITION_STATUSES=DISPOSITION_LABELS,
+    )
+    return env
+
+
+def render(
+    request: Request,
+    template: str,
+    context: Mapping[str, Any] | None = None,
+    *,
+    status_code: int = 200,
+) -> HTMLResponse:
+    """Render ``template`` with the values every page needs (mount prefix, CSRF token, active nav entry)."""
+    env: jinja2.Environment = request.app.state.templates
+    auth = getattr(request.state, "auth", None)
+    values: dict[str, Any] = {
+        "root": root_path(request),
+        "csrf_token": auth.csrf_token if auth is not None else "",
+        "logged_in": auth is not None,
+        "nav": "",
+        "notice": "",
+        "error": "",
+        "url": lambda path, **params: app_url(request, path, **params),
+    }
+    values.update(context or {})
+    html = env.get_template(template).render(values)
+    return HTMLResponse(html, status_code=status_code)
