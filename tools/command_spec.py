@@ -1,0 +1,322 @@
+"""The one table of ``memory_command`` sub-commands and their flags.
+
+The lexer parses against it, the executor plans service calls from it, the manual and the host tool schema are
+generated from it. Adding a flag here is the whole job of exposing it: a test checks that the manual mentions every
+sub-command and every spelling the parser accepts, so the LLM is never told about a flag that does not exist or left
+ignorant of one that does.
+
+Flag spellings are kept from the reference (``-topn/-top_n/-n``, ``-type/-memory_type``, ``-triple_tags/-triplet`` …)
+because existing prompts and model habits rely on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ..services.memory_search import GREP_FIELDS
+from ..services.memory_fields import (
+    DISPOSITION_STATUSES,
+    KNOWLEDGE_TYPES,
+    MEMORY_TYPES,
+    PROCEDURE_TYPES,
+    STATUSES,
+)
+
+
+class FlagKind(str, Enum):
+    """How a flag's raw text becomes a Python value (see ``command_lexer.coerce_value``)."""
+
+    TEXT = "text"  # kept verbatim (content, query): leading/trailing spaces and inner newlines matter
+    LINE = "line"  # trimmed single value (title, person_id, folder)
+    WORD = "word"  # trimmed and lower-cased, optionally restricted to ``choices``
+    ID = "id"  # exactly one memory id
+    IDS = "ids"  # comma list of ids, every occurrence and alias merged, de-duplicated in order
+    LIST = "list"  # comma list (ASCII or full-width comma), every occurrence merged
+    INT = "int"  # whole number within [minimum, maximum]
+    BOOL = "bool"  # true/false/yes/no/on/off/1/0; a bare flag means true
+    TIME = "time"  # Unix seconds or a date such as 2024-05-01 / 2024-05-01 14:30
+
+
+@dataclass(frozen=True)
+class FlagSpec:
+    """One flag of a sub-command.
+
+    ``key`` is the canonical name used in parsed results (and the service keyword unless ``param`` says otherwise);
+    ``names`` are every accepted spelling without the dash, the first one is what the manual shows first.
+    """
+
+    key: str
+    names: tuple[str, ...]
+    kind: FlagKind
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    maximum: int | None = None
+
+    @property
+    def shown(self) -> str:
+        """All spellings as the manual prints them, e.g. ``-topn/-top_n/-n``."""
+        return "/".join(f"-{name}" for name in self.names)
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """One sub-command: its name, aliases, flags, a one-line summary and a runnable example."""
+
+    name: str
+    summary: str
+    example: str
+    flags: tuple[FlagSpec, ...] = ()
+    aliases: tuple[str, ...] = ()
+    # Only ``help`` takes a bare word (the topic); every other stray word is an error.
+    positional: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def flag_by_name(self, name: str) -> FlagSpec | None:
+        """The flag spelled ``name`` (already lower-cased, dashes stripped, ``-`` inside read as ``_``)."""
+        return self._names().get(name)
+
+    def _names(self) -> dict[str, FlagSpec]:
+        return {spelling: flag for flag in self.flags for spelling in flag.names}
+
+    def all_spellings(self) -> list[str]:
+        """Every accepted flag spelling of this sub-command, without dashes, in table order."""
+        return [spelling for flag in self.flags for spelling in flag.names]
+
+
+def _choices(values: tuple[str, ...]) -> tuple[str, ...]:
+    # The service vocabularies contain "" meaning "not set"; a flag is never given to set nothing.
+    return tuple(value for value in values if value)
+
+
+MAX_READ_IDS = 20
+MAX_BATCH_IDS = 100
+MAX_OFFSET = 1_000_000
+
+# ----- shared flag groups (one definition each; create and update share the typed fields) ---------------------------
+
+TAG_FLAGS: tuple[FlagSpec, ...] = (
+    FlagSpec("core_tags", ("core_tags", "core"), FlagKind.LIST, "核心：讲的是什么"),
+    FlagSpec("diffusion_tags", ("diffusion_tags", "diffusion"), FlagKind.LIST, "扩散：相关、也该能搜到它的话题"),
+    FlagSpec("opposing_tags", ("opposing_tags", "opposing"), FlagKind.LIST, "对立：明确不是什么"),
+    FlagSpec("triple_tags", ("triple_tags", "triplet"), FlagKind.TEXT, "简写 \"核心|扩散|对立\"，组内用逗号"),
+)
+TAG_KEYS = ("core_tags", "diffusion_tags", "opposing_tags")
+
+IDS_FLAG = FlagSpec("memory_ids", ("id", "ids", "memory_id", "memory_ids"), FlagKind.IDS, "记忆 id，多个用逗号分隔")
+SINGLE_ID_FLAG = FlagSpec("memory_id", ("id", "memory_id", "ids", "memory_ids"), FlagKind.ID, "一条记忆的 id")
+TOP_N_FLAG = FlagSpec("top_n", ("topn", "top_n", "n"), FlagKind.INT, "条数（默认 10）", minimum=1)
+INCLUDE_ARCHIVED_FLAG = FlagSpec(
+    "include_archived", ("include_archived",), FlagKind.BOOL, "也找已归档/过期的（默认 false）"
+)
+TYPE_FLAG = FlagSpec(
+    "memory_type", ("type", "memory_type"), FlagKind.WORD, "记忆类型", choices=_choices(MEMORY_TYPES)
+)
+STATUS_FLAG = FlagSpec("status", ("status",), FlagKind.WORD, "状态", choices=_choices(STATUSES))
+PERSON_FLAG = FlagSpec("person_id", ("person_id",), FlagKind.LINE, "人物 id（platform:id）")
+TITLE_FLAG = FlagSpec("title", ("title",), FlagKind.LINE, "标题")
+CONTENT_FLAG = FlagSpec("content", ("content", "body"), FlagKind.TEXT, "正文")
+FOLDER_FLAG = FlagSpec("folder_id", ("folder", "folder_id"), FlagKind.LINE, "文件夹（默认 default）")
+
+TYPED_FIELD_FLAGS: tuple[FlagSpec, ...] = (
+    FlagSpec("relation_memory_ids", ("relation_ids", "relation_memory_ids"), FlagKind.LIST, "关联记忆 id"),
+    FlagSpec("relation_aliases", ("relation_aliases",), FlagKind.LIST, "别名/称呼"),
+    FlagSpec("related_people", ("related_people",), FlagKind.LIST, "event：相关人物"),
+    FlagSpec("event_start_at", ("event_start_at", "start_at"), FlagKind.TIME, "event：开始时间"),
+    FlagSpec("event_end_at", ("event_end_at", "end_at"), FlagKind.TIME, "event：结束时间"),
+    FlagSpec(
+        "knowledge_type", ("knowledge_type",), FlagKind.WORD, "knowledge：知识类别", choices=_choices(KNOWLEDGE_TYPES)
+    ),
+    FlagSpec("address_or_coord", ("address_or_coord", "address"), FlagKind.LINE, "place：地址或坐标"),
+    FlagSpec("place_type", ("place_type",), FlagKind.WORD, "place：地点类别"),
+    FlagSpec("asset_type", ("asset_type",), FlagKind.WORD, "asset：物品类别"),
+    FlagSpec(
+        "disposition_status",
+        ("disposition_status",),
+        FlagKind.WORD,
+        "asset：处置状态",
+        choices=_choices(DISPOSITION_STATUSES),
+    ),
+    FlagSpec(
+        "procedure_type", ("procedure_type",), FlagKind.WORD, "procedure：流程类别", choices=_choices(PROCEDURE_TYPES)
+    ),
+)
+
+# ----- the sub-commands ----------------------------------------------------------------------------------------------
+
+COMMANDS: tuple[CommandSpec, ...] = (
+    CommandSpec(
+        name="help",
+        summary="显示本手册；help <子命令> 只看该子命令的参数",
+        example="help search",
+        positional="topic",
+    ),
+    CommandSpec(
+        name="search",
+        summary="按语义+关键词检索记忆，返回 id、标题、类型、分数和摘要",
+        example='search -q "张三 生日" -type person -n 5',
+        flags=(
+            FlagSpec("query_text", ("query", "q"), FlagKind.TEXT, "要找的内容"),
+            TOP_N_FLAG,
+            TYPE_FLAG,
+            STATUS_FLAG,
+            PERSON_FLAG,
+            FlagSpec("relation_of", ("relation_of", "related_to"), FlagKind.ID, "只找与该 id 关联的记忆"),
+            INCLUDE_ARCHIVED_FLAG,
+            FlagSpec(
+                "include_knowledge", ("include_knowledge",), FlagKind.BOOL, "也找知识库文档片段（默认 true）"
+            ),
+            FlagSpec("include_related", ("include_related", "related"), FlagKind.BOOL, "附带关联记忆"),
+            *TAG_FLAGS,
+        ),
+        notes=("不带 -q 也不带标签时，按最近活跃列出",),
+    ),
+    CommandSpec(
+        name="read",
+        summary="读取记忆全文（以及完整标签，便于 update）",
+        example="read -ids mem-1,mem-2",
+        flags=(
+            IDS_FLAG,
+            FlagSpec("offset", ("offset",), FlagKind.INT, "从正文第几个字开始读（长文分段）", minimum=0,
+                     maximum=MAX_OFFSET),
+        ),
+    ),
+    CommandSpec(
+        name="create",
+        summary="新建一条记忆；与已有记忆几乎相同时会合并进去并告诉你合并到了哪个 id",
+        example=(
+            'create -type person -title 张三 -person_id qq:10001 -content "- 大学同学，爱打篮球" '
+            '-triple_tags "朋友,同学|学校,篮球|陌生人"'
+        ),
+        flags=(
+            TITLE_FLAG,
+            CONTENT_FLAG,
+            TYPE_FLAG,
+            STATUS_FLAG,
+            PERSON_FLAG,
+            *TAG_FLAGS,
+            *TYPED_FIELD_FLAGS,
+            FOLDER_FLAG,
+        ),
+        notes=("必须有 -title、-content 和完整三组标签；type 默认 knowledge，person 必须带 -person_id",),
+    ),
+    CommandSpec(
+        name="update",
+        summary="修改一条记忆，只改给出的字段；不给标签就保留原标签",
+        example="update -id mem-1 -status archived",
+        flags=(
+            SINGLE_ID_FLAG,
+            TITLE_FLAG,
+            CONTENT_FLAG,
+            TYPE_FLAG,
+            STATUS_FLAG,
+            PERSON_FLAG,
+            *TAG_FLAGS,
+            *TYPED_FIELD_FLAGS,
+        ),
+        notes=("改标签时三组要一起给（整组替换）",),
+    ),
+    CommandSpec(
+        name="delete",
+        summary="删除记忆；默认软删除，可用 restore 恢复",
+        example="delete -id mem-1",
+        flags=(IDS_FLAG, FlagSpec("hard", ("hard",), FlagKind.BOOL, "永久删除，无法恢复（默认 false）")),
+    ),
+    CommandSpec(
+        name="archive",
+        summary="把不再常用的记忆归档（默认搜索不再出现，加 -include_archived true 可找到）",
+        example="archive -ids mem-1,mem-2",
+        flags=(IDS_FLAG,),
+    ),
+    CommandSpec(
+        name="restore",
+        summary="恢复被软删除的记忆",
+        example="restore -id mem-1",
+        flags=(IDS_FLAG,),
+        aliases=("undelete",),
+    ),
+    CommandSpec(
+        name="move",
+        summary="把记忆移到另一个文件夹或存储桶",
+        example="move -ids mem-1,mem-2 -to_folder 工作",
+        flags=(
+            IDS_FLAG,
+            FlagSpec("to_folder_id", ("to_folder", "to_folder_id", "folder", "folder_id"), FlagKind.LINE, "目标文件夹"),
+            FlagSpec("to_bucket", ("to_bucket", "bucket"), FlagKind.WORD, "目标存储桶", choices=("memory", "knowledge")),
+        ),
+    ),
+    CommandSpec(
+        name="grep",
+        summary="按字面关键词或正则精确匹配（找确切的词、号码、名字时用）",
+        example='grep -q "生日" -fields title,content',
+        flags=(
+            FlagSpec("query", ("query", "q", "pattern"), FlagKind.TEXT, "要匹配的文字或正则"),
+            FlagSpec(
+                "search_fields",
+                ("fields", "in"),
+                FlagKind.LIST,
+                "匹配哪些字段，逗号分隔（默认 title,content,tags）",
+                choices=GREP_FIELDS,
+            ),
+            FlagSpec("use_regex", ("regex",), FlagKind.BOOL, "-q 是正则（默认 false）"),
+            FlagSpec("folder_id", ("folder", "folder_id"), FlagKind.LINE, "只在这个文件夹里找"),
+            INCLUDE_ARCHIVED_FLAG,
+            TOP_N_FLAG,
+        ),
+    ),
+    CommandSpec(
+        name="status",
+        summary="记忆库概况：各类数量、最近记忆、当前聊天的临时备忘数",
+        example="status",
+        flags=(FlagSpec("folder_id", ("folder", "folder_id"), FlagKind.LINE, "只看这个文件夹（默认全部）"),),
+    ),
+    CommandSpec(name="folders", summary="列出所有文件夹", example="folders"),
+    CommandSpec(
+        name="history",
+        summary="查看一条记忆的历史版本（每次修改、合并都会留一版）",
+        example="history -id mem-1",
+        flags=(SINGLE_ID_FLAG, FlagSpec("limit", ("topn", "top_n", "n"), FlagKind.INT, "显示最近几版（默认 10）",
+                                        minimum=1, maximum=100)),
+    ),
+    CommandSpec(
+        name="revert",
+        summary="把记忆恢复到某个历史版本（当前内容也会留作一版）",
+        example="revert -id mem-1 -version 2",
+        flags=(
+            SINGLE_ID_FLAG,
+            FlagSpec("version", ("version", "v"), FlagKind.INT, "要恢复到的版本号（见 history）", minimum=1),
+        ),
+    ),
+)
+
+_BY_NAME: dict[str, CommandSpec] = {spelling: spec for spec in COMMANDS for spelling in (spec.name, *spec.aliases)}
+
+
+def command_by_name(name: str) -> CommandSpec | None:
+    """The sub-command called ``name`` (case-insensitive) or one of its aliases; ``None`` when unknown."""
+    return _BY_NAME.get(name.strip().lower())
+
+
+def command_names() -> list[str]:
+    """Canonical sub-command names in manual order."""
+    return [spec.name for spec in COMMANDS]
+
+
+def all_command_spellings() -> list[str]:
+    """Every name the parser accepts as a sub-command, aliases included."""
+    return list(_BY_NAME)
+
+
+__all__ = [
+    "COMMANDS",
+    "CommandSpec",
+    "FlagKind",
+    "FlagSpec",
+    "MAX_BATCH_IDS",
+    "MAX_READ_IDS",
+    "TAG_KEYS",
+    "all_command_spellings",
+    "command_by_name",
+    "command_names",
+]
