@@ -321,8 +321,9 @@ class RecordRepository:
         )
         return [row["folder_id"] for row in rows]
 
-    async def find_person(self, person_id: str, *, store_keys: Sequence[str] | None, conn=None) -> dict[str, Any] | None:
-        flt = RecordFilter(store_keys=store_keys, memory_types=("person",), person_id=person_id)
+    async def find_person(self, person_id: str, *, store_keys: Sequence[str] | None,
+                          statuses: Sequence[str] | None = None, conn=None) -> dict[str, Any] | None:
+        flt = RecordFilter(store_keys=store_keys, memory_types=("person",), person_id=person_id, statuses=statuses)
         where, params = flt.where()
         rows = await self._fetch(
             conn, f"SELECT r.memory_id FROM booku_memory_records r WHERE {where} ORDER BY r.updated_at DESC LIMIT 1", params
