@@ -82,6 +82,8 @@ class WriteConflictSection:
     energy_cutoff: float = bounded(0.1, 0.0, 1.0)
     # A merge also needs this cosine against the single target, so related-but-different facts stay distinct.
     merge_min_similarity: float = bounded(0.95, 0.5, 1.0)
+    # ...and this share of character bigrams in common: embeddings alone cannot tell "住在北京" from "住在上海".
+    merge_min_text_overlap: float = bounded(0.8, 0.0, 1.0, "bigram Jaccard a merge also needs")
 
 
 @dataclass

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import EmbeddingUnavailableError, ValidationError
+from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
 from .logic.fusion import fuse_routes
@@ -173,15 +174,17 @@ class MemorySearch:
         result.records.update(records)
         pass1 = [h for h in pass1 if h.memory_id in records and h.embedding is not None]
         evidence = np.stack([h.embedding for h in pass1]) if pass1 else np.zeros((0, len(query_vec)))
-        result.logic_depth = logic_depth(query_vec, evidence)
+        with single_threaded_blas():
+            result.logic_depth = logic_depth(query_vec, evidence)
         result.resonance = has_resonance(query_text, triplet)
         result.beta = compute_beta(params, result.logic_depth, result.resonance)
         hits = pass1
         if not triplet.is_empty and pass1:
-            reshaped = reshape_query_detailed(
-                query_vec, evidence, [candidate_tags(records.get(h.memory_id)) for h in pass1], triplet,
-                [h.similarity for h in pass1], params, result.beta,
-            )
+            with single_threaded_blas():
+                reshaped = reshape_query_detailed(
+                    query_vec, evidence, [candidate_tags(records.get(h.memory_id)) for h in pass1], triplet,
+                    [h.similarity for h in pass1], params, result.beta,
+                )
             if reshaped.reshaped:
                 hits = await self.rt.vectors.query(reshaped.vector, store_keys=stores, tiers=tiers, limit=pool,
                                                    with_embeddings=True)

@@ -16,8 +16,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import EmbeddingUnavailableError, NotFoundError, ValidationError
+from .logic.blas import single_threaded_blas
 from .logic.merge import merge_texts
 from .logic.novelty import novelty_energy
+from .logic.similarity import bigram_overlap
 from .logic.text import compose_embedding_text
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
@@ -156,14 +158,17 @@ class MemoryWriter:
                     and records[h.memory_id]["memory_type"] == draft.memory_type
                     # Two people described in the same words are still two people.
                     and (draft.memory_type != "person" or records[h.memory_id]["person_id"] == draft.person_id)]
-        novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
+        with single_threaded_blas():
+            novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
         if not eligible:
             return None, novelty
         best = eligible[0]
         if best.similarity >= EXACT_DUPLICATE_SIMILARITY:
             return records[best.memory_id], 0.0
-        if novelty < wc.energy_cutoff and best.similarity >= wc.merge_min_similarity:
-            return records[best.memory_id], novelty
+        target = records[best.memory_id]
+        if (novelty < wc.energy_cutoff and best.similarity >= wc.merge_min_similarity
+                and bigram_overlap(draft.content, target["content"]) >= wc.merge_min_text_overlap):
+            return target, novelty
         return None, novelty
 
     # ------------------------------------------------------------- update
@@ -305,10 +310,13 @@ class MemoryWriter:
                 changes = {c: before[c] for c in REVERTIBLE_COLUMNS if c in before}
                 changes.update(is_deleted=before.get("is_deleted", False), deleted_at=before.get("deleted_at", 0.0))
                 if current is None:
+                    # Hard-deleted: re-insert after the last recorded version (the deletion itself is one).
+                    last = await self.rt.records.history(memory_id)
                     await self.rt.records.insert(conn, {**changes, "memory_id": memory_id,
                                                         "owner_uid": before["owner_uid"],
                                                         "store_key": before["store_key"],
-                                                        "created_at": before.get("created_at", time.time())},
+                                                        "created_at": before.get("created_at", time.time()),
+                                                        "version": (last[-1]["version"] if last else 0) + 1},
                                                  action="undo_delete", actor=ctx)
                 else:
                     await self.rt.records.update(conn, memory_id, changes, action="undo", actor=ctx)

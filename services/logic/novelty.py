@@ -59,6 +59,25 @@ def valid_rows(rows: VectorRows, dimension: int | None = None) -> np.ndarray:
     return np.vstack(kept)
 
 
+def _principal_directions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Squared singular values (descending) and right singular vectors of ``rows``.
+
+    With few rows (the usual case: 8 write neighbours, ~50 retrieval candidates) the eigen-decomposition of the small
+    Gram matrix ``R Rᵀ`` is several times cheaper than an SVD of ``R``; each direction is ``Rᵀu / σ``.
+    """
+    n, d = rows.shape
+    if n >= d:
+        _, singular, vt = np.linalg.svd(rows, full_matrices=False)
+        return singular**2, vt
+    eigenvalues, eigenvectors = np.linalg.eigh(rows @ rows.T)
+    order = np.argsort(eigenvalues)[::-1]
+    energy = np.clip(eigenvalues[order], 0.0, None)
+    directions = (rows.T @ eigenvectors[:, order]).T
+    sigma = np.sqrt(energy)
+    directions = directions / np.where(sigma > 0, sigma, 1.0)[:, None]
+    return energy, directions
+
+
 def principal_basis(
     matrix: VectorRows, energy_share: float = 0.9, *, dimension: int | None = None
 ) -> np.ndarray:
@@ -71,8 +90,7 @@ def principal_basis(
     d = rows.shape[1]
     if rows.shape[0] == 0:
         return np.zeros((0, d), dtype=np.float64)
-    _, singular, vt = np.linalg.svd(rows, full_matrices=False)
-    energy = singular**2
+    energy, vt = _principal_directions(rows)
     total = float(energy.sum())
     if total <= _ZERO_ENERGY:
         return np.zeros((0, d), dtype=np.float64)

@@ -128,3 +128,16 @@ async def test_single_audit_entry_restore(memory):
     update_row = (await service.list_audit_log(memory_id=created["id"], action="update"))["items"][0]
     await service.restore_from_audit(audit_id=update_row["audit_id"])
     assert (await service.read_full_content(memory_ids=[created["id"]]))["items"][0]["content"] == "第一版"
+
+
+async def test_restoring_a_hard_delete_from_the_audit_log_brings_the_record_back(memory):
+    service = memory.get_service(booku_memory.MEMORY_SERVICE)
+    created = await service.upsert_memory("会被永久删除的内容", title="永久")
+    await service.delete_memories(memory_ids=[created["id"]], hard=True)
+    row = (await service.list_audit_log(memory_id=created["id"], action="hard_delete"))["items"][0]
+    assert row["after"] is None and row["before"]["content"] == "会被永久删除的内容"
+    await service.restore_from_audit(audit_id=row["audit_id"])
+    back = await service.read_full_content(memory_ids=[created["id"]])
+    assert back["items"][0]["content"] == "会被永久删除的内容"
+    versions = [v["version"] for v in (await service.get_memory_history(memory_id=created["id"]))["versions"]]
+    assert versions == sorted(set(versions))
