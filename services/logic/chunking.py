@@ -14,9 +14,9 @@ top-down and only descends a level when a piece is still too long:
 
 A block that fits the limit stays whole; one that does not is cut into pieces of at most ``max_chars - overlap``,
 so that the overlap still fits in front of them. The pieces are then packed greedily, in order, up to
-``max_chars``. Neighbouring chunks of one section overlap by up to ``overlap_chars`` of *real* text: the next chunk starts inside the previous one (preferably at a sentence start,
-otherwise at a token boundary), so every chunk is an exact substring of the normalised document and the overlap is
-literally shared text, not a duplicated separator.
+``max_chars``. Neighbouring chunks of one section overlap by up to ``overlap_chars`` of *real* text: the next chunk
+starts inside the previous one (preferably at a sentence start, otherwise at a token boundary), so every chunk is
+an exact substring of the normalised document and the overlap is literally shared text, not a duplicated separator.
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ def _markdown_sections(doc: str) -> list[_Section]:
         if fence is not None:
             block_end = line_end
             stripped = line.strip()
-            if stripped and set(stripped) == {fence[0]} and len(stripped) >= fence[1] and len(line) - len(line.lstrip(" ")) <= 3:
+            indent = len(line) - len(line.lstrip(" "))
+            if stripped and set(stripped) == {fence[0]} and len(stripped) >= fence[1] and indent <= 3:
                 fence = None
                 close_block()
             index += 1

@@ -117,6 +117,33 @@ def build_fts_query(query: str | None, *, max_terms: int = 32) -> str | None:
     return " OR ".join(quote_fts_term(term) for term in terms)
 
 
+def is_exact_term(term: str) -> bool:
+    """True for a search term that matches as an exact lexical unit rather than a generic segment.
+
+    Exact: a Latin-script (or other non-Han) word of ≥ 2 characters, a number of ≥ 3 digits (years, amounts), a
+    Han word of ≥ 4 characters (names, titles, compounds such as 古典音乐). Short Han words (电影, 推荐) and short
+    numbers (月份, 日期 digits) are generic: many memories share them.
+    """
+    if _HAN_SPLIT.search(term):
+        return len(term) >= 4
+    if term.isdigit():
+        return len(term) >= 3
+    return len(term) >= 2
+
+
+def keyword_reliability(query: str | None) -> float:
+    """Share of the query's search terms that are exact lexical units (``is_exact_term``), in ``[0, 1]``.
+
+    Fusion weighs the keyword route by this: measured on LoCoMo (English) the keyword route beats dense retrieval,
+    on Chinese paraphrase questions its matches on short segmented words mislead it (see ``fusion``).
+    0.0 when the query has no terms.
+    """
+    terms = query_terms(query)
+    if not terms:
+        return 0.0
+    return sum(1 for term in terms if is_exact_term(term)) / len(terms)
+
+
 def keyword_coverage(query: str | None, document_tokens: str | list[str] | None) -> float:
     """Share of the query's distinct terms that occur in a document, in ``[0, 1]``.
 

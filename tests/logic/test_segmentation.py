@@ -1,0 +1,73 @@
+import sqlite3
+
+from booku_memory.services.logic.segmentation import (
+    build_fts_query,
+    keyword_coverage,
+    keyword_reliability,
+    query_terms,
+    segment_for_index,
+    tokenize,
+)
+
+
+def test_chinese_is_segmented_with_search_mode_subwords():
+    tokens = segment_for_index("我喜欢中华人民共和国").split()
+    assert "喜欢" in tokens
+    assert "中华人民共和国" in tokens and "共和国" in tokens and "人民" in tokens
+
+
+def test_english_words_kept_whole_lowercased_and_punctuation_dropped():
+    assert segment_for_index("Hello, World! Caroline's LGBTQ-group.") == "hello world caroline lgbtq group"
+
+
+def test_mixed_text_and_fullwidth_characters():
+    tokens = tokenize("我在学Python编程，ＡＢＣ１２３")
+    assert "python" in tokens and "编程" in tokens and "abc123" in tokens
+    assert "，" not in tokens
+
+
+def test_query_terms_drop_stopwords_and_duplicates():
+    assert query_terms("What did the dog eat? the DOG!") == ["dog", "eat"]
+    assert "的" not in query_terms("我喜欢的电影")
+
+
+def test_build_fts_query_quotes_every_term_and_neutralises_operators():
+    expression = build_fts_query('cats AND dogs NEAR(x) "quoted" col:value *')
+    assert expression is not None
+    parts = expression.split(" OR ")
+    assert all(part.startswith('"') and part.endswith('"') for part in parts)
+    assert '"and"' not in expression.lower()  # stop word, never a bare operator
+    assert "*" not in expression and "(" not in expression and ":" not in expression
+
+
+def test_build_fts_query_returns_none_without_terms():
+    assert build_fts_query("?!。，") is None
+    assert build_fts_query("") is None
+    assert build_fts_query(None) is None
+
+
+def test_fts_query_runs_against_real_fts5_table_with_hostile_input():
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
+    docs = ["我喜欢看科幻电影《流浪地球》", "今天去公园跑步", 'He said "hello" to NEAR friends']
+    db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)", [(i + 1, segment_for_index(d)) for i, d in enumerate(docs)])
+    for query in ['科幻电影叫什么', 'he said "hello', 'NEAR(friends', "跑步 OR -x AND ^y"]:
+        expression = build_fts_query(query)
+        rows = db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (expression,)).fetchall()
+        assert rows, query
+    top = db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (build_fts_query("科幻电影叫什么"),)).fetchone()
+    assert top == (1,)
+
+
+def test_keyword_reliability_separates_exact_terms_from_generic_segments():
+    assert keyword_reliability("When did Caroline go to the LGBTQ support group?") == 1.0
+    assert keyword_reliability("我曾经和你推荐过一部电影") == 0.0
+    assert 0.0 < keyword_reliability("我喜欢哪些古典音乐作品") < 1.0
+    assert keyword_reliability("??") == 0.0
+
+
+def test_keyword_coverage_counts_query_terms_present_in_document():
+    document = segment_for_index("Caroline joined a support group")
+    assert keyword_coverage("Caroline support group", document) == 1.0
+    assert keyword_coverage("Caroline painting", document) == 0.5
+    assert keyword_coverage("Caroline", None) == 0.0

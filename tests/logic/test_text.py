@@ -1,0 +1,46 @@
+from booku_memory.services.logic.text import (
+    compose_embedding_text,
+    extract_title,
+    make_snippet,
+    normalise_folder_id,
+)
+
+
+def test_extract_title_strips_markdown_heading_and_skips_blank_lines():
+    assert extract_title("\n\n  ## 周末计划 \n正文") == "周末计划"
+
+
+def test_extract_title_skips_lines_made_only_of_hashes():
+    assert extract_title("###\n真正的标题") == "真正的标题"
+
+
+def test_extract_title_truncates_to_80_chars():
+    assert extract_title("长" * 120) == "长" * 80
+
+
+def test_extract_title_falls_back_when_text_is_blank():
+    assert extract_title("  \n\t\n") == "未命名记忆"
+    assert extract_title(None) == "未命名记忆"
+
+
+def test_compose_embedding_text_frames_title_and_body():
+    assert compose_embedding_text("标题", "内容") == "# 标题\n内容"
+    assert compose_embedding_text("", " 只有内容 ") == "只有内容"
+    assert compose_embedding_text("只有标题", None) == "只有标题"
+    assert compose_embedding_text(None, "  ") == ""
+
+
+def test_make_snippet_marks_truncation_only_when_cut():
+    assert make_snippet("短文本") == ("短文本", False)
+    exact = "x" * 280
+    assert make_snippet(exact) == (exact, False)
+    snippet, truncated = make_snippet("y" * 281)
+    assert truncated is True
+    assert snippet == "y" * 280 + "..."
+    assert make_snippet("abcdef", limit=3) == ("abc...", True)
+
+
+def test_normalise_folder_id_lowercases_and_defaults():
+    assert normalise_folder_id("  Work ", "default") == "work"
+    assert normalise_folder_id("", "default") == "default"
+    assert normalise_folder_id(None, "Default") == "default"
