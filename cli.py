@@ -60,9 +60,7 @@ async def run_serve(args: argparse.Namespace) -> None:
     async with open_memory(args.data_dir, config) as memory:
         runtime = memory.runtime
         api_key = ensure_api_key(runtime.data_dir, config)
-        if config.startup_ingest.enabled:
-            knowledge = runtime.knowledge_service()
-            runtime.spawn(knowledge.ingest_folders(), name="booku-startup-ingest")
+        runtime.knowledge_service().schedule_startup_ingest()
         app = create_dashboard_app(lambda: runtime, settings=DashboardSettings.from_config(config, api_key=api_key))
         print(f"Booku Memory 已启动：数据目录 {runtime.data_dir}")
         print(f"管理后台：http://{host}:{port}/login  （API Key 保存在 {runtime.data_dir / 'dashboard_api_key'}）")

@@ -22,6 +22,8 @@ SECTION_NOTES = {
     "startup_ingest": "启动时入库的知识目录",
     "tools": "LLM 工具输出预算",
     "dashboard": "管理后台（api_key 为空时 serve 会生成并保存到数据目录）",
+    "surfacing": "伴侣记忆浮现（breath 系列）",
+    "decay": "伴侣记忆衰减引擎（固定/保护/锚点永不衰减）",
     "scope": "归属与隔离：single = 单一主人共用一个库；per_chat = 每个私聊对象、每个群各自一个库（见 docs/SCOPES.md）",
 }
 

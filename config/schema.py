@@ -147,6 +147,22 @@ class DashboardSection:
 
 
 @dataclass
+class SurfacingSection:
+    breath_max_results: int = bounded(20, 1, 50, "breath / breath_search 默认返回条数")
+    breath_max_tokens: int = bounded(20000, 100, 200000, "breath_advanced 默认 token 上限（整条省略，绝不截断）")
+
+
+@dataclass
+class DecaySection:
+    half_life_days: float = bounded(14.0, 0.5, 3650.0, "距上次活动多少天权重减半")
+    archive_threshold: float = bounded(0.3, 0.0, 10.0, "衰减分低于此值的伴侣记忆自动归档")
+    arousal_boost: float = bounded(0.8, 0.0, 5.0)
+    activation_exponent: float = bounded(0.3, 0.0, 1.0)
+    resolved_factor: float = bounded(0.1, 0.0, 1.0, "已放下（resolved）的记忆权重乘数")
+    auto_archive: bool = True
+
+
+@dataclass
 class ScopeSection:
     # single: one owner and one shared store (standalone default, and the original Booku's behaviour).
     # per_chat: every private chat partner and every group channel gets its own store; see docs/SCOPES.md.
@@ -173,3 +189,5 @@ class BookuConfig:
     tools: ToolsSection = field(default_factory=ToolsSection)
     dashboard: DashboardSection = field(default_factory=DashboardSection)
     scope: ScopeSection = field(default_factory=ScopeSection)
+    surfacing: SurfacingSection = field(default_factory=SurfacingSection)
+    decay: DecaySection = field(default_factory=DecaySection)

@@ -1,7 +1,12 @@
 """The JSON API under ``/api``: every route needs the API key header or a session cookie (+ CSRF token on writes).
 
+Every route reads the stores chosen with ``?store=<key>`` (repeatable; ``all`` or absent = every store in use, or
+the browser's remembered choice); changes go to the store of the record they change, creations to the one selected
+store (the default store when several are selected). ``GET /api/stores`` lists the stores.
+
 Errors come back as ``{"detail": "<中文说明>"}`` with 400 (bad input), 401 (not logged in), 403 (CSRF), 404
-(unknown id), 409/503 (index or embedder trouble) or 422 (malformed JSON body).
+(unknown id), 409/503 (index or embedder trouble) or 422 (malformed JSON body). The OpenViking-compatible
+``/api/v1/...`` routes answer ``{"status": "ok", "result": ...}`` and ``{"status": "error", "error": "<中文说明>"}``.
 """
 
 from __future__ import annotations
@@ -10,12 +15,22 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 
+from ..services.errors import ValidationError
 from . import operations
 from .auth import AuthContext
-from .deps import api_auth, knowledge_service, memory_service
-from .operations import MemoryFilters
+from .deps import (
+    DashboardServices,
+    StoreSelection,
+    api_auth,
+    dashboard_services,
+    knowledge_service,
+    memory_service,
+    store_selection,
+)
+from .operations import AuditFilters, MemoryFilters
 from .payloads import (
     MEMORY_FIELDS,
+    BatchRestoreRequest,
     BulkAction,
     DocumentCreate,
     HardDeleteRequest,
@@ -24,6 +39,7 @@ from .payloads import (
     RevertRequest,
     clean_memory_fields,
     read_upload,
+    recall_arguments,
     upload_title,
 )
 
@@ -31,6 +47,7 @@ router = APIRouter(prefix="/api", dependencies=[Depends(api_auth)])
 
 MemoryService = Annotated[Any, Depends(memory_service)]
 KnowledgeService = Annotated[Any, Depends(knowledge_service)]
+Services = Annotated[DashboardServices, Depends(dashboard_services)]
 
 
 def _page_size(request: Request, page_size: int | None) -> int:
@@ -41,6 +58,13 @@ def _page_size(request: Request, page_size: int | None) -> int:
 async def session_info(context: Annotated[AuthContext, Depends(api_auth)]) -> dict[str, Any]:
     """How this request is authenticated and, for cookie sessions, the CSRF token to send on writes."""
     return {"method": context.method, "csrf_token": context.csrf_token}
+
+
+@router.get("/stores")
+async def list_stores(selection: Annotated[StoreSelection, Depends(store_selection)]) -> dict[str, Any]:
+    """The stores in use (``shared``, ``private:…``, ``group:…``, ``bot:…``), the ones this request reads, and where
+    creations go (``write_store``)."""
+    return selection.as_dict()
 
 
 @router.get("/status")
@@ -134,10 +158,11 @@ async def create_memory(payload: MemoryCreate, service: MemoryService) -> dict[s
 
 
 @router.post("/memories/bulk")
-async def bulk_action(payload: BulkAction, service: MemoryService) -> dict[str, Any]:
-    """Apply one action (delete/restore/archive/move/purge) to many memories."""
+async def bulk_action(payload: BulkAction, services: Services) -> dict[str, Any]:
+    """Apply one action (delete/restore/archive/move/purge) to many memories, each in its own store."""
+    groups = await services.memory_groups(operations.clean_ids(payload.memory_ids))
     result = await operations.run_bulk_action(
-        service, payload.action, payload.memory_ids, to_folder_id=payload.to_folder_id, confirm=payload.confirm
+        groups, payload.action, to_folder_id=payload.to_folder_id, confirm=payload.confirm
     )
     return {"action": payload.action, "result": result}
 
@@ -158,52 +183,54 @@ async def memory_history(memory_id: str, service: MemoryService) -> dict[str, An
     return {"memory_id": memory_id, "versions": operations.history_as_json(history)}
 
 
-async def _update(memory_id: str, payload: MemoryUpdate, service: Any) -> dict[str, Any]:
+async def _update(memory_id: str, payload: MemoryUpdate, services: DashboardServices) -> dict[str, Any]:
     fields = clean_memory_fields(payload.model_dump(exclude_unset=True), MEMORY_FIELDS)
-    item = await operations.update_memory(service, memory_id, fields)
+    item = await operations.update_memory(await services.memory_for(memory_id), memory_id, fields)
     return {"action": "update_memory_by_id", "item": item}
 
 
 @router.put("/memories/{memory_id}")
-async def replace_memory(memory_id: str, payload: MemoryUpdate, service: MemoryService) -> dict[str, Any]:
+async def replace_memory(memory_id: str, payload: MemoryUpdate, services: Services) -> dict[str, Any]:
     """Update the given fields (absent = keep; tags only as a full triplet; ``folder_id`` moves the memory)."""
-    return await _update(memory_id, payload, service)
+    return await _update(memory_id, payload, services)
 
 
 @router.patch("/memories/{memory_id}")
-async def patch_memory(memory_id: str, payload: MemoryUpdate, service: MemoryService) -> dict[str, Any]:
+async def patch_memory(memory_id: str, payload: MemoryUpdate, services: Services) -> dict[str, Any]:
     """Same as ``PUT``: both only touch the fields that are present."""
-    return await _update(memory_id, payload, service)
+    return await _update(memory_id, payload, services)
 
 
 @router.delete("/memories/{memory_id}")
-async def soft_delete_memory(memory_id: str, service: MemoryService) -> dict[str, Any]:
+async def soft_delete_memory(memory_id: str, services: Services) -> dict[str, Any]:
     """Move a memory to the trash (restorable). Permanent deletion is ``POST .../hard-delete``."""
-    return await operations.soft_delete(service, memory_id)
+    return await operations.soft_delete(await services.memory_for(memory_id), memory_id)
 
 
 @router.post("/memories/{memory_id}/hard-delete")
-async def hard_delete_memory(memory_id: str, payload: HardDeleteRequest, service: MemoryService) -> dict[str, Any]:
+async def hard_delete_memory(memory_id: str, payload: HardDeleteRequest, services: Services) -> dict[str, Any]:
     """Delete permanently; the body must be ``{"confirm": "<memory_id>"}``."""
+    service = await services.memory_for(memory_id)
     await operations.memory_detail(service, memory_id)
     return await operations.hard_delete(service, [memory_id], payload.confirm)
 
 
 @router.post("/memories/{memory_id}/restore")
-async def restore_memory(memory_id: str, service: MemoryService) -> dict[str, Any]:
+async def restore_memory(memory_id: str, services: Services) -> dict[str, Any]:
     """Take a memory out of the trash."""
-    return await operations.restore(service, memory_id)
+    return await operations.restore(await services.memory_for(memory_id), memory_id)
 
 
 @router.post("/memories/{memory_id}/archive")
-async def archive_memory(memory_id: str, service: MemoryService) -> dict[str, Any]:
+async def archive_memory(memory_id: str, services: Services) -> dict[str, Any]:
     """Set a memory's status to archived (still searchable with ``include_archived``)."""
-    return await operations.archive(service, memory_id)
+    return await operations.archive(await services.memory_for(memory_id), memory_id)
 
 
 @router.post("/memories/{memory_id}/revert")
-async def revert_memory(memory_id: str, payload: RevertRequest, service: MemoryService) -> dict[str, Any]:
+async def revert_memory(memory_id: str, payload: RevertRequest, services: Services) -> dict[str, Any]:
     """Restore the memory's content and fields as of ``version`` (recorded as a new revision)."""
+    service = await services.memory_for(memory_id)
     await service.revert_memory(memory_id=memory_id, version=payload.version)
     return {"action": "revert_memory", "item": await operations.memory_detail(service, memory_id)}
 
@@ -243,18 +270,69 @@ async def document_detail(document_id: str, service: KnowledgeService) -> dict[s
 
 
 @router.delete("/knowledge/documents/{document_id}")
-async def delete_document(document_id: str, service: KnowledgeService) -> dict[str, Any]:
+async def delete_document(document_id: str, services: Services) -> dict[str, Any]:
     """Delete a document with all its chunks and vectors."""
+    service = await services.knowledge_for(document_id)
     return await service.delete_document(document_id=document_id)
 
 
 @router.get("/memos")
-async def list_memos(service: MemoryService) -> dict[str, Any]:
-    """Active temporary memos of every stream (the admin sees them all)."""
-    return await service.list_temporary_memos()
+async def list_memos(services: Services) -> dict[str, Any]:
+    """Active temporary memos of every stream of the selected stores' owners, each with its ``store_key``."""
+    return await operations.list_memos(services.memo_services())
 
 
 @router.delete("/memos/{memo_id}")
-async def cancel_memo(memo_id: str, service: MemoryService) -> dict[str, Any]:
+async def cancel_memo(memo_id: str, services: Services) -> dict[str, Any]:
     """Cancel (delete) one temporary memo."""
-    return await service.cancel_temporary_memo(memo_id=memo_id)
+    return await operations.cancel_memo(services.memo_services(), memo_id)
+
+
+@router.get("/audit")
+async def audit_log(
+    request: Request,
+    service: MemoryService,
+    memory_id: str = "",
+    authority: str = "",
+    action: str = "",
+    batch_id: str = "",
+    page: Annotated[int, Query(ge=1)] = 1,
+    page_size: Annotated[int | None, Query(ge=1, le=200)] = None,
+) -> dict[str, Any]:
+    """The append-only audit log of the selected stores, newest first: who (authority, actor), when, why (cause),
+    batch, and the before/after state with its ``diff`` lines. All filters are exact matches."""
+    filters = AuditFilters(memory_id, authority, action, batch_id)
+    result = await operations.list_audit(service, filters, page=page, page_size=_page_size(request, page_size))
+    return result.as_dict()
+
+
+@router.post("/audit/{audit_id}/restore")
+async def restore_from_audit(audit_id: int, services: Services) -> dict[str, Any]:
+    """Put one record back to its state before the audited change (the undo is audited too)."""
+    service, _memory_id = await services.memory_for_audit(audit_id)
+    return await service.restore_from_audit(audit_id=audit_id)
+
+
+@router.post("/audit/restore-batch")
+async def restore_batch(payload: BatchRestoreRequest, services: Services) -> dict[str, Any]:
+    """Undo every change of one batch (e.g. one dreaming run) in the selected stores, newest first."""
+    batch_id = payload.batch_id.strip()
+    return await operations.restore_batch(await services.memory_for_batch(batch_id), batch_id)
+
+
+@router.post("/v1/search/recall")
+async def search_recall(request: Request, service: MemoryService) -> dict[str, Any]:
+    """Typed recall (OpenViking's ``POST /api/v1/search/recall``) over the selected stores.
+
+    Body ``{"query", "quotas"?, "max_chars"?, "min_score"?, "peer_scope"?, "other_peer_penalty"?, "render"?}``;
+    answers ``{"status": "ok", "result": {"entries", "rendered", "stats"}}``, bad input a 400
+    ``{"status": "error", "error": "<中文说明>"}``. There is no current speaker here, so ``peer_scope="actor"`` is
+    refused with that explanation.
+    """
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise ValidationError("请求体必须是合法的 JSON 对象") from exc
+    arguments = recall_arguments(body)
+    result = await service.recall(arguments.pop("query"), **arguments)
+    return {"status": "ok", "result": result}

@@ -87,6 +87,11 @@ def is_api_request(request: Request) -> bool:
     return relative == "/api" or relative.startswith("/api/")
 
 
+def is_v1_request(request: Request) -> bool:
+    """True for the OpenViking-compatible ``/api/v1/...`` routes, whose errors use that API's envelope."""
+    return _relative_path(request.scope).startswith("/api/v1/")
+
+
 _ERROR_STATUS: tuple[tuple[type[BookuError], int], ...] = (
     (NotFoundError, 404),
     (EmbeddingUnavailableError, 503),
@@ -104,6 +109,8 @@ def error_status(exc: BookuError) -> int:
 
 
 def _error_response(request: Request, status_code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    if is_v1_request(request):
+        return JSONResponse({"status": "error", "error": message}, status_code=status_code, headers=headers)
     if is_api_request(request):
         return JSONResponse({"detail": message}, status_code=status_code, headers=headers)
     return render(request, "error.html", {"status_code": status_code, "message": message}, status_code=status_code)
@@ -135,6 +142,9 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
+        if is_v1_request(request):
+            message = "请求参数不合法：" + "；".join(_describe(e) for e in exc.errors())
+            return JSONResponse({"status": "error", "error": message}, status_code=400)
         if is_api_request(request):
             return JSONResponse({"detail": _plain_errors(exc.errors())}, status_code=422)
         return _error_response(request, 400, "提交的参数不合法：" + "；".join(_describe(e) for e in exc.errors()))

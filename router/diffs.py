@@ -1,4 +1,4 @@
-"""Line diffs between two revisions of a memory, for the history view.
+"""Line diffs between two states of a memory, for the history and audit views.
 
 A revision snapshot is a full record dict. It is flattened to readable lines (title, content, tags, typed fields)
 so a curator sees what changed in words, not a JSON dump. The diff lines are plain strings: the template escapes
@@ -73,10 +73,16 @@ def snapshot_lines(snapshot: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def diff_snapshots(old: Mapping[str, Any] | None, new: Mapping[str, Any], *, context: int = 2) -> list[DiffLine]:
-    """What changed from ``old`` to ``new`` (``old=None`` for the first version: everything is an addition)."""
+def diff_snapshots(
+    old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, *, context: int = 2
+) -> list[DiffLine]:
+    """What changed from ``old`` to ``new``.
+
+    ``old=None`` is a creation (everything is an addition); ``new=None`` is a permanent deletion, as recorded in the
+    audit log's ``after`` (everything is a removal).
+    """
     old_lines = snapshot_lines(old) if old is not None else []
-    new_lines = snapshot_lines(new)
+    new_lines = snapshot_lines(new) if new is not None else []
     result: list[DiffLine] = []
     # The first two lines are the ---/+++ file headers; a content line may itself start with "--".
     for line in list(difflib.unified_diff(old_lines, new_lines, lineterm="", n=context))[2:]:

@@ -40,7 +40,7 @@ class MemoryFilters:
 
 @dataclass
 class MemoryPage:
-    """One page of a listing; ``has_more`` is known by asking the service for one item beyond the page."""
+    """One page of a listing; ``has_more`` comes from the service's ``matched`` count of all matching rows."""
 
     items: list[dict[str, Any]]
     page: int
@@ -72,23 +72,25 @@ async def list_memories(
     kwargs = filters.service_kwargs()
     if deleted_only:
         kwargs["only_deleted"] = True
+    offset = (page - 1) * page_size
+    # Asking for exactly one page (not one item more) keeps the largest page size the service allows usable.
     result = await service.list_memory_entries(
         bucket="memory",
         include_archived=True,
         include_deleted=deleted_only,
-        limit=page_size + 1,
-        offset=(page - 1) * page_size,
+        limit=page_size,
+        offset=offset,
         **kwargs,
     )
     items = list(result.get("items") or [])
-    matched = result.get("matched")
+    matched = int(result.get("matched") or 0)
     return MemoryPage(
-        items=items[:page_size],
+        items=items,
         page=page,
         page_size=page_size,
-        has_more=len(items) > page_size,
+        has_more=offset + len(items) < matched,
         filters=filters,
-        matched=int(matched) if isinstance(matched, int) else None,
+        matched=matched,
     )
 
 
@@ -157,13 +159,10 @@ async def hard_delete(service: Any, memory_ids: Sequence[str], confirm: str) -> 
     return await service.delete_memories(memory_ids=list(memory_ids), hard=True)
 
 
-async def run_bulk_action(
-    service: Any, action: str, memory_ids: Sequence[str], *, to_folder_id: str | None = None, confirm: str = ""
-) -> dict[str, Any]:
-    """One action over many memories: ``delete`` (soft), ``restore``, ``archive``, ``move`` or ``purge``."""
-    ids = [memory_id.strip() for memory_id in memory_ids if memory_id.strip()]
-    if not ids:
-        raise ValidationError("memory_ids 不能为空：请至少选择一条记忆")
+BULK_ACTIONS = ("delete", "restore", "archive", "move", "purge")
+
+
+async def _bulk_one(service: Any, action: str, ids: list[str], folder: str) -> dict[str, Any]:
     if action == "delete":
         return await service.delete_memories(memory_ids=ids, hard=False)
     if action == "restore":
@@ -171,13 +170,50 @@ async def run_bulk_action(
     if action == "archive":
         return await service.archive_memories(ids)
     if action == "move":
-        folder = (to_folder_id or "").strip()
-        if not folder:
-            raise ValidationError("to_folder_id 不能为空：移动需要目标文件夹")
         return await service.move_memories(memory_ids=ids, to_folder_id=folder)
+    return await service.delete_memories(memory_ids=ids, hard=True)
+
+
+def merge_results(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One answer from the per-store answers of one action: counts added, id lists joined, the rest from the first."""
+    merged: dict[str, Any] = {}
+    for result in results:
+        for key, value in result.items():
+            if key not in merged:
+                merged[key] = list(value) if isinstance(value, list) else value
+            elif isinstance(value, int) and not isinstance(value, bool) and isinstance(merged[key], int):
+                merged[key] += value
+            elif isinstance(value, list) and isinstance(merged[key], list):
+                merged[key].extend(value)
+    return merged
+
+
+async def run_bulk_action(
+    groups: Sequence[tuple[Any, Sequence[str]]], action: str, *, to_folder_id: str | None = None, confirm: str = ""
+) -> dict[str, Any]:
+    """One action over many memories: ``delete`` (soft), ``restore``, ``archive``, ``move`` or ``purge``.
+
+    ``groups`` pairs each store's service with the ids living in that store (``DashboardServices.memory_groups``):
+    the service only changes records of its own store. Everything is checked before the first group is touched,
+    and the permanent-delete confirmation is judged on the whole selection, not per store.
+    """
+    ids = [memory_id for _, group in groups for memory_id in group]
+    if not ids:
+        raise ValidationError("memory_ids 不能为空：请至少选择一条记忆")
+    if action not in BULK_ACTIONS:
+        raise ValidationError(f"action 只能是 delete / restore / archive / move / purge，收到: {action!r}")
+    folder = (to_folder_id or "").strip()
+    if action == "move" and not folder:
+        raise ValidationError("to_folder_id 不能为空：移动需要目标文件夹")
     if action == "purge":
-        return await hard_delete(service, ids, confirm)
-    raise ValidationError(f"action 只能是 delete / restore / archive / move / purge，收到: {action!r}")
+        require_hard_delete_confirmation(ids, confirm)
+    results = [await _bulk_one(service, action, list(group), folder) for service, group in groups if group]
+    return merge_results(results)
+
+
+def clean_ids(memory_ids: Sequence[str]) -> list[str]:
+    """Trimmed, non-empty, de-duplicated ids in their order (checkbox lists may repeat or carry blanks)."""
+    return list(dict.fromkeys(memory_id.strip() for memory_id in memory_ids if memory_id.strip()))
 
 
 KEYWORD_SEARCH_FIELDS = ["title", "content", "tags"]
@@ -252,3 +288,104 @@ async def memory_statistics(service: Any) -> dict[str, Any]:
         "month_chart": vertical_bars(month_series(stats.get("by_month") or {})),
         "status_rows": [(STATUS_LABELS.get(key, key), int(value)) for key, value in by_status.items()],
     }
+
+
+# ------------------------------------------------------------------------------------------------------- memos
+
+
+async def list_memos(views: Sequence[tuple[str, Any]]) -> dict[str, Any]:
+    """Live memos of every owner behind the selected stores, newest first, each with its ``store_key``."""
+    items: list[dict[str, Any]] = []
+    for store_key, service in views:
+        for memo in (await service.list_temporary_memos()).get("items") or []:
+            items.append({**memo, "store_key": store_key})
+    items.sort(key=lambda memo: (float(memo.get("updated_at") or 0), float(memo.get("created_at") or 0)), reverse=True)
+    return {"action": "list_temporary_memos", "total": len(items), "items": items}
+
+
+async def cancel_memo(views: Sequence[tuple[str, Any]], memo_id: str) -> dict[str, Any]:
+    """Cancel one memo of one of the selected stores' owners; ``cancelled`` is 0 when none of them has it."""
+    cancelled = 0
+    for _, service in views:
+        cancelled += int((await service.cancel_temporary_memo(memo_id=memo_id)).get("cancelled") or 0)
+        if cancelled:
+            break
+    return {"action": "cancel_temporary_memo", "cancelled": cancelled}
+
+
+# ------------------------------------------------------------------------------------------------------- audit
+
+
+@dataclass(frozen=True)
+class AuditFilters:
+    """The audit log filters (all optional; blank means "any")."""
+
+    memory_id: str = ""
+    authority: str = ""
+    action: str = ""
+    batch_id: str = ""
+
+    def as_query(self) -> dict[str, str]:
+        """The non-empty filters, for links that keep them (pagination, return after a restore)."""
+        return {key: value for key, value in asdict(self).items() if value}
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``list_audit_log`` (blank filters left out)."""
+        return {key: value.strip() for key, value in asdict(self).items() if value.strip()}
+
+
+@dataclass
+class AuditPage:
+    """One page of audit rows, newest first, each with its before→after ``diff``."""
+
+    items: list[dict[str, Any]]
+    page: int
+    page_size: int
+    matched: int
+    filters: AuditFilters = field(default_factory=AuditFilters)
+
+    @property
+    def has_more(self) -> bool:
+        return self.page * self.page_size < self.matched
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": "list_audit_log",
+            "total": len(self.items),
+            "matched": self.matched,
+            "page": self.page,
+            "page_size": self.page_size,
+            "has_more": self.has_more,
+            "items": [{**item, "diff": [asdict(line) for line in item["diff"]]} for item in self.items],
+        }
+
+
+async def list_audit(service: Any, filters: AuditFilters, *, page: int, page_size: int) -> AuditPage:
+    """A page of the selected stores' audit log matching all filters (``list_audit_log`` validates them)."""
+    page = max(page, 1)
+    result = await service.list_audit_log(**filters.service_kwargs(), limit=page_size, offset=(page - 1) * page_size)
+    items = [
+        {**row, "diff": diff_snapshots(row.get("before"), row.get("after"))} for row in result.get("items") or []
+    ]
+    return AuditPage(items=items, page=page, page_size=page_size, matched=int(result.get("matched") or 0),
+                     filters=filters)
+
+
+async def audit_entry(service: Any, audit_id: int, memory_id: str) -> dict[str, Any] | None:
+    """One audit row (with its diff) for the restore confirmation, found through the memory's own audit trail."""
+    offset = 0
+    while True:
+        result = await service.list_audit_log(memory_id=memory_id, limit=500, offset=offset)
+        rows = result.get("items") or []
+        for row in rows:
+            if int(row.get("audit_id", -1)) == audit_id:
+                return {**row, "diff": diff_snapshots(row.get("before"), row.get("after"))}
+        offset += len(rows)
+        if not rows or offset >= int(result.get("matched") or 0):
+            return None
+
+
+async def restore_batch(views: Sequence[tuple[str, Any]], batch_id: str) -> dict[str, Any]:
+    """Undo one batch in every selected store it touched; ``stores`` lists them, counts are added up."""
+    results = [await service.restore_batch(batch_id=batch_id) for _, service in views]
+    return {**merge_results(results), "stores": [store_key for store_key, _ in views]}

@@ -1,8 +1,11 @@
-"""Server-rendered pages (Chinese UI, no JavaScript): login, memories, search, history, trash, knowledge, memos, stats.
+"""Server-rendered pages (Chinese UI, no JavaScript): login, memories, search, history, trash, knowledge, memos,
+stats, audit log and recall preview.
 
 Every state change is a POST form carrying the session's CSRF token and answers with a 303 redirect (post/redirect/
 get), so reloading a page never repeats an action. Success messages travel as a fixed ``notice`` code, never as
-free text in the URL.
+free text in the URL. Every page reads the stores picked in the store selector (remembered in a cookie); undoing
+audited changes asks for confirmation on a page of its own, since the dashboard runs no script that could pop up a
+dialog.
 """
 
 from __future__ import annotations
@@ -14,11 +17,25 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse, Response
 
-from ..services.errors import BookuError
+from ..services.errors import BookuError, ValidationError
+from ..services.recall import CATEGORIES, DEFAULT_QUOTAS, PEER_SCOPES
+from ..services.scope import AUTHORITIES
 from . import operations
 from .auth import CSRF_FORM_FIELD, LOGIN_CSRF_COOKIE, SESSION_COOKIE, client_address, keys_equal
-from .deps import knowledge_service, memory_service, page_auth
-from .operations import MemoryFilters
+from .deps import (
+    STORE_COOKIE,
+    STORE_PARAM,
+    DashboardServices,
+    StoreSelection,
+    dashboard_services,
+    encode_store_cookie,
+    knowledge_service,
+    memory_service,
+    page_auth,
+    resolve_selection,
+    store_selection,
+)
+from .operations import AuditFilters, MemoryFilters
 from .payloads import (
     MEMORY_FIELDS,
     TIME_FIELDS,
@@ -26,15 +43,19 @@ from .payloads import (
     current_memory_fields,
     memory_fields_from_form,
     read_upload,
+    recall_form_arguments,
     upload_title,
 )
-from .rendering import datetime_local_value, render, root_path
+from .rendering import AUDIT_ACTIONS, datetime_local_value, location_without, render, root_path
 
 public_router = APIRouter()
-router = APIRouter(dependencies=[Depends(page_auth)])
+# Authentication first: the store selection reads the database and must not run for anonymous requests.
+router = APIRouter(dependencies=[Depends(page_auth), Depends(store_selection)])
 
 MemoryService = Annotated[Any, Depends(memory_service)]
 KnowledgeService = Annotated[Any, Depends(knowledge_service)]
+Services = Annotated[DashboardServices, Depends(dashboard_services)]
+Selection = Annotated[StoreSelection, Depends(store_selection)]
 
 NOTICES: dict[str, str] = {
     "created": "已创建记忆",
@@ -51,6 +72,9 @@ NOTICES: dict[str, str] = {
     "document_deleted": "文档及其全部片段已删除",
     "memo_cancelled": "临时便签已取消",
     "logged_out": "已退出登录",
+    "stores": "已切换要查看的记忆库",
+    "audit_restored": "已恢复到该改动之前的状态（恢复本身也记入审计日志）",
+    "batch_restored": "已撤销整个批次的改动（恢复本身也记入审计日志）",
 }
 SCORE_PART_LABELS: dict[str, str] = {
     "vector": "向量相似度",
@@ -97,8 +121,7 @@ def memory_path(memory_id: str) -> str:
 
 def current_location(request: Request) -> str:
     """This page's path and query without a ``notice`` (where forms on it send the user back to)."""
-    query = [(key, value) for key, value in request.query_params.multi_items() if key != "notice"]
-    return request.url.path + (f"?{urlencode(query)}" if query else "")
+    return location_without(request, ("notice",))
 
 
 def _with_notice(target: str, notice: str) -> str:
@@ -176,6 +199,26 @@ async def login_submit(
     return response
 
 
+STORE_COOKIE_SECONDS = 365 * 24 * 3600
+
+
+@router.post("/stores")
+async def choose_stores(request: Request, selection: Selection) -> Response:
+    """Remember which stores this browser looks at (``store`` checkboxes; none or ``all`` = every store in use).
+
+    The choice is a view preference, kept in its own cookie: it narrows what the pages show and where creations go,
+    it never grants anything the session does not already have.
+    """
+    form = await request.form()
+    chosen = [value for value in form.getlist(STORE_PARAM) if isinstance(value, str)]
+    resolved = resolve_selection(list(selection.available), selection.default_store, chosen or None, strict=True)
+    target = safe_return_path(request, str(form.get("return_to") or ""))
+    response = RedirectResponse(_with_notice(target, "stores"), status_code=303)
+    remembered = None if resolved.is_all else list(resolved.selected)
+    _set_private_cookie(response, request, STORE_COOKIE, encode_store_cookie(remembered), STORE_COOKIE_SECONDS)
+    return response
+
+
 @router.post("/logout")
 async def logout(request: Request) -> Response:
     """Forget the session cookie in this browser."""
@@ -224,13 +267,14 @@ async def memories_page(
 
 
 @router.post("/memories/bulk")
-async def memories_bulk(request: Request, service: MemoryService) -> Response:
-    """Apply the chosen bulk action to the ticked memories, then go back to the list."""
+async def memories_bulk(request: Request, services: Services) -> Response:
+    """Apply the chosen bulk action to the ticked memories (each in its own store), then go back to the list."""
     form = await request.form()
-    ids = [value for value in form.getlist("memory_ids") if isinstance(value, str)]
+    ids = operations.clean_ids([value for value in form.getlist("memory_ids") if isinstance(value, str)])
     action = str(form.get("action") or "")
     await operations.run_bulk_action(
-        service, action, ids, to_folder_id=str(form.get("to_folder_id") or ""), confirm=str(form.get("confirm") or "")
+        await services.memory_groups(ids), action, to_folder_id=str(form.get("to_folder_id") or ""),
+        confirm=str(form.get("confirm") or ""),
     )
     target = safe_return_path(request, str(form.get("return_to") or ""))
     return RedirectResponse(_with_notice(target, "bulk"), status_code=303)
@@ -256,13 +300,17 @@ def _blank_form() -> dict[str, str]:
 
 
 @router.get("/memories/new")
-async def new_memory_form(request: Request) -> Response:
-    """Empty create form."""
-    return render(request, "memory_form.html", {"nav": "new", "values": _blank_form(), "memory_id": ""})
+async def new_memory_form(request: Request, selection: Selection) -> Response:
+    """Empty create form (it names the store the memory will be written to)."""
+    return render(
+        request,
+        "memory_form.html",
+        {"nav": "new", "values": _blank_form(), "memory_id": "", "write_store": selection.write_store},
+    )
 
 
 @router.post("/memories/new")
-async def new_memory_submit(request: Request, service: MemoryService) -> Response:
+async def new_memory_submit(request: Request, service: MemoryService, selection: Selection) -> Response:
     """Create the memory, or show the form again with the error and what was typed."""
     form = await request.form()
     values = {**_blank_form(), **{k: v for k, v in form.items() if isinstance(v, str) and k in MEMORY_FIELDS}}
@@ -273,7 +321,7 @@ async def new_memory_submit(request: Request, service: MemoryService) -> Respons
         return render(
             request,
             "memory_form.html",
-            {"nav": "new", "values": values, "memory_id": "", "error": str(exc)},
+            {"nav": "new", "values": values, "memory_id": "", "error": str(exc), "write_store": selection.write_store},
             status_code=400,
         )
     created = (result.get("items") or [{}])[0]
@@ -282,14 +330,23 @@ async def new_memory_submit(request: Request, service: MemoryService) -> Respons
 
 
 @router.get("/memories/{memory_id}")
-async def memory_page(request: Request, memory_id: str, service: MemoryService) -> Response:
-    """One memory: all fields, tags, and its history with a diff per version and a revert button."""
+async def memory_page(request: Request, memory_id: str, services: Services) -> Response:
+    """One memory: all fields, its store, tags, its history with a diff per version and a revert button, and a link
+    to its audit trail."""
+    service = services.memory
     item = await operations.memory_detail(service, memory_id)
     history = await operations.memory_history(service, memory_id)
     return render(
         request,
         "memory_detail.html",
-        {"nav": "memories", "item": item, "meta": item.get("metadata") or {}, "history": history, "notice": notice_text(request)},
+        {
+            "nav": "memories",
+            "item": item,
+            "meta": item.get("metadata") or {},
+            "history": history,
+            "store_key": await services.store_of_memory(memory_id) or "",
+            "notice": notice_text(request),
+        },
     )
 
 
@@ -298,13 +355,16 @@ async def edit_memory_form(request: Request, memory_id: str, service: MemoryServ
     """The edit form, filled with the stored values."""
     item = await operations.memory_detail(service, memory_id)
     values = _form_values(current_memory_fields(item))
-    return render(request, "memory_form.html", {"nav": "memories", "values": values, "memory_id": memory_id})
+    return render(
+        request, "memory_form.html", {"nav": "memories", "values": values, "memory_id": memory_id, "write_store": ""}
+    )
 
 
 @router.post("/memories/{memory_id}/edit")
-async def edit_memory_submit(request: Request, memory_id: str, service: MemoryService) -> Response:
+async def edit_memory_submit(request: Request, memory_id: str, services: Services) -> Response:
     """Save only what changed (tags as a whole triplet), or show the form again with the error."""
     form = await request.form()
+    service = await services.memory_for(memory_id)
     item = await operations.memory_detail(service, memory_id)
     values = {**_blank_form(), **{k: v for k, v in form.items() if isinstance(v, str) and k in MEMORY_FIELDS}}
     try:
@@ -317,38 +377,39 @@ async def edit_memory_submit(request: Request, memory_id: str, service: MemorySe
         return render(
             request,
             "memory_form.html",
-            {"nav": "memories", "values": values, "memory_id": memory_id, "error": str(exc)},
+            {"nav": "memories", "values": values, "memory_id": memory_id, "error": str(exc), "write_store": ""},
             status_code=400,
         )
     return redirect_to(request, memory_path(memory_id), "saved")
 
 
 @router.post("/memories/{memory_id}/delete")
-async def delete_memory(request: Request, memory_id: str, service: MemoryService) -> Response:
+async def delete_memory(request: Request, memory_id: str, services: Services) -> Response:
     """Soft delete (to the trash)."""
-    await operations.soft_delete(service, memory_id)
+    await operations.soft_delete(await services.memory_for(memory_id), memory_id)
     return redirect_to(request, memory_path(memory_id), "deleted")
 
 
 @router.post("/memories/{memory_id}/restore")
-async def restore_memory(request: Request, memory_id: str, service: MemoryService) -> Response:
+async def restore_memory(request: Request, memory_id: str, services: Services) -> Response:
     """Take a memory out of the trash."""
-    await operations.restore(service, memory_id)
+    await operations.restore(await services.memory_for(memory_id), memory_id)
     return redirect_to(request, memory_path(memory_id), "restored")
 
 
 @router.post("/memories/{memory_id}/archive")
-async def archive_memory(request: Request, memory_id: str, service: MemoryService) -> Response:
+async def archive_memory(request: Request, memory_id: str, services: Services) -> Response:
     """Archive a memory (kept and searchable with archived results)."""
-    await operations.archive(service, memory_id)
+    await operations.archive(await services.memory_for(memory_id), memory_id)
     return redirect_to(request, memory_path(memory_id), "archived")
 
 
 @router.post("/memories/{memory_id}/purge")
 async def purge_memory(
-    request: Request, memory_id: str, service: MemoryService, confirm: Annotated[str, Form()] = ""
+    request: Request, memory_id: str, services: Services, confirm: Annotated[str, Form()] = ""
 ) -> Response:
     """Permanent delete; the form must repeat the memory id."""
+    service = await services.memory_for(memory_id)
     await operations.memory_detail(service, memory_id)
     await operations.hard_delete(service, [memory_id], confirm)
     return redirect_to(request, "/trash", "purged")
@@ -356,9 +417,10 @@ async def purge_memory(
 
 @router.post("/memories/{memory_id}/revert")
 async def revert_memory(
-    request: Request, memory_id: str, service: MemoryService, version: Annotated[int, Form(ge=1)]
+    request: Request, memory_id: str, services: Services, version: Annotated[int, Form(ge=1)]
 ) -> Response:
     """One-click revert to an earlier version."""
+    service = await services.memory_for(memory_id)
     await service.revert_memory(memory_id=memory_id, version=version)
     return redirect_to(request, memory_path(memory_id), "reverted")
 
@@ -448,7 +510,9 @@ async def trash_page(request: Request, service: MemoryService, page: Annotated[i
 
 
 @router.get("/knowledge")
-async def knowledge_page(request: Request, service: KnowledgeService, page: Annotated[int, Query(ge=1)] = 1) -> Response:
+async def knowledge_page(
+    request: Request, service: KnowledgeService, selection: Selection, page: Annotated[int, Query(ge=1)] = 1
+) -> Response:
     """Knowledge documents (paged) and the upload form."""
     page_size = request.app.state.settings.page_size
     result = await service.list_documents(limit=page_size, offset=(page - 1) * page_size)
@@ -458,7 +522,14 @@ async def knowledge_page(request: Request, service: KnowledgeService, page: Anno
     return render(
         request,
         "knowledge.html",
-        {"nav": "knowledge", "documents": documents, "total": total, "listing": listing, "notice": notice_text(request)},
+        {
+            "nav": "knowledge",
+            "documents": documents,
+            "total": total,
+            "listing": listing,
+            "write_store": selection.write_store,
+            "notice": notice_text(request),
+        },
     )
 
 
@@ -496,8 +567,9 @@ async def document_page(request: Request, document_id: str, service: KnowledgeSe
 
 
 @router.post("/knowledge/{document_id}/delete")
-async def document_delete(request: Request, document_id: str, service: KnowledgeService) -> Response:
+async def document_delete(request: Request, document_id: str, services: Services) -> Response:
     """Delete a document and its chunks."""
+    service = await services.knowledge_for(document_id)
     await service.delete_document(document_id=document_id)
     return redirect_to(request, "/knowledge", "document_deleted")
 
@@ -506,16 +578,16 @@ async def document_delete(request: Request, document_id: str, service: Knowledge
 
 
 @router.get("/memos")
-async def memos_page(request: Request, service: MemoryService) -> Response:
-    """Active temporary memos of all streams."""
-    memos = (await service.list_temporary_memos()).get("items") or []
+async def memos_page(request: Request, services: Services) -> Response:
+    """Active temporary memos of all streams of the selected stores."""
+    memos = (await operations.list_memos(services.memo_services())).get("items") or []
     return render(request, "memos.html", {"nav": "memos", "memos": memos, "notice": notice_text(request)})
 
 
 @router.post("/memos/{memo_id}/cancel")
-async def memo_cancel(request: Request, memo_id: str, service: MemoryService) -> Response:
+async def memo_cancel(request: Request, memo_id: str, services: Services) -> Response:
     """Cancel one temporary memo."""
-    await service.cancel_temporary_memo(memo_id=memo_id)
+    await operations.cancel_memo(services.memo_services(), memo_id)
     return redirect_to(request, "/memos", "memo_cancelled")
 
 
@@ -528,3 +600,127 @@ async def stats_page(request: Request, service: MemoryService) -> Response:
     data = await operations.memory_statistics(service)
     status = await service.get_status()
     return render(request, "stats.html", {"nav": "stats", **data, "status": status})
+
+
+# --------------------------------------------------------------------------------------------------- audit
+
+BATCH_PREVIEW_ROWS = 50
+
+
+def _audit_return(request: Request, candidate: str) -> str:
+    return safe_return_path(request, candidate, default="/audit")
+
+
+@router.get("/audit")
+async def audit_page(
+    request: Request,
+    service: MemoryService,
+    memory_id: str = "",
+    authority: str = "",
+    action: str = "",
+    batch_id: str = "",
+    page: Annotated[int, Query(ge=1)] = 1,
+) -> Response:
+    """The audit log of the selected stores: filters, pages, a diff per change, restore buttons per row and batch."""
+    filters = AuditFilters(memory_id.strip(), authority.strip(), action.strip(), batch_id.strip())
+    listing = await operations.list_audit(service, filters, page=page, page_size=request.app.state.settings.page_size)
+    return render(
+        request,
+        "audit.html",
+        {
+            "nav": "audit",
+            "listing": listing,
+            "filters": filters,
+            "authorities": AUTHORITIES,
+            "actions": AUDIT_ACTIONS,
+            "return_to": current_location(request),
+            "notice": notice_text(request),
+        },
+    )
+
+
+@router.post("/audit/{audit_id}/restore")
+async def audit_restore(request: Request, audit_id: int, services: Services) -> Response:
+    """Undo one audited change. Without ``confirmed=yes`` it shows what would be undone and asks first."""
+    form = await request.form()
+    target = _audit_return(request, str(form.get("return_to") or ""))
+    service, memory_id = await services.memory_for_audit(audit_id)
+    if form.get("confirmed") != "yes":
+        entry = await operations.audit_entry(services.memory, audit_id, memory_id)
+        return render(
+            request,
+            "audit_confirm.html",
+            {"nav": "audit", "kind": "entry", "entry": entry or {}, "audit_id": audit_id, "batch_id": "",
+             "entries": [], "matched": 0, "batch_stores": [], "return_to": target},
+        )
+    await service.restore_from_audit(audit_id=audit_id)
+    return RedirectResponse(_with_notice(target, "audit_restored"), status_code=303)
+
+
+@router.post("/audit/restore-batch")
+async def audit_restore_batch(request: Request, services: Services) -> Response:
+    """Undo every change of one batch in the selected stores. Without ``confirmed=yes`` it lists them and asks."""
+    form = await request.form()
+    target = _audit_return(request, str(form.get("return_to") or ""))
+    batch_id = str(form.get("batch_id") or "").strip()
+    if not batch_id:
+        raise ValidationError("batch_id 不能为空：请选择要撤销的批次")
+    views = await services.memory_for_batch(batch_id)
+    if form.get("confirmed") != "yes":
+        preview = await operations.list_audit(
+            services.memory, AuditFilters(batch_id=batch_id), page=1, page_size=BATCH_PREVIEW_ROWS
+        )
+        return render(
+            request,
+            "audit_confirm.html",
+            {"nav": "audit", "kind": "batch", "entry": {}, "audit_id": 0, "batch_id": batch_id,
+             "entries": preview.items, "matched": preview.matched, "batch_stores": [key for key, _ in views],
+             "return_to": target},
+        )
+    await operations.restore_batch(views, batch_id)
+    return RedirectResponse(_with_notice(target, "batch_restored"), status_code=303)
+
+
+# -------------------------------------------------------------------------------------------------- recall
+
+
+@router.get("/recall")
+async def recall_page(request: Request, service: MemoryService) -> Response:
+    """Recall preview: what ``recall`` would inject for a query, the rendered block (escaped) and the entries."""
+    params = dict(request.query_params)
+    submitted = "query" in params
+    values = {
+        "query": params.get("query", ""),
+        "max_chars": params.get("max_chars", "6500"),
+        "min_score": params.get("min_score", "0.1"),
+        "peer_scope": params.get("peer_scope", "all"),
+        "other_peer_penalty": params.get("other_peer_penalty", ""),
+        "actor_peer_id": params.get("actor_peer_id", ""),
+        "render": params.get("render") == "true" if submitted else True,
+        "quotas": {
+            category: params.get(f"quota_{category}", "") if submitted else str(DEFAULT_QUOTAS.get(category, ""))
+            for category in CATEGORIES
+        },
+    }
+    result: dict[str, Any] = {}
+    error = ""
+    if submitted and values["query"].strip():
+        try:
+            arguments = recall_form_arguments(params, CATEGORIES)
+            result = await service.recall(arguments.pop("query"), **arguments)
+        except BookuError as exc:
+            error = str(exc)
+    return render(
+        request,
+        "recall.html",
+        {
+            "nav": "recall",
+            "values": values,
+            "categories": CATEGORIES,
+            "default_categories": tuple(DEFAULT_QUOTAS),
+            "peer_scopes": PEER_SCOPES,
+            "result": result,
+            "searched": bool(result),
+            "error": error,
+        },
+    )

@@ -241,6 +241,95 @@ def changed_memory_fields(current: Mapping[str, Any], submitted: Mapping[str, An
     return changed
 
 
+class BatchRestoreRequest(BaseModel):
+    """``POST /api/audit/restore-batch``: undo every change of one batch (e.g. one dreaming run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    batch_id: str = Field(min_length=1, max_length=200)
+
+
+RECALL_FIELDS = ("query", "quotas", "max_chars", "min_score", "peer_scope", "other_peer_penalty", "render")
+RECALL_QUERY_MAX_CHARS = 2000
+
+
+def _check_recall_query(query: Any) -> str:
+    if not isinstance(query, str) or not query.strip():
+        raise ValidationError("query 必填，必须是非空字符串")
+    if len(query) > RECALL_QUERY_MAX_CHARS:
+        raise ValidationError(f"query 最多 {RECALL_QUERY_MAX_CHARS} 个字符，当前 {len(query)} 个")
+    return query
+
+
+def recall_arguments(body: Any) -> dict[str, Any]:
+    """``recall`` keyword arguments from the JSON body of ``POST /api/v1/search/recall`` (the seed's fields only).
+
+    Field types that JSON can get wrong are checked here; value ranges (quota names and sizes, budgets, peer scope,
+    penalties) are the service's to judge, so the HTTP API and the tool reject the same things with the same words.
+    ``null`` means "use the default".
+    """
+    if not isinstance(body, dict):
+        raise ValidationError("请求体必须是 JSON 对象，字段：" + "、".join(RECALL_FIELDS))
+    unknown = sorted(str(key) for key in body if key not in RECALL_FIELDS)
+    if unknown:
+        raise ValidationError(f"不支持的字段：{'、'.join(unknown)}；可用字段：{'、'.join(RECALL_FIELDS)}")
+    arguments: dict[str, Any] = {"query": _check_recall_query(body.get("query"))}
+    for name in RECALL_FIELDS[1:]:
+        if body.get(name) is not None:
+            arguments[name] = body[name]
+    if "render" in arguments and not isinstance(arguments["render"], bool):
+        raise ValidationError("render 必须是 true 或 false")
+    if "peer_scope" in arguments and not isinstance(arguments["peer_scope"], str):
+        raise ValidationError("peer_scope 必须是字符串：all 或 actor")
+    return arguments
+
+
+def _form_int(name: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError as exc:
+        raise ValidationError(f"{name} 必须是整数，收到: {raw!r}") from exc
+
+
+def _form_float(name: str, raw: str) -> float:
+    try:
+        number = float(raw.strip())
+    except ValueError as exc:
+        raise ValidationError(f"{name} 必须是数字，收到: {raw!r}") from exc
+    if not math.isfinite(number):
+        raise ValidationError(f"{name} 必须是有限数字，收到: {raw!r}")
+    return number
+
+
+def recall_form_arguments(form: Mapping[str, str], categories: Iterable[str]) -> dict[str, Any]:
+    """``recall`` keyword arguments from the preview page's query string.
+
+    Quotas come as ``quota_<category>`` (blank = not asked for; all blank = the service's defaults),
+    ``other_peer_penalty`` as one number for every type (blank = per-type defaults), ``render`` as a checkbox, and
+    ``actor_peer_id`` names the speaker whose point of view is previewed (the administrator is trusted to pick one).
+    """
+    quotas = {
+        category: _form_int(f"quotas.{category}", form[f"quota_{category}"])
+        for category in categories
+        if str(form.get(f"quota_{category}") or "").strip()
+    }
+    arguments: dict[str, Any] = {
+        "query": _check_recall_query(str(form.get("query") or "")),
+        "quotas": quotas or None,
+        "max_chars": _form_int("max_chars", str(form.get("max_chars") or "6500")),
+        "min_score": _form_float("min_score", str(form.get("min_score") or "0.1")),
+        "peer_scope": str(form.get("peer_scope") or "all"),
+        "render": form.get("render") == "true",
+    }
+    penalty = str(form.get("other_peer_penalty") or "").strip()
+    if penalty:
+        arguments["other_peer_penalty"] = _form_float("other_peer_penalty", penalty)
+    speaker = str(form.get("actor_peer_id") or "").strip()
+    if speaker:
+        arguments["actor_peer_id"] = speaker
+    return arguments
+
+
 UPLOAD_SUFFIXES = (".md", ".markdown", ".txt")
 
 

@@ -23,6 +23,7 @@ from ..services.memory_fields import (
     PROCEDURE_TYPES,
     STATUSES,
 )
+from ..services.scope import SHARED_STORE
 
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE_DIR = PACKAGE_ROOT / "templates"
@@ -70,10 +71,40 @@ ACTION_LABELS: dict[str, str] = {
     "move": "移动",
     "expire": "过期",
     "hard_delete": "永久删除",
+    "promote": "转入归档层",
+    "undo": "审计恢复",
+    "undo_create": "撤销创建",
+    "undo_delete": "撤销永久删除",
+    "knowledge_ingest": "知识入库",
+    "knowledge_update": "知识更新",
+    "knowledge_remove": "知识删除",
+}
+# The actions the audit log records (``services/memory_writes.py``, ``storage/records.py``), for its filter.
+AUDIT_ACTIONS: tuple[str, ...] = (
+    "create", "update", "merge", "delete", "restore", "revert", "archive", "move", "promote", "expire",
+    "hard_delete", "undo", "undo_create", "undo_delete", "knowledge_ingest", "knowledge_update", "knowledge_remove",
+)
+AUTHORITY_LABELS: dict[str, str] = {
+    "human": "人工",
+    "agent": "机器人",
+    "dreaming": "梦境整理",
+    "source_learning": "资料学习",
+    "mechanical": "自动维护",
 }
 
 
 ACTOR_LABELS: dict[str, str] = {"dashboard": "后台", "agent": "机器人", "booku-lifecycle": "生命周期维护"}
+
+
+def store_label(value: Any) -> str:
+    """A store key in words: ``shared`` → 共享库, ``private:qq:1001`` → 私聊 qq:1001, ``group:…`` → 群聊 …."""
+    key = "" if value is None else str(value)
+    if key == SHARED_STORE:
+        return "共享库"
+    for prefix, label in (("private:", "私聊"), ("group:", "群聊"), ("bot:", "机器人自有")):
+        if key.startswith(prefix):
+            return f"{label} {key[len(prefix):]}"
+    return key or "—"
 
 
 def root_path(request: Request) -> str:
@@ -126,6 +157,12 @@ def format_score(value: Any) -> str:
         return "—"
 
 
+def location_without(request: Request, names: tuple[str, ...]) -> str:
+    """This page's path and query minus some parameters: where a form on it sends the user back to."""
+    query = [(key, value) for key, value in request.query_params.multi_items() if key not in names]
+    return request.url.path + (f"?{urlencode(query)}" if query else "")
+
+
 def build_environment() -> jinja2.Environment:
     """The one template environment of the dashboard: autoescape everywhere, strict undefined names."""
     env = jinja2.Environment(
@@ -142,6 +179,8 @@ def build_environment() -> jinja2.Environment:
     env.filters["bucket_label"] = _label(BUCKET_LABELS)
     env.filters["action_label"] = _label(ACTION_LABELS)
     env.filters["actor_label"] = _label(ACTOR_LABELS)
+    env.filters["authority_label"] = _label(AUTHORITY_LABELS)
+    env.filters["store_label"] = store_label
     env.filters["score"] = format_score
     env.globals.update(
         MEMORY_TYPE_LABELS=MEMORY_TYPE_LABELS,
@@ -160,10 +199,13 @@ def render(
     *,
     status_code: int = 200,
 ) -> HTMLResponse:
-    """Render ``template`` with the values every page needs (mount prefix, CSRF token, active nav entry)."""
+    """Render ``template`` with the values every page needs (mount prefix, CSRF token, active nav entry, the store
+    selection for the selector)."""
     env: jinja2.Environment = request.app.state.templates
     auth = getattr(request.state, "auth", None)
     values: dict[str, Any] = {
+        "stores": getattr(request.state, "stores", None),
+        "selector_return_to": location_without(request, ("notice", "store", "page")),
         "root": root_path(request),
         "csrf_token": auth.csrf_token if auth is not None else "",
         "logged_in": auth is not None,

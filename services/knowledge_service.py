@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import BookuError, NotFoundError, ValidationError
-from .knowledge_files import LoadedFile, is_supported, read_knowledge_file
+from .knowledge_files import is_supported, read_knowledge_file
 from .logic.chunking import TextChunk, chunk_text, normalise_text
 from .logic.segmentation import STOPWORDS, tokenize
 from .logic.tags import normalise_tags
-from .scope import Scope
+from .scope import Scope, WriteContext
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ SOURCE_MAX_CHARS = 64
 RESULT_ITEM_LIMIT = 20
 DUMP_MAX_LIMIT = 5000
 KEYWORDS_PER_GROUP = 8
-DIFFUSION_SOURCE_CHARS = 160
+DIFFUSION_SOURCE_CHARS = 100
 STARTUP_SOURCE = "startup_ingest"
 
 Progress = Callable[[str], None]
@@ -120,9 +120,12 @@ class BookuKnowledgeService:
 
         Returns ``{action: "booku_knowledge_ingest", mode: created|updated|unchanged, document_id, title: "《T》",
         chunk_count, version, bucket: "knowledge", folder_id: "default", collection, items: first 20 chunk ids,
-        source_path, vector_pending}``. Raises ``ValidationError`` before writing anything when the input is
+        changed_chunks, source_path, vector_pending}`` (``vector_pending`` > 0 means the embedder was unavailable
+        and the vectors follow later from the outbox; keyword search finds the chunks already). Raises ``ValidationError`` before writing anything when the input is
         invalid, the file is unreadable/unsupported/empty, or no chunk results.
         """
+        if self.scope.authority == "mechanical":
+            raise ValidationError("mechanical 权限不能撰写内容（入库知识库文档），只能改变状态，且必须注明原因")
         source = _clean_source(source)
         has_content = content is not None and not (isinstance(content, str) and not content.strip())
         has_file = file_path is not None and str(file_path).strip() != ""
@@ -132,22 +135,19 @@ class BookuKnowledgeService:
             raise ValidationError("content 与 file_path 不能同时为空")
         if has_file:
             path = self._resolve_file(str(file_path))
-            loaded = await asyncio.to_thread(read_knowledge_file, path)
             clean_title = _clean_title(title, fallback=path.stem)
-            return await self._ingest_loaded(clean_title, loaded, source=source)
+            loaded = await asyncio.to_thread(read_knowledge_file, path)
+            return await self._ingest_text(clean_title, loaded.text, markdown=loaded.markdown, source=source,
+                                           source_path=self._source_path(loaded.path), context=self.scope.context)
         if not isinstance(content, str):
             raise ValidationError(f"content 必须是字符串，实际为 {type(content).__name__}")
         clean_title = _clean_title(title)
         text = normalise_text(content)
-        return await self._ingest_text(clean_title, text, markdown=True, source=source, source_path="")
-
-    async def _ingest_loaded(self, title: str, loaded: LoadedFile, *, source: str) -> dict[str, Any]:
-        return await self._ingest_text(
-            title, loaded.text, markdown=loaded.markdown, source=source, source_path=self._source_path(loaded.path)
-        )
+        return await self._ingest_text(clean_title, text, markdown=True, source=source, source_path="",
+                                       context=self.scope.context)
 
     async def _ingest_text(
-        self, title: str, text: str, *, markdown: bool, source: str, source_path: str
+        self, title: str, text: str, *, markdown: bool, source: str, source_path: str, context: WriteContext
     ) -> dict[str, Any]:
         if not text:
             raise ValidationError("content 与 file_path 不能同时为空：文档没有可入库的文本")
@@ -155,7 +155,7 @@ class BookuKnowledgeService:
         digest = content_hash(text)
         existing = await self.runtime.documents.find(store_key=store_key, title=title, source_path=source_path)
         if existing is not None and existing["content_hash"] == digest:
-            return await self._ingest_result("unchanged", existing, [])
+            return self._ingest_result("unchanged", existing, [])
         chunking = self.runtime.config.chunking
         planned = await asyncio.to_thread(
             plan_chunks, title, text, markdown=markdown, max_chars=chunking.max_chunk_chars,
@@ -176,19 +176,19 @@ class BookuKnowledgeService:
             elif current is not None:
                 document_id = current["document_id"]
                 chunks = self._chunk_records(document_id, title, source, planned)
-                _, touched = await documents.replace(conn, document_id, document, chunks, actor=self.scope.actor)
+                _, touched = await documents.replace(conn, document_id, document, chunks, actor=context)
                 mode = "updated"
             else:
                 document_id = f"doc-{uuid.uuid4().hex}"
                 chunks = self._chunk_records(document_id, title, source, planned)
                 touched = await documents.create(conn, {**document, "document_id": document_id}, chunks,
-                                                 actor=self.scope.actor)
+                                                 actor=context)
                 mode = "created"
             stored = await documents.find(store_key=store_key, title=title, source_path=source_path, conn=conn)
         report = await self.runtime.sync_vectors() if touched else None
         if touched:
             await self.runtime.notify_changed("knowledge_changed", touched)
-        return await self._ingest_result(mode, stored, touched, vector_pending=getattr(report, "pending", 0))
+        return self._ingest_result(mode, stored, touched, vector_pending=getattr(report, "pending", 0))
 
     def _chunk_records(
         self, document_id: str, title: str, source: str, planned: list[_PlannedChunk]
@@ -217,8 +217,9 @@ class BookuKnowledgeService:
             })
         return records
 
-    async def _ingest_result(
-        self, mode: str, document: dict[str, Any], touched: list[str], *, vector_pending: int = 0
+    @staticmethod
+    def _ingest_result(
+        mode: str, document: dict[str, Any], touched: list[str], *, vector_pending: int = 0
     ) -> dict[str, Any]:
         count = int(document["chunk_count"])
         return {
@@ -268,7 +269,7 @@ class BookuKnowledgeService:
         if document["store_key"] != self.scope.writable_store_key:
             raise ValidationError(f"document_id {document_id} 属于只读的知识库，当前会话不能删除它")
         async with self.runtime.db.transaction() as conn:
-            removed = await self.runtime.documents.delete(conn, document_id, actor=self.scope.actor)
+            removed = await self.runtime.documents.delete(conn, document_id, actor=self.scope.context)
         await self.runtime.sync_vectors()
         await self.runtime.notify_changed("knowledge_changed", [])
         return {
@@ -304,7 +305,8 @@ class BookuKnowledgeService:
         Returns ``{action: "booku_knowledge_dump", total, items: [{id, title, content, updated_at, tags}]}``.
         """
         limit = _checked_limit(limit, "limit", DUMP_MAX_LIMIT)
-        chunks = await self.runtime.documents.recent_chunks(store_keys=list(self.scope.readable_store_keys), limit=limit)
+        store_keys = list(self.scope.readable_store_keys)
+        chunks = await self.runtime.documents.recent_chunks(store_keys=store_keys, limit=limit)
         items = [
             {"id": r["memory_id"], "title": r["title"], "content": r["content"], "updated_at": r["updated_at"],
              "tags": r["tags"]}
@@ -370,7 +372,15 @@ class BookuKnowledgeService:
         """
         if not self.runtime.config.startup_ingest.enabled:
             return None
-        return self.runtime.spawn(self.ingest_folders(progress=progress), name="booku-startup-ingest")
+        return self.runtime.spawn(self._background_ingest(progress), name="booku-startup-ingest")
+
+    async def _background_ingest(self, progress: Progress | None) -> dict[str, Any] | None:
+        """``ingest_folders`` for a task nobody awaits: an unexpected error is logged, never left unretrieved."""
+        try:
+            return await self.ingest_folders(progress=progress)
+        except Exception:
+            logger.exception("知识库启动入库意外中止")
+            return None
 
     async def ingest_folders(self, *, progress: Progress | None = None) -> dict[str, Any]:
         """Ingest every supported file under the configured ``startup_ingest.paths``.
@@ -399,7 +409,7 @@ class BookuKnowledgeService:
             if progress is not None:
                 progress(line)
 
-        files = self._collect_files(config, summary)
+        files = await asyncio.to_thread(self._collect_files, config, summary)
         summary["total_files"] = len(files)
         report(f"知识库启动入库：发现 {len(files)} 个文件")
         if files:
@@ -469,7 +479,10 @@ class BookuKnowledgeService:
         return list(found.values())
 
     async def _ingest_startup_file(self, path: Path, title: str) -> dict[str, Any]:
-        """A file keeps the document it was first ingested as (even under another title); unchanged → skipped."""
+        """A file keeps the document it was first ingested as (even under another title); unchanged → skipped.
+
+        Writes carry the ``source_learning`` authority: the text comes from a file, not from a person or the agent.
+        """
         loaded = await asyncio.to_thread(read_knowledge_file, path)
         source_path = self._source_path(path)
         previous = await self.runtime.documents.find_by_source(
@@ -477,8 +490,9 @@ class BookuKnowledgeService:
         )
         if previous is not None:
             title = previous["title"]
+        context = WriteContext(authority="source_learning", actor=STARTUP_SOURCE, cause=f"启动入库：{source_path}")
         return await self._ingest_text(title, loaded.text, markdown=loaded.markdown, source=STARTUP_SOURCE,
-                                       source_path=source_path)
+                                       source_path=source_path, context=context)
 
 
 # ------------------------------------------------------------------------------------------- helpers

@@ -20,7 +20,7 @@ from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
 from .logic.fusion import fuse_routes
-from .logic.segmentation import build_fts_query
+from .logic.segmentation import build_fts_query, keyword_reliability
 from .logic.tags import CandidateTags, TagTriplet, triplet_from_lists
 from .memory_fields import record_item
 from .scope import Scope
@@ -69,6 +69,21 @@ def tiers_for(*, include_archived: bool, include_knowledge: bool, include_memori
     if include_knowledge:
         tiers.append("knowledge")
     return tiers
+
+
+def calibration(order, dense: dict[str, float]) -> float:
+    """Factor that maps fused scores onto the familiar similarity scale.
+
+    Fused scores are relative (standardised per query), but clients of the original Booku filter on
+    ``score >= threshold`` with cosine-like values. So the best hit's fused score is mapped to the best dense score
+    (cosine plus tag bonus) and the rest scale with it: the order is the fused order, the top value means what it
+    meant before. Keyword-only answers (no vectors) top out at 1.0.
+    """
+    top = max((hit.score for hit in order), default=0.0)
+    if top <= 0:
+        return 0.0
+    anchor = max(dense.values()) if dense else 1.0
+    return max(anchor, 0.0) / top
 
 
 def candidate_tags(record: dict[str, Any] | None) -> CandidateTags | None:
@@ -140,10 +155,11 @@ class MemorySearch:
         if missing:
             result.records.update(await self.rt.records.get_many(missing))
         # Tag bonuses apply to keyword-only hits too, so the triplet works in degraded mode.
-        fused = fuse_routes(dense, keyword_hits, coverage=None)
+        fused = fuse_routes(dense, keyword_hits, keyword_reliability=keyword_reliability(query_text))
         order = [hit for hit in fused if hit.id in result.records]
         if not order:
             return result
+        scale = calibration(order, dense)
         ids = [hit.id for hit in order]
         dim = self.rt.vectors.dimension or 1
         matrix = np.zeros((len(ids), dim), dtype=np.float32)
@@ -158,7 +174,8 @@ class MemorySearch:
             record = result.records[hit.id]
             tier = tiers_by_id.get(hit.id) or ("knowledge" if record["bucket"] == "knowledge" else
                                                "live" if record["status"] == "active" else "archive")
-            result.hits.append(RankedHit(hit.id, float(hit.score), dict(hit.parts), tier))
+            parts = {**hit.parts, "fused": float(hit.score)}
+            result.hits.append(RankedHit(hit.id, float(hit.score) * scale, parts, tier))
         return result
 
     async def _vector_route(self, query_vec, query_text, triplet, pool, flt, result, dense, embeddings, tiers_by_id,
@@ -225,7 +242,7 @@ class MemorySearch:
             item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)
             item["score"] = round(hit.score, 6)
             item["collection"] = hit.tier
-            item["score_parts"] = {k: round(float(v), 6) for k, v in hit.parts.items()}
+            item["score_parts"] = {k: (None if v is None else round(float(v), 6)) for k, v in hit.parts.items()}
             results.append(item)
         if record_activation:
             await self.rt.records.bump_activation(

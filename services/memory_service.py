@@ -327,7 +327,7 @@ class BookuMemoryService:
         Only title/content changes re-embed.
         """
         memory_id = checked_ids([memory_id], "memory_id")[0]
-        current = (await self._writer().visible([memory_id], include_deleted=False)).get(memory_id)
+        current = (await self._writer().writable([memory_id], include_deleted=False)).get(memory_id)
         if current is None:
             return {"action": "update_memory_by_id", "updated": 0, "items": [], "missing": [memory_id],
                     "changed_fields": []}

@@ -80,8 +80,14 @@ class MemoryWriter:
         return {k: v for k, v in records.items() if v["store_key"] in readable}
 
     async def writable(self, memory_ids: Sequence[str], *, include_deleted: bool, conn=None) -> dict[str, dict[str, Any]]:
+        """Records this scope may change through the memory API.
+
+        Knowledge chunks are left out: they belong to their document (re-ingest or delete the document instead),
+        and editing or restoring one chunk alone would bring back text its document no longer has.
+        """
         records = await self.rt.records.get_many(memory_ids, include_deleted=include_deleted, conn=conn)
-        return {k: v for k, v in records.items() if v["store_key"] == self.scope.writable_store_key}
+        return {k: v for k, v in records.items()
+                if v["store_key"] == self.scope.writable_store_key and v["bucket"] != "knowledge"}
 
     def ensure_may_author(self, what: str) -> None:
         """Mechanical writes (maintenance, lifecycle) may change state but never author content."""
@@ -246,7 +252,7 @@ class MemoryWriter:
         if snapshot is None:
             versions = ", ".join(str(h["version"]) for h in history)
             raise ValidationError(f"记忆 {memory_id} 没有版本 {version}，可用版本：{versions}")
-        if snapshot.get("store_key") != self.scope.writable_store_key:
+        if snapshot.get("store_key") != self.scope.writable_store_key or snapshot.get("bucket") == "knowledge":
             raise NotFoundError(f"记忆 {memory_id} 不存在或没有历史版本")
         changes = {c: snapshot[c] for c in REVERTIBLE_COLUMNS if c in snapshot}
         async with self.rt.db.transaction() as conn:
@@ -275,7 +281,9 @@ class MemoryWriter:
         cutoff = now - window.emergent_days * 86400
         flt = RecordFilter(store_keys=[self.scope.writable_store_key], statuses=("active",), created_before=cutoff,
                            folder_id=folder_id, extra_sql=["r.pinned = 0", "r.protected = 0", "r.anchor = 0",
-                                                           "r.source != 'promoted'"])
+                                                           "r.source != 'promoted'",
+                                                           # companion memories age through the decay engine
+                                                           "r.source != 'companion'"])
         stale = await self.rt.records.list_records(flt, limit=10000, order_by="r.created_at")
         promote = [r["memory_id"] for r in stale
                    if r["activation_count"] >= window.activation_threshold and r["last_activated_at"] >= cutoff]

@@ -20,6 +20,8 @@ PLAIN_TABLES = {
     "document": ("booku_knowledge_documents", "created_at"),
     "document_revision": ("booku_knowledge_document_revisions", "revision_id"),
     "memo": ("booku_temporary_memos", "created_at"),
+    "source": ("booku_memory_sources", "rowid"),
+    "source_link": ("booku_memory_source_links", "rowid"),
 }
 
 
@@ -58,7 +60,7 @@ async def import_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet
         from .errors import ValidationError
 
         raise ValidationError(f"{path} 不是 Booku 导出文件（第一行必须是 format={FORMAT} 的 meta 记录）")
-    imported = {"record": 0, "skipped": 0, "document": 0, "document_revision": 0, "memo": 0}
+    imported = {"record": 0, "skipped": 0, **{kind: 0 for kind in PLAIN_TABLES}}
     batch: list[dict[str, Any]] = []
 
     async def flush() -> None:

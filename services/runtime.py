@@ -201,10 +201,13 @@ class BookuRuntime:
     # ------------------------------------------------------------ maintenance
     async def run_maintenance(self) -> dict[str, Any]:
         """One maintenance pass: expire memos, run the emergent lifecycle, retry pending vectors."""
+        from .companion import refresh_decay
+
         purged = await self.memos.purge_expired()
         lifecycle = await self.memory_service().promote_stale_emergent()
+        decay = await refresh_decay(self)
         sync = await self.sync_vectors()
-        return {"memos_purged": purged, "lifecycle": lifecycle, "vector_pending": sync.pending}
+        return {"memos_purged": purged, "lifecycle": lifecycle, "decay": decay, "vector_pending": sync.pending}
 
     async def _maintenance_loop(self) -> None:
         interval = self.config.maintenance.interval_seconds

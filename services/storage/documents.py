@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import aiosqlite
 
+from ..scope import WriteContext
 from .database import Database, placeholders
 from .records import TAG_GROUPS, RecordRepository
 
@@ -79,7 +80,8 @@ class DocumentRepository:
         return await self._rows(
             None,
             f"SELECT {DOCUMENT_COLUMNS} FROM booku_knowledge_documents "
-            f"WHERE store_key IN ({placeholders(len(store_keys))}) ORDER BY updated_at DESC, document_id LIMIT ? OFFSET ?",
+            f"WHERE store_key IN ({placeholders(len(store_keys))}) "
+            f"ORDER BY updated_at DESC, document_id LIMIT ? OFFSET ?",
             [*store_keys, limit, offset],
         )
 
@@ -157,13 +159,15 @@ class DocumentRepository:
 
     # ----------------------------------------------------------------- writes
     async def create(
-        self, conn: aiosqlite.Connection, document: dict[str, Any], chunks: Sequence[dict[str, Any]], *, actor: str
+        self, conn: aiosqlite.Connection, document: dict[str, Any], chunks: Sequence[dict[str, Any]], *,
+        actor: str | WriteContext,
     ) -> list[str]:
         """Insert a new document, its first revision and its chunk records. Returns the changed chunk ids."""
         now = time.time()
         await conn.execute(
             "INSERT INTO booku_knowledge_documents (document_id, owner_uid, store_key, title, source, source_path, "
-            "content, content_hash, chunk_count, version, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+            "content, content_hash, chunk_count, version, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
             [document["document_id"], document["owner_uid"], document["store_key"], document["title"],
              document["source"], document["source_path"], document["content"], document["content_hash"],
              len(chunks), now, now],
@@ -173,7 +177,7 @@ class DocumentRepository:
 
     async def replace(
         self, conn: aiosqlite.Connection, document_id: str, document: dict[str, Any],
-        chunks: Sequence[dict[str, Any]], *, actor: str,
+        chunks: Sequence[dict[str, Any]], *, actor: str | WriteContext,
     ) -> tuple[int, list[str]]:
         """Store a new version of an existing document and swap its chunks. Returns (new version, changed ids)."""
         now = time.time()
@@ -191,7 +195,7 @@ class DocumentRepository:
         await self._write_revision(conn, document_id, version, "update", document, now)
         return version, await self._write_chunks(conn, document_id, chunks, actor=actor)
 
-    async def delete(self, conn: aiosqlite.Connection, document_id: str, *, actor: str) -> int:
+    async def delete(self, conn: aiosqlite.Connection, document_id: str, *, actor: str | WriteContext) -> int:
         """Remove a document and all its chunk rows; the last text stays in the revision table.
 
         Returns the number of live chunks that were removed.
@@ -223,7 +227,8 @@ class DocumentRepository:
         )
 
     async def _write_chunks(
-        self, conn: aiosqlite.Connection, document_id: str, chunks: Sequence[dict[str, Any]], *, actor: str
+        self, conn: aiosqlite.Connection, document_id: str, chunks: Sequence[dict[str, Any]], *,
+        actor: str | WriteContext,
     ) -> list[str]:
         """Make the document's live chunk rows equal ``chunks`` (see the module docstring). Returns touched ids."""
         async with conn.execute(

@@ -32,7 +32,7 @@ async def test_version_1_database_upgrades_and_keeps_its_rows(tmp_path):
     conn.close()
 
     async with booku_memory.open(data, QUIET, embedder=DeterministicTestEmbedder()) as memory:
-        assert await memory.runtime.db.schema_version() == len(available_migrations())
+        assert await memory.runtime.db.schema_version() == available_migrations()[-1][0]
         indexes = await memory.runtime.db.fetch_all("SELECT name FROM sqlite_master WHERE type = 'index'")
         assert "idx_records_activation" in {row["name"] for row in indexes}
         service = memory.get_service(booku_memory.MEMORY_SERVICE)

@@ -10,8 +10,9 @@ import asyncio
 import re
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -24,7 +25,9 @@ import booku_memory  # noqa: E402
 from booku_memory.router import DashboardSettings, create_dashboard_app  # noqa: E402
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder  # noqa: E402
 
-from .conftest import API_KEY, TRIPLET  # noqa: E402
+from .conftest import API_KEY, TRIPLET, chat_scope  # noqa: E402
+
+T = TypeVar("T")
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -57,6 +60,8 @@ class LiveServer:
         self.ready = threading.Event()
         self.failure: BaseException | None = None
         self.server: uvicorn.Server | None = None
+        self.memory: booku_memory.MemoryHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.thread = threading.Thread(target=self._run, name="dashboard-live-server", daemon=True)
 
     def _run(self) -> None:
@@ -70,6 +75,7 @@ class LiveServer:
         import uvicorn
 
         async with booku_memory.open(self.data_dir, QUIET_CONFIG, embedder=DeterministicTestEmbedder()) as memory:
+            self.memory, self.loop = memory, asyncio.get_running_loop()
             app = create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key=API_KEY))
             config = uvicorn.Config(app, log_level="warning", lifespan="off")
             self.server = uvicorn.Server(config)
@@ -86,6 +92,11 @@ class LiveServer:
             raise RuntimeError("后台服务启动失败") from self.failure
         if not self.ready.is_set():
             raise RuntimeError("后台服务未能在 120 秒内启动")
+
+    def call(self, make_coroutine: Callable[[booku_memory.MemoryHandle], Awaitable[T]]) -> T:
+        """Run ``make_coroutine(memory)`` on the server's own event loop (e.g. to write as a chat scope would)."""
+        assert self.memory is not None and self.loop is not None
+        return asyncio.run_coroutine_threadsafe(make_coroutine(self.memory), self.loop).result(timeout=60)
 
     def stop(self) -> None:
         if self.server is not None:
@@ -274,6 +285,9 @@ def test_screenshots_of_main_pages_desktop_and_phone(chromium, live_server, api)
         "knowledge-chunks": f"/knowledge/{document_id}",
         "memos": "/memos",
         "stats": "/stats",
+        "audit": "/audit",
+        "recall": "/recall?query=%E5%A4%A7%E5%AD%A6%E5%90%8C%E5%AD%A6&min_score=-1&render=true"
+                  "&quota_events=10&quota_entities=10&quota_preferences=3&quota_experiences=0",
     }
     for device, viewport in (("desktop", {"width": 1280, "height": 900}), ("phone", {"width": 390, "height": 844})):
         context = chromium.new_context(viewport=viewport, locale="zh-CN", device_scale_factor=1)
@@ -295,3 +309,50 @@ def test_screenshots_of_main_pages_desktop_and_phone(chromium, live_server, api)
     login_page.goto(f"{live_server.url}/login")
     screenshot(login_page, "desktop-login")
     login_context.close()
+
+
+async def _alice_dreaming_run(memory) -> list[str]:
+    """What one dreaming pass writes into Alice's private store (QQ 1001), as one batch."""
+    scope = chat_scope("1001").acting(authority="dreaming", actor="dream", batch_id="dream-browser")
+    service = memory.runtime.memory_service(scope)
+    ids = []
+    for title, content in (("梦境：爱丽丝喜欢围棋", "爱丽丝这个月常提到围棋和乌龙茶。"),
+                           ("梦境：爱丽丝早睡", "爱丽丝最近晚上十点前就休息。")):
+        created = await service.create_memory(title=title, content=content, memory_type="experience", **TRIPLET)
+        ids.append(created["id"])
+    return ids
+
+
+def test_audit_view_per_chat_store_and_batch_restore(page, live_server, api):
+    """Runs last: it adds a private chat store to the shared live server."""
+    base = live_server.url
+    dreamt = live_server.call(_alice_dreaming_run)
+    log_in(page, base, "/audit")
+    assert page.locator(".audit-row").count() >= 2
+    screenshot(page, "audit-all-stores")
+
+    page.click(".store-picker summary")
+    page.check("input[name='store'][value='private:qq:1001']")
+    page.click("button:has-text('只看勾选的库')")
+    page.wait_for_url(base + "/audit?notice=stores")
+    assert page.inner_text(".store-picker summary") == "记忆库：私聊 qq:1001"
+    assert page.locator(".audit-row").count() == 2
+    assert "梦境整理" in page.inner_text("main")
+
+    page.click(".audit-row:has-text('梦境：爱丽丝早睡') button:has-text('恢复整个批次')")
+    assert "确认恢复整个批次" in page.inner_text("h1")
+    assert page.locator("table.simple tbody tr").count() == 2
+    screenshot(page, "audit-batch-confirm")
+    page.click("button:has-text('确认恢复整个批次')")
+    page.wait_for_url(base + "/audit?notice=batch_restored")
+    assert "已撤销整个批次的改动" in page.inner_text(".notice")
+    assert page.locator(".audit-row:has-text('撤销创建')").count() == 2
+
+    page.goto(f"{base}/memories/{dreamt[0]}")
+    assert page.locator(".badge-deleted").count() == 1
+    page.click("a:has-text('审计记录')")
+    page.wait_for_url(f"{base}/audit?memory_id={dreamt[0]}")
+    assert page.locator(".audit-row").count() == 2
+    screenshot(page, "audit-memory-trail")
+    trash = api.get("/api/trash", params={"store": "private:qq:1001"}).json()["items"]
+    assert {item["id"] for item in trash} == set(dreamt)

@@ -198,6 +198,7 @@ def test_search_template_shows_score_parts_escaped():
     env = build_environment()
     html = env.get_template("search.html").render(
         root="", csrf_token="t", logged_in=True, nav="search", notice="", error="", url=lambda p, **k: p,
+        stores=None, selector_return_to="",
         q="篮球", mode="semantic", top_k=5, max_score=0.8123, include_archived=False, include_knowledge=False, core_tags="",
         diffusion_tags="", opposing_tags="", searched=True, part_labels={"vector": "向量相似度"},
         result={"logic_depth": 0.5, "resonance": 0.1, "beta": 0.3},

@@ -153,12 +153,6 @@ async def test_memory_passive_trigger_reads_score_snippet_and_folder(svc, archiv
     assert best["id"] == archive["person"] and best["metadata"]["folder_id"] == "people"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="logic/fusion.py: `score` is a reciprocal-rank-fusion value (at most 2/61 ≈ 0.033), not the reference's "
-           "cosine-plus-bonus scale, so a client filtering `score >= threshold` (memory_passive_trigger) drops even "
-           "an exact match",
-)
 async def test_memory_passive_trigger_threshold_keeps_an_exact_match(svc, archive: dict[str, str]) -> None:
     threshold = 0.5
     result = await svc.retrieve_memories(query_text="小王是用户的同事，负责前端开发，喜欢喝奶茶。", top_k=3,

@@ -283,11 +283,6 @@ async def test_b9_results_keep_relevance_order_and_drop_near_copies(svc) -> None
 # ----------------------------------------------------------------------------------------------------- B10
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="logic/fusion.py fuse_routes: reciprocal-rank fusion re-ranks by position only, so the opposing-tag "
-           "penalty of the vector route is cancelled by the tag-blind keyword route (both hits end with equal scores)",
-)
 async def test_b10_opposing_tags_push_the_opposed_memory_down(svc) -> None:
     basketball = (await svc.create_memory(title="周末打篮球", content="周末和朋友去体育馆打篮球，打了两个小时，很开心。",
                                           core_tags=["篮球"], diffusion_tags=["朋友"], opposing_tags=["工作"]))["id"]
