@@ -163,6 +163,41 @@ class DecaySection:
 
 
 @dataclass
+class EvidenceSection:
+    enabled: bool = True
+    record_sent: bool = True
+    retention_days: float = bounded(0.0, 0.0, 36500.0, "0 = keep chat evidence forever")
+    max_message_chars: int = bounded(4000, 100, 100000)
+    recall_half_life_days: float = bounded(30.0, 0.01, 36500.0, "time decay of recalled chat evidence")
+    recall_max_items: int = bounded(12, 1, 200)
+    recall_max_chars: int = bounded(4000, 200, 200000)
+    recall_candidates: int = bounded(40, 5, 500)
+    recall_channel_scope: str = choice("stores", ("stores", "current_channel"))
+
+
+@dataclass
+class DreamingSection:
+    enabled: bool = False
+    chat_provider: str = choice("host", ("host", "openai", "none"), "who summarises chat and proposes memories")
+    host_task: str = "utils_small"
+    openai_base_url: str = "http://127.0.0.1:8080/v1"
+    openai_model: str = "gpt-4o-mini"
+    openai_api_key_env: str = "BOOKU_DREAMING_API_KEY"
+    openai_timeout_seconds: float = bounded(60.0, 1.0, 600.0)
+    temperature: float = bounded(0.2, 0.0, 2.0)
+    max_output_tokens: int = bounded(1200, 64, 32000)
+    tick_seconds: float = bounded(60.0, 1.0, 3600.0)
+    stage_a_interval_seconds: float = bounded(300.0, 1.0, 86400.0)
+    stage_b_interval_seconds: float = bounded(3600.0, 1.0, 604800.0)
+    episode_max_messages: int = bounded(30, 2, 500)
+    episode_idle_seconds: float = bounded(900.0, 0.0, 604800.0)
+    stage_a_max_windows: int = bounded(20, 1, 1000)
+    stage_b_max_episodes: int = bounded(20, 1, 500)
+    stage_b_max_proposals: int = bounded(10, 1, 100)
+    stage_b_context_memories: int = bounded(8, 0, 50)
+
+
+@dataclass
 class ScopeSection:
     # single: one owner and one shared store (standalone default, and the original Booku's behaviour).
     # per_chat: every private chat partner and every group channel gets its own store; see docs/SCOPES.md.
@@ -191,3 +226,5 @@ class BookuConfig:
     scope: ScopeSection = field(default_factory=ScopeSection)
     surfacing: SurfacingSection = field(default_factory=SurfacingSection)
     decay: DecaySection = field(default_factory=DecaySection)
+    evidence: EvidenceSection = field(default_factory=EvidenceSection)
+    dreaming: DreamingSection = field(default_factory=DreamingSection)

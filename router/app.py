@@ -29,6 +29,7 @@ from .api import router as api_router
 from .auth import CsrfRejected, DashboardAuth, LoginRequired
 from .deps import DashboardRuntime
 from .pages import public_router, router as pages_router
+from .review import router as review_router
 from .rendering import STATIC_DIR, build_environment, render, root_path
 from .settings import DashboardSettings
 
@@ -194,6 +195,7 @@ def create_dashboard_app(
     app.include_router(public_router)
     app.include_router(api_router)
     app.include_router(pages_router)
+    app.include_router(review_router)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
 
     if settings.allowed_origins:

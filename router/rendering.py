@@ -16,6 +16,7 @@ import jinja2
 from fastapi import Request
 from fastapi.responses import HTMLResponse
 
+from ..services.evidence.audit_events import EVENT_ACTIONS, REVISION_ACTIONS
 from ..services.memory_fields import (
     DISPOSITION_STATUSES,
     KNOWLEDGE_TYPES,
@@ -78,11 +79,14 @@ ACTION_LABELS: dict[str, str] = {
     "knowledge_ingest": "知识入库",
     "knowledge_update": "知识更新",
     "knowledge_remove": "知识删除",
+    **EVENT_ACTIONS,
+    **REVISION_ACTIONS,
 }
 # The actions the audit log records (``services/memory_writes.py``, ``storage/records.py``), for its filter.
 AUDIT_ACTIONS: tuple[str, ...] = (
     "create", "update", "merge", "delete", "restore", "revert", "archive", "move", "promote", "expire",
     "hard_delete", "undo", "undo_create", "undo_delete", "knowledge_ingest", "knowledge_update", "knowledge_remove",
+    *EVENT_ACTIONS, *REVISION_ACTIONS,
 )
 AUTHORITY_LABELS: dict[str, str] = {
     "human": "人工",

@@ -116,5 +116,12 @@ async def reindex(runtime, *, progress: Progress = _quiet, batch: int = 256) -> 
         progress(done, queued, "重建向量")
         if report.pending == 0 or report.applied == 0:
             break
+    # Chat messages and episodes live in their own tiers; rebuild them from SQLite too.
+    from .evidence.hub import evidence_hub
+
+    evidence_vectors = evidence_hub(runtime).vectors
+    await evidence_vectors.enqueue_all()
+    evidence_report = await evidence_vectors.drain(batch=batch)
     return {"action": "reindex", "keyword_rows": keyword_rows, "vectors": done, "pending": report.pending,
+            "evidence_vectors": evidence_report.applied,
             "model": runtime.vectors.model_id, "dimension": runtime.vectors.dimension, "error": report.error}

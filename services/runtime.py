@@ -41,6 +41,7 @@ class BookuRuntime:
         *,
         embedder: Embedder | None = None,
         host_embed_fn: Callable[[list[str]], Awaitable[list[list[float]]]] | None = None,
+        host_chat_fn: Callable[[list[dict[str, str]]], Awaitable[str]] | None = None,
         default_scope: Scope = DEFAULT_SCOPE,
     ) -> None:
         self.config: BookuConfig = load_config(config)
@@ -48,6 +49,8 @@ class BookuRuntime:
         self.default_scope = default_scope
         self._given_embedder = embedder
         self._host_embed_fn = host_embed_fn
+        self._host_chat_fn = host_chat_fn
+        self.dreaming: Any = None
         self.db = Database(self._resolve(self.config.storage.database_path))
         self.records = RecordRepository(self.db)
         self.memos = MemoRepository(self.db)
@@ -104,6 +107,11 @@ class BookuRuntime:
             await self.sync_vectors()
         if self.config.maintenance.enabled:
             self._maintenance_task = asyncio.create_task(self._maintenance_loop(), name="booku-maintenance")
+            # Chat-evidence upkeep and dreaming (stage A/B run only when [dreaming] is enabled).
+            from .evidence.scheduler import DreamingScheduler
+
+            self.dreaming = DreamingScheduler(self, host_chat_fn=self._host_chat_fn)
+            self.dreaming.start()
 
     async def _probe_dimension(self) -> int:
         assert self.embedder is not None
@@ -113,6 +121,9 @@ class BookuRuntime:
         return int((await self.embed_queries(["维度探测"])).shape[1])
 
     async def close(self) -> None:
+        if self.dreaming is not None:
+            await self.dreaming.stop()
+            self.dreaming = None
         if self._maintenance_task is not None:
             self._maintenance_task.cancel()
             try:
