@@ -1,4 +1,4 @@
-"""Command line: ``python -m booku_memory <serve|command|reindex|export|import|ingest|manifest>``.
+"""Command line: ``python -m booku_memory <serve|command|reindex|export|import|ingest|manifest|mcp>``.
 
 Every sub-command opens the same standalone runtime the library uses (``booku_memory.open``), so the CLI, the
 dashboard and other programs see one store.
@@ -128,6 +128,13 @@ async def run_ingest(args: argparse.Namespace) -> None:
     _print(await _with_memory(args, job))
 
 
+async def run_mcp(args: argparse.Namespace) -> None:
+    from .mcp_server import serve
+
+    await serve(args.data_dir, _config(args), http=args.http, port=args.port, owner_uid=args.owner,
+                store_key=args.store)
+
+
 def run_manifest(args: argparse.Namespace) -> None:
     from .manifest_tools import write_manifest
 
@@ -164,11 +171,16 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("path", nargs="?", default=None)
     ingest.add_argument("--title", default=None)
     sub.add_parser("manifest", help="根据 plugin.toml 生成 manifest.json")
+    mcp = common(sub.add_parser("mcp", help="作为 MCP 服务运行（默认 stdio；--http 为带令牌的 streamable HTTP）"))
+    mcp.add_argument("--http", action="store_true", help="在 127.0.0.1 上提供 streamable HTTP（需 Bearer 令牌）")
+    mcp.add_argument("--port", type=int, default=None, help="HTTP 端口（默认 mcp.port，缺省 8766）")
+    mcp.add_argument("--owner", default=None, help="记忆主人（默认 mcp.owner_uid，缺省 default）")
+    mcp.add_argument("--store", default=None, help="读写的记忆库（默认 mcp.store_key，缺省 shared）")
     return parser
 
 
 RUNNERS = {"serve": run_serve, "command": run_command, "memo": run_memo, "reindex": run_reindex,
-           "export": run_export, "import": run_import, "ingest": run_ingest}
+           "export": run_export, "import": run_import, "ingest": run_ingest, "mcp": run_mcp}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

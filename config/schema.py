@@ -198,6 +198,16 @@ class DreamingSection:
 
 
 @dataclass
+class McpSection:
+    # The one owner and store every MCP connection acts for (clients cannot widen it).
+    owner_uid: str = "default"
+    store_key: str = "shared"
+    port: int = bounded(8766, 1, 65535)
+    token: str = ""
+    token_env: str = "BOOKU_MCP_TOKEN"
+
+
+@dataclass
 class ScopeSection:
     # single: one owner and one shared store (standalone default, and the original Booku's behaviour).
     # per_chat: every private chat partner and every group channel gets its own store; see docs/SCOPES.md.
@@ -228,3 +238,4 @@ class BookuConfig:
     decay: DecaySection = field(default_factory=DecaySection)
     evidence: EvidenceSection = field(default_factory=EvidenceSection)
     dreaming: DreamingSection = field(default_factory=DreamingSection)
+    mcp: McpSection = field(default_factory=McpSection)

@@ -1,8 +1,8 @@
 """Fit typed recall entries into a character budget (pure logic, no I/O).
 
-Rendering groups entries by origin section, then by memory category, in rank order. When the block is over
-``max_chars``, the lowest-scored entry that can still shrink is degraded one step: full text -> summary -> bare uri
--> dropped. So the budget is spent on the most relevant memories first, and the block is never over the limit.
+Rendering groups entries by origin section, then by memory category, in rank order. Entries are placed from
+the most relevant down, each in the richest form that still fits: full text -> summary -> bare uri -> dropped. So
+the budget is spent on the most relevant memories first, and the block is never over the limit.
 """
 
 from __future__ import annotations
@@ -102,23 +102,23 @@ class _Layout:
 
 
 def fit_to_budget(entries: list[BudgetEntry], max_chars: int) -> tuple[str, int]:
-    """Degrade entries until the rendered block fits; returns (rendered, number of entries dropped).
+    """Choose each entry's mode so the block fits; returns (rendered, number of entries dropped).
 
-    Three sweeps from the least relevant entry upwards: full text to summary, then summary to uri, then drop. Each
-    sweep stops as soon as the block fits, so the most relevant entries keep the most text and as many entries as
-    possible stay in the block.
+    Entries are placed from the most relevant down, each in the richest mode that still fits: full text, else its
+    summary, else its bare uri, else it is dropped. So the budget is spent on the most relevant memories first, an
+    entry is only ever degraded when a more relevant one needed the room, and the block is never over the limit.
     """
-    layout = _Layout(entries)
-    order = sorted(entries, key=lambda e: (e.score, -e.rank))
-    for source, target in (("full", "summary"), ("summary", "uri"), ("full", "uri"), ("uri", "dropped")):
-        for entry in order:
+    for entry in entries:
+        entry.mode = "dropped"
+    layout = _Layout([])
+    for entry in sorted(entries, key=lambda e: (-e.score, e.rank)):
+        for mode in ("full", "summary", "uri"):
+            if mode == "summary" and (not entry.summary or len(entry.summary) >= len(entry.content)):
+                continue
+            layout.change(entry, mode)
             if layout.total() <= max_chars:
                 break
-            if entry.mode != source:
-                continue
-            if target == "summary" and (not entry.summary or len(entry.summary) >= len(entry.content)):
-                continue
-            layout.change(entry, target)
+            layout.change(entry, "dropped")
     rendered = render(entries)
     dropped = sum(1 for e in entries if e.mode == "dropped")
     return rendered, dropped

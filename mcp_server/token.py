@@ -1,0 +1,58 @@
+"""The bearer token of the streamable HTTP transport, kept like the dashboard key but in its own file.
+
+A separate secret on purpose: handing an MCP client its token must not also hand it the admin dashboard (which acts
+with ``human`` authority over every store), and rotating one must not log the other out.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+from .settings import TOKEN_FILE_NAME, McpSettings
+
+
+def configured_token(settings: McpSettings) -> str:
+    """The token from ``[mcp] token`` or, failing that, the environment variable named by ``token_env``; ``""``
+    when neither is set (``ensure_token`` then generates one)."""
+    if settings.token:
+        return settings.token
+    if settings.token_env:
+        return os.environ.get(settings.token_env, "").strip()
+    return ""
+
+
+def token_path(data_dir: str | Path) -> Path:
+    """Where a generated token is kept: ``<data_dir>/mcp_token``."""
+    return Path(data_dir) / TOKEN_FILE_NAME
+
+
+def ensure_token(data_dir: str | Path, settings: McpSettings) -> str:
+    """The HTTP bearer token: config, then environment, then ``<data_dir>/mcp_token`` (created if absent).
+
+    A generated token is written to a file opened with mode 0600 before any byte of it is, so no other local user
+    can read it even briefly; later starts reuse it so client configs keep working. Returns the token (never empty).
+    """
+    token = configured_token(settings)
+    if token:
+        return token
+    path = token_path(data_dir)
+    if path.exists():
+        stored = path.read_text(encoding="utf-8").strip()
+        if stored:
+            os.chmod(path, 0o600)
+            return stored
+    path.parent.mkdir(parents=True, exist_ok=True)
+    generated = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(generated + "\n")
+    os.chmod(path, 0o600)  # O_CREAT's mode is ignored for an existing (empty) file
+    return generated
+
+
+def tokens_equal(given: str, expected: str) -> bool:
+    """Constant-time comparison (a plain ``==`` leaks the length of the matching prefix through timing)."""
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
