@@ -20,8 +20,19 @@ PLAIN_TABLES = {
     "document": ("booku_knowledge_documents", "created_at"),
     "document_revision": ("booku_knowledge_document_revisions", "revision_id"),
     "memo": ("booku_temporary_memos", "created_at"),
-    "source": ("booku_memory_sources", "rowid"),
-    "source_link": ("booku_memory_source_links", "rowid"),
+    "source": ("booku_memory_sources", "1"),
+    "source_link": ("booku_memory_source_links", "1"),
+    # Letters are exported like the database file holds them (bodies included, locks kept): an export is a backup.
+    "letter": ("booku_companion_letters", "1"),
+    "self_witness": ("booku_companion_self_witnesses", "1"),
+    "chat_message": ("booku_chat_messages", "1"),
+    "episode": ("booku_episodes", "1"),
+    "episode_message": ("booku_episode_messages", "1"),
+    "proposal": ("booku_dream_proposals", "1"),
+    "proposal_evidence": ("booku_proposal_evidence", "1"),
+    "dreaming_mark": ("booku_dreaming_marks", "1"),
+    "provenance": ("booku_memory_provenance", "1"),
+    "review_flag": ("booku_review_flags", "1"),
 }
 
 

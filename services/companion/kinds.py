@@ -4,6 +4,10 @@ A companion record is an ordinary memory record; its kind lives in ``extra["kind
 memory written through ``memory_command`` or the dashboard is an ordinary companion memory too). Every rule that
 depends on the kind (does it decay, does breath surface it, may it merge, which statuses does trace accept) reads
 this table, so part 2 (plans, letters, I) only fills in behaviour, never a second list.
+
+Letters are the exception to "a companion record is a memory record": they live in their own table
+(``booku_companion_letters``, see ``letters.py``) so that a locked body can reach no other read path; the ``letter``
+row here still gives them their label and their line in pulse.
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ KINDS: dict[str, KindSpec] = {
         KindSpec("letter", "信件", "experience", decays=False, in_breath=False, in_search=False, in_dream=False,
                  mergeable=False),
         KindSpec("self", "自我认知", "profile", decays=False, in_breath=False, in_search=False, in_dream=False,
+                 mergeable=False),
+        # A self-knowledge candidate (「我觉得……」 written with I) lives like an ordinary memory until promoted to
+        # ``self``, except that grow never folds other text into it: the statement must stay the one that was made.
+        KindSpec("self_candidate", "自我认知候选", "event", decays=True, in_breath=True, in_search=True, in_dream=True,
                  mergeable=False),
     )
 }

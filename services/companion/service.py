@@ -1,37 +1,68 @@
-"""BookuCompanionService: the companion memory tools as an async service (breath … pulse).
+"""BookuCompanionService: the companion memory tools as an async service (breath … pulse; plan, letters, feel, I).
 
 One method per tool; every method returns a dict with the data and a compact Chinese ``text`` rendering meant for an
 LLM. The LLM tools, ``memory_command`` and the MCP server all call these methods (their parameter tables live in
 ``tool_specs.py``). Like the memory service, this is a cheap view on the runtime: build one per call if you like.
-Reads live in ``reads.py``, writes in ``writes.py``; see docs/COMPANION.md for every rule.
+Reads live in ``reads.py``, writes in ``writes.py``; part 2 in ``plans.py``, ``letters.py``, ``feel.py`` and
+``self_knowledge.py``; see docs/COMPANION.md for every rule.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, Callable
 
+from ..errors import ValidationError
 from ..scope import Scope
-from .extensions import GrowSplitter, MemoryTagger
-from .fields import checked_bucket_id
+from .extensions import GrowSplitter, MemoryTagger, register_dream_section, register_write_observer
+from .feel import feel as feel_search
+from .fields import checked_bucket_id, checked_flag
+from .letter_store import LetterStore
+from .letters import LetterBook, checked_side
+from .plans import PlanBook, plan_completion_notices, plans_dream_section
 from .reads import CompanionReader
+from .self_knowledge import SelfKnowledge, self_dream_section
 from .settings import CompanionSettings, companion_settings
 from .store import CompanionStore
 from .writes import CompanionWriter
 
+Clock = Callable[[], float]
+
+
+class _Reader(CompanionReader):
+    """The part-1 reader, with pulse counting letters (they live in their own table, not among the records)."""
+
+    async def _pulse_counts(self) -> dict[str, Any]:
+        counts = await super()._pulse_counts()
+        counts["kinds"]["letter"] = await LetterStore(self.rt.db).count(store_keys=self.scope.readable_store_keys)
+        return counts
+
 
 class BookuCompanionService:
     """Companion memory: surfacing (breath), verbatim keeping (hold/grow), editing (trace), review (dream),
-    coordinates (anchor/release) and status (pulse). All methods are async."""
+    coordinates (anchor/release), status (pulse), plans, letters, feelings (feel) and the self-knowledge "I".
+    All tool methods are async.
+
+    ``side`` is who this interface speaks for in letters: ``"ai"`` for the LLM tools and the MCP server, ``"user"``
+    for the dashboard and the user-facing API. It is fixed here by the code that builds the service, never by a tool
+    argument; left out, it follows the scope's authority (``human`` = the user's side, anything else = the AI's).
+    ``clock`` (seconds since the epoch) decides when timed letter locks open and which date a dream witnesses; tests
+    inject one.
+    """
 
     service_name = "booku_companion"
-    service_description = "Booku 陪伴记忆：breath 浮现、hold/grow 逐字保存、trace 修改、dream 回顾、anchor 坐标、pulse 状态"
+    service_description = ("Booku 陪伴记忆：breath 浮现、hold/grow 逐字保存、trace 修改、dream 回顾、anchor 坐标、pulse 状态、"
+                           "plan 计划、letter 信件、feel 感受、I 自我认知")
 
     def __init__(self, runtime=None, scope: Scope | None = None, *, plugin: Any = None,
-                 tagger: MemoryTagger | None = None, splitter: GrowSplitter | None = None) -> None:
+                 tagger: MemoryTagger | None = None, splitter: GrowSplitter | None = None,
+                 side: str | None = None, clock: Clock | None = None) -> None:
         self._runtime = runtime if runtime is not None else getattr(plugin, "runtime", None)
         self._scope = scope
         self.tagger = tagger
         self.splitter = splitter
+        self._side = None if side is None else checked_side(side)
+        self.clock: Clock = clock or time.time
 
     # ------------------------------------------------------------ plumbing
     @property
@@ -48,8 +79,20 @@ class BookuCompanionService:
     def settings(self) -> CompanionSettings:
         return companion_settings(self.runtime.config)
 
+    @property
+    def side(self) -> str:
+        """``"user"`` or ``"ai"``: whose letters this interface writes and which locks it holds the key to."""
+        if self._side is not None:
+            return self._side
+        return "user" if self.scope.authority == "human" else "ai"
+
+    @property
+    def folder_id(self) -> str:
+        """The folder new companion records go to."""
+        return self._writer().folder_id
+
     def _reader(self) -> CompanionReader:
-        return CompanionReader(self.runtime, self.scope, self.settings, service=self)
+        return _Reader(self.runtime, self.scope, self.settings, service=self)
 
     def _writer(self) -> CompanionWriter:
         return CompanionWriter(self.runtime, self.scope, self.settings, tagger=self.tagger, splitter=self.splitter,
@@ -182,3 +225,93 @@ class BookuCompanionService:
         Returns ``{"action": "release", "id", "changed", "item", "text"}``.
         """
         return await self._writer().release(bucket_id)
+
+    # ------------------------------------------------------------- plans
+    async def plan(self, content: str, status: str = "active", related_bucket: str | None = None,
+                   weight: float = 0.5, why_remembered: str | None = None) -> dict:
+        """Register a commitment or open loop (active / resolved / abandoned). Plans never decay, never surface in
+        breath, and end every dream while active; only ``trace(bucket_id, status=...)`` closes them.
+
+        Returns ``{"action": "plan", "mode": "created"|"duplicate", "id", "item", "text"}``; the item carries
+        ``plan_status``, ``weight`` and ``related_bucket``.
+        """
+        return await PlanBook(self).create(content, status, related_bucket, weight, why_remembered)
+
+    # ----------------------------------------------------------- letters
+    def _letters(self) -> LetterBook:
+        return LetterBook(self.runtime, self.scope, side=self.side, clock=self.clock)
+
+    async def letter_write(self, author: str, content: str, title: str | None = None, date: str | None = None,
+                           user_name: str | None = None, ai_name: str | None = None, lock_type: str = "none",
+                           unlock_date: str | None = None) -> dict:
+        """Write a letter, kept forever and verbatim, optionally locked (timed: opens to the other side at
+        ``unlock_date``; permanent: nobody ever reads it). The writing side is this service's ``side``.
+
+        Returns ``{"action": "letter_write", "id", "letter", "text"}``.
+        """
+        return await self._letters().write(author, content, title=title, date=date, user_name=user_name,
+                                           ai_name=ai_name, lock_type=lock_type, unlock_date=unlock_date)
+
+    async def letter_lock_update(self, letter_id: str, lock_type: str, unlock_date: str | None = None) -> dict:
+        """Change only the lock of a letter this side wrote (a permanent lock is final).
+
+        Returns ``{"action": "letter_lock_update", "id", "changed", "letter", "text"}``.
+        """
+        return await self._letters().change_lock(letter_id, lock_type, unlock_date)
+
+    async def letter_read(self, query: str | None = None, author: str | None = None, date_from: str | None = None,
+                          date_to: str | None = None, limit: int = 10) -> dict:
+        """Letters, newest first, or the best matches of ``query`` among those this side may read; bodies whole.
+        A letter this side may not read shows only its id, signature, date and lock.
+
+        Returns ``{"action": "letter_read", "query", "total", "items", "text"}`` (+ ``"degraded"``); an item has
+        ``title``/``content`` only when ``readable``.
+        """
+        return await self._letters().read(query, author, date_from, date_to, limit)
+
+    # -------------------------------------------------------------- feel
+    async def feel(self, query: str, max_tokens: int | None = None) -> dict:
+        """Feelings about ``query``: semantic match (similarity ≥ 0.65) among feelings only, verbatim, no filler;
+        literal keyword match with an explicit notice when the model is unavailable.
+
+        Returns ``{"action": "feel", "query", "mode", "total", "items", "omitted", "text"}`` (+ ``"degraded"``).
+        """
+        return await feel_search(self, query, max_tokens)
+
+    # ----------------------------------------------------------------- I
+    async def self_knowledge(self, content: str | None = None, aspect: str | None = None, read: bool = False,
+                             limit: int = 20, promote: str | None = None, supersedes: str | None = None) -> dict:
+        """The "I" tool: write a 「我觉得……」 candidate (optionally superseding a formal entry of the same aspect),
+        promote a candidate witnessed by dreams on 3 different dates, or read (``read=True`` or nothing given).
+
+        Returns ``{"action": "I", "mode": "candidate"|"duplicate"|"promote"|"read", ...}``: writes carry ``"id"`` and
+        ``"item"``; read carries ``"formal"``, ``"candidates"``, ``"superseded"`` lists and ``"total"``.
+        """
+        reading = bool(checked_flag(read, "read"))
+        book = SelfKnowledge(self)
+        if promote not in (None, ""):
+            if reading or supersedes not in (None, ""):
+                raise ValidationError("promote 不能和 read 或 supersedes 同时使用：supersedes 在写候选时给出，promote 只升级已有候选")
+            return await book.promote(promote, content, aspect)
+        if content not in (None, ""):
+            if reading:
+                raise ValidationError("read=True 是读取；要写下新的认识请只传 content（和 aspect），不要同时传 read")
+            return await book.write(content, aspect, supersedes)
+        if supersedes not in (None, ""):
+            raise ValidationError("supersedes 要和 content 一起用：写下那条要取代它的新认识「我觉得……」")
+        return await book.read(aspect, limit)
+
+    async def latest_self_entries(self, limit: int = 3) -> dict:
+        """The newest current formal self-knowledge entries, for the host's session start.
+
+        Returns ``{"action": "latest_self_entries", "total", "items", "text"}`` (``text`` is empty when there is
+        none, so the host can skip it).
+        """
+        return await SelfKnowledge(self).latest(limit)
+
+
+# Part-2 behaviour rides on the part-1 extension points: the candidates' dream section, the active plans at the very
+# end of dream, and the plan-completion hint after hold/grow. Registration replaces by key, so re-imports are harmless.
+register_dream_section("self_candidates", self_dream_section, order=50)
+register_dream_section("active_plans", plans_dream_section, order=1000)
+register_write_observer("plan_completion", plan_completion_notices)

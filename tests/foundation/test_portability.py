@@ -48,3 +48,24 @@ async def test_export_import_round_trip_keeps_every_field_and_history(tmp_path):
         found = await service.retrieve_memories("大学同学篮球", top_k=1)
         assert found["results"][0]["id"] == person["id"]
         assert (await target.runtime.vectors.count())["live"] == 1  # the soft-deleted one stays unindexed
+
+
+async def test_letters_and_chat_evidence_survive_the_round_trip(tmp_path):
+    from booku_memory.services.companion.service import BookuCompanionService
+    from booku_memory.services.evidence.capture import record_host_message
+
+    export_file = tmp_path / "export.jsonl"
+    async with booku_memory.open(tmp_path / "a", QUIET, embedder=DeterministicTestEmbedder()) as source:
+        companion = BookuCompanionService(source.runtime, side="ai")
+        await companion.letter_write(author="ai", content="写给一年后的你", title="给未来")
+        await record_host_message(source.runtime, message_id="m-1", stream_id="s1", platform="qq",
+                                  chat_type="private", sender_id="1001", sender_name="小明", text="今天去看海了",
+                                  sent_at=1_700_000_000.0, direction="received")
+        await export_jsonl(source.runtime, export_file)
+    async with booku_memory.open(tmp_path / "b", QUIET, embedder=DeterministicTestEmbedder()) as target:
+        first = await import_jsonl(target.runtime, export_file)
+        assert first["letter"] == 1 and first["chat_message"] == 1
+        letters = await BookuCompanionService(target.runtime, side="ai").letter_read()
+        assert "写给一年后的你" in letters["text"]
+        again = await import_jsonl(target.runtime, export_file)
+        assert again["letter"] == 0 and again["chat_message"] == 0
