@@ -7,8 +7,11 @@ registers the plugin class, bridges the host's pydantic config to our ``BookuCon
 * services ``booku_memory`` / ``booku_knowledge``: host ``BaseService`` + our service classes (the host builds a new
   service object on every ``get_service`` call, so they only look up the plugin's running runtime);
 * tools ``memory_command`` / ``temporary_memo``: thin wrappers over ``tools/``, scoped to the caller's chat stream;
+* one tool per companion operation (``breath`` with no required parameter, ``breath_search``, ``hold`` … ``pulse``,
+  plus whatever else ``COMPANION_TOOLS`` lists) and ``recall``, generated from the table in ``tools/llm_tool_specs``;
 * router ``memory_admin``: the dashboard app mounted at ``/booku-memory`` (its own key/session auth);
-* event handlers: flashback, tool-usage warning, per-stream memo reminder, background startup ingest.
+* event handlers: flashback, tool-usage warning, per-stream memo reminder, background startup ingest, and the
+  latest self-knowledge entries at the start of each chat's session.
 
 Nothing here decides what a reminder *says* (``tools/reminders.py`` does) or how memories are stored (services).
 This module deliberately has no ``from __future__ import annotations``: the host builds tool schemas from the
@@ -16,10 +19,11 @@ This module deliberately has no ``from __future__ import annotations``: the host
 """
 
 import dataclasses
+import inspect
 import tomllib
 import typing
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Optional
 
 import pydantic
 
@@ -62,17 +66,22 @@ from .tools import (
     MEMO_REMINDER_NAME,
     REMINDER_NAMES,
     FlashbackPicker,
+    HostParameter,
     ToolUsageTracker,
     active_memory_digest,
     append_extra,
     candidate_filter,
     flashback_block,
+    host_parameters,
     knowledge_guide,
+    llm_tool_specs,
     manual_reminder,
     memory_command_tool_schema,
     render_for_llm,
+    run_host_tool,
     run_memory_command,
     run_temporary_memo,
+    session_self_entries,
     temporary_memo_block,
     temporary_memo_tool_schema,
 )
@@ -308,7 +317,8 @@ class BookuKnowledgeHostService(BaseService, BookuKnowledgeService):
 
 def build_tool_classes(config: BookuConfig) -> list[type[BaseTool]]:
     """The ``memory_command`` and ``temporary_memo`` tool classes, their schema text taken from ``tools/`` for
-    ``config`` (e.g. the memo's maximum expiry), so the host's generated schema says what the tools enforce."""
+    ``config`` (e.g. the memo's maximum expiry), so the host's generated schema says what the tools enforce, followed
+    by one tool per companion operation and ``recall`` (``table_tool_classes``)."""
     command = memory_command_tool_schema(config)
     memo = temporary_memo_tool_schema(config)
     command_help = command["parameters"]["command"]["description"]
@@ -358,7 +368,61 @@ def build_tool_classes(config: BookuConfig) -> list[type[BaseTool]]:
             )
             return bool(result.get("ok")), render_for_llm(result)
 
-    return [MemoryCommandTool, TemporaryMemoTool]
+    return [MemoryCommandTool, TemporaryMemoTool, *table_tool_classes()]
+
+
+def _execute_signature(parameters: list[HostParameter]) -> inspect.Signature:
+    """``execute(self, *, <name>: Annotated[type, description] = default, …)`` for the host's schema builder.
+
+    Keyword-only, so a required parameter may follow optional ones; an optional parameter without a default is
+    ``Optional[...] = None`` (the host leaves ``None`` defaults out of the schema and unwraps ``Optional``).
+    """
+    declared = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    for parameter in parameters:
+        annotation = parameter.annotation
+        if not parameter.required and parameter.default is None:
+            annotation = Optional[annotation]
+        declared.append(inspect.Parameter(
+            parameter.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            default=inspect.Parameter.empty if parameter.required else parameter.default,
+            annotation=Annotated[annotation, parameter.description],
+        ))
+    return inspect.Signature(declared, return_annotation=tuple[bool, str])
+
+
+def table_tool_class(name: str, description: str, parameters: list[HostParameter]) -> type[BaseTool]:
+    """A host tool running the table tool ``name`` for the caller's chat stream (its scope, agent authority, the AI
+    side). The host reads the schema from ``execute``'s signature, which is declared from ``parameters``; the body
+    takes keyword arguments and leaves checking them to ``run_host_tool`` (unknown or missing ones are refused)."""
+
+    async def run(self: BaseTool, **arguments: Any) -> tuple[bool, str]:
+        try:
+            service = await self.plugin.memory_service_for_stream(self.get_current_stream_id() or None)
+        except BookuError as exc:
+            return False, str(exc)
+        return await run_host_tool(service, name, arguments)
+
+    signature = _execute_signature(parameters)
+    run.__signature__ = signature  # type: ignore[attr-defined]
+    run.__annotations__ = {
+        **{p.name: p.annotation for p in signature.parameters.values() if p.name != "self"},
+        "return": signature.return_annotation,
+    }
+
+    class TableTool(BaseTool):
+        __doc__ = f"``{name}``: {description}"
+        tool_name = name
+        tool_description = description
+        execute = run
+
+    TableTool.__name__ = TableTool.__qualname__ = f"Booku_{name}_Tool"
+    return TableTool
+
+
+def table_tool_classes() -> list[type[BaseTool]]:
+    """One host tool per companion operation and ``recall``, in table order (``breath`` needs no argument)."""
+    return [table_tool_class(spec.name, spec.description, host_parameters(spec)) for spec in llm_tool_specs()]
 
 
 # ===================================================================================================================
@@ -476,6 +540,28 @@ class StreamMemoReminderHandler(BaseEventHandler):
         return EventDecision.SUCCESS, params
 
 
+class SessionSelfKnowledgeHandler(BaseEventHandler):
+    """Starts each chat's session with the latest self-knowledge ("I") entries (the seed's SessionStart rule).
+
+    The host has no session event; the first default-chatter user prompt a stream builds after the plugin loaded is
+    its session start here, so the entries are appended to that prompt's ``extra`` once per stream. Nothing happens
+    while the companion service has no ``latest_self_entries`` or there is no formal entry yet.
+    """
+
+    handler_name = "booku_memory_session_self"
+    handler_description = "每个聊天流本次会话的第一次回复提示词里，附上最近 3 条正式自我认知"
+    weight = 14
+    init_subscribe = ["on_prompt_build"]
+
+    async def execute(self, event_name: str, params: dict[str, Any]) -> tuple[EventDecision, dict[str, Any]]:
+        values = _user_prompt_values(params)
+        if values is not None:
+            block = await self.plugin.session_start_text(str(values.get("stream_id") or "").strip())
+            if block:
+                values["extra"] = append_extra(values.get("extra"), block)
+        return EventDecision.SUCCESS, params
+
+
 class StartupIngestHandler(BaseEventHandler):
     """On ``on_start`` runs the knowledge-folder ingest in the background (handlers time out after 5 s)."""
 
@@ -490,6 +576,7 @@ class StartupIngestHandler(BaseEventHandler):
 
 
 EVENT_HANDLERS: tuple[type[BaseEventHandler], ...] = (
+    SessionSelfKnowledgeHandler,
     MemoryFlashbackInjector,
     MemoryToolUsageWarningHandler,
     StreamMemoReminderHandler,
@@ -545,6 +632,7 @@ class BookuMemoryPlugin(BasePlugin):
         self.flashback = FlashbackPicker(self.booku_config.flashback)
         self.reminders = _ActorReminders()
         self._components: list[type] | None = None
+        self._started_sessions: set[str] = set()
 
     # ------------------------------------------------------------------------------------------------- components
     def get_components(self) -> list[type]:
@@ -698,6 +786,20 @@ class BookuMemoryPlugin(BasePlugin):
             return ""
         full = await service.read_full_content(memory_ids=[picked["id"]])
         return flashback_block(full["items"][0]) if full["items"] else ""
+
+    # ------------------------------------------------------------------------------------------------ session start
+    async def session_start_text(self, stream_id: str) -> str:
+        """The latest self-knowledge entries for ``stream_id``'s first prompt since load, else ``""`` (every later
+        prompt of that stream, no runtime, no entries). A failure is logged and costs only this block."""
+        runtime = self.running_runtime()
+        if runtime is None or stream_id in self._started_sessions:
+            return ""
+        self._started_sessions.add(stream_id)  # before the await: two builds at once must not both add the block
+        try:
+            return await session_self_entries(await self.memory_service_for_stream(stream_id or None))
+        except Exception as exc:  # a prompt must still be built; the handler would otherwise be cut off by the bus
+            logger.warning(f"读取会话开始的自我认知失败：{type(exc).__name__}: {exc}")
+            return ""
 
     # ---------------------------------------------------------------------------------------------- startup ingest
     def start_startup_ingest(self) -> None:

@@ -20,6 +20,7 @@ Nothing here talks to the service: parse errors are raised before any step of a 
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 import shlex
@@ -269,6 +270,10 @@ def coerce_value(flag: FlagSpec, raw: str, spelling: str | None = None) -> Any:
         raise CommandError(f"{name} 只能是 true 或 false，当前是 {_clip(raw, 20)!r}。")
     if kind is FlagKind.TIME:
         return parse_time(raw, name)
+    if kind is FlagKind.NUMBER:
+        return _coerce_number(flag, name, raw)
+    if kind is FlagKind.JSON:
+        return _coerce_json(flag, name, raw)
     raise CommandError(f"{name} 的类型 {kind} 未知。")
 
 
@@ -327,11 +332,64 @@ def _coerce_int(flag: FlagSpec, name: str, raw: str) -> int:
     return value
 
 
+def _coerce_number(flag: FlagSpec, name: str, raw: str) -> float:
+    text = raw.strip()
+    bounds = _bounds_text(flag)
+    if not _NUMBER.match(text):
+        raise CommandError(f"{name} 必须是数字{bounds}，当前是 {_clip(raw, 20)!r}。")
+    value = float(text)
+    if not math.isfinite(value) or (flag.minimum is not None and value < flag.minimum) or (
+            flag.maximum is not None and value > flag.maximum):
+        raise CommandError(f"{name}={_number_text(value)} 超出范围{bounds}。")
+    return value
+
+
+_JSON_TYPE_WORDS = {"array": "JSON 列表", "object": "JSON 对象", "number": "数字", "string": "带引号的 JSON 字符串",
+                    "integer": "整数", "boolean": "true/false"}
+_JSON_SAMPLES = {"array": '\'["…"]\'', "object": '\'{"键": 值}\''}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    return {dict: "object", list: "array", str: "string"}.get(type(value), "null")
+
+
+def _coerce_json(flag: FlagSpec, name: str, raw: str) -> Any:
+    """A JSON value of one of the flag's ``json_types`` (an integer also counts as a number)."""
+    allowed = flag.json_types or ("array", "object")
+    wanted = "或".join(_JSON_TYPE_WORDS.get(kind, kind) for kind in allowed)
+    sample = next((_JSON_SAMPLES[kind] for kind in allowed if kind in _JSON_SAMPLES), "")
+    hint = f"，如 {name} {sample}（用单引号包住整段 JSON）" if sample else ""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise CommandError(f"{name} 需要{wanted}{hint}；当前不是合法的 JSON：{_clip(raw, 30)!r}。") from None
+    kind = _json_type(value)
+    if kind in allowed or (kind == "integer" and "number" in allowed):
+        if kind in ("integer", "number") and not math.isfinite(value):
+            raise CommandError(f"{name} 必须是有限数字。")
+        return value
+    raise CommandError(f"{name} 需要{wanted}{hint}；当前是{_JSON_TYPE_WORDS.get(kind, kind)}。")
+
+
+def _number_text(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 def _bounds_text(flag: FlagSpec) -> str:
-    if flag.minimum is not None and flag.maximum is not None:
-        return f"（{flag.minimum} 到 {flag.maximum}）"
-    if flag.minimum is not None:
-        return f"（不小于 {flag.minimum}）"
+    low = None if flag.minimum is None else _number_text(flag.minimum)
+    high = None if flag.maximum is None else _number_text(flag.maximum)
+    if low is not None and high is not None:
+        return f"（{low} 到 {high}）"
+    if low is not None:
+        return f"（不小于 {low}）"
+    if high is not None:
+        return f"（不大于 {high}）"
     return ""
 
 

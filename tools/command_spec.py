@@ -7,6 +7,10 @@ ignorant of one that does.
 
 Flag spellings are kept from the reference (``-topn/-top_n/-n``, ``-type/-memory_type``, ``-triple_tags/-triplet`` …)
 because existing prompts and model habits rely on them.
+
+The companion sub-commands (breath … pulse, and whatever else ``COMPANION_TOOLS`` lists) and ``recall`` are not
+written here: ``tool_command_spec`` derives each one from its ``ToolSpec`` in ``llm_tool_specs`` (flag per parameter,
+kind from the JSON type, range, required), so the host tool, the sub-command and the manual share one description.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from ..services.companion.tool_specs import ToolParam, ToolSpec
 from ..services.memory_search import GREP_FIELDS
 from ..services.memory_fields import (
     DISPOSITION_STATUSES,
@@ -22,6 +27,7 @@ from ..services.memory_fields import (
     PROCEDURE_TYPES,
     STATUSES,
 )
+from .llm_tool_specs import is_comma_list, llm_tool_specs, param_choices, param_types
 
 
 class FlagKind(str, Enum):
@@ -36,6 +42,8 @@ class FlagKind(str, Enum):
     INT = "int"  # whole number within [minimum, maximum]
     BOOL = "bool"  # true/false/yes/no/on/off/1/0; a bare flag means true
     TIME = "time"  # Unix seconds or a date such as 2024-05-01 / 2024-05-01 14:30
+    NUMBER = "number"  # a finite decimal number within [minimum, maximum]
+    JSON = "json"  # a JSON value whose type is one of ``json_types`` (lists of objects, quotas …)
 
 
 @dataclass(frozen=True)
@@ -51,8 +59,10 @@ class FlagSpec:
     kind: FlagKind
     help: str
     choices: tuple[str, ...] = ()
-    minimum: int | None = None
-    maximum: int | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    required: bool = False  # only table-derived sub-commands check this generically; the others plan it by hand
+    json_types: tuple[str, ...] = ()  # JSON kind: the accepted JSON types ("array", "object", "number" …)
 
     @property
     def shown(self) -> str:
@@ -72,6 +82,8 @@ class CommandSpec:
     # Only ``help`` takes a bare word (the topic); every other stray word is an error.
     positional: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # The companion/recall tool this sub-command runs (``None`` for the hand-written memory sub-commands).
+    tool: ToolSpec | None = None
 
     def flag_by_name(self, name: str) -> FlagSpec | None:
         """The flag spelled ``name`` (already lower-cased, dashes stripped, ``-`` inside read as ``_``)."""
@@ -145,7 +157,7 @@ TYPED_FIELD_FLAGS: tuple[FlagSpec, ...] = (
 
 # ----- the sub-commands ----------------------------------------------------------------------------------------------
 
-COMMANDS: tuple[CommandSpec, ...] = (
+MEMORY_COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec(
         name="help",
         summary="显示本手册；help <子命令> 只看该子命令的参数",
@@ -290,7 +302,132 @@ COMMANDS: tuple[CommandSpec, ...] = (
     ),
 )
 
-_BY_NAME: dict[str, CommandSpec] = {spelling: spec for spec in COMMANDS for spelling in (spec.name, *spec.aliases)}
+# ----- sub-commands derived from the LLM tool table -------------------------------------------------------------------
+
+# A short manual line and a runnable example for the tools we know; a tool added to the table later gets its first
+# sentence and an example generated from its required parameters instead, so it is never missing from the manual.
+TOOL_SUMMARIES: dict[str, str] = {
+    "breath": "睁眼看看记得什么：核心准则 + 权重最高的记忆，不带参数就行",
+    "breath_search": "按关键词/语义检索陪伴记忆，正文逐字返回",
+    "breath_advanced": "breath 的全参数版：目录、标签、重要度、情绪、日期、token 上限",
+    "hold": "逐字保存一个已决定要长期记住的时刻（不合并；别人的话写成单独一行 @名字：原话）",
+    "grow": "把一段长文逐字拆成 2~6 条事件记忆（也可自己用 -items 拆好）",
+    "trace": "修改一条已有记忆，只改给出的字段（进入历史）",
+    "dream": "回顾最近有变动的记忆（完整正文），用于消化",
+    "anchor": "把记忆设为坐标：不主动浮现但可被检索，最多 24 条",
+    "release": "解除坐标，回到默认浮现",
+    "pulse": "记忆系统状态：各类数量、占用、衰减引擎、每条一行",
+    "plan": "登记承诺/待办：不衰减，只在 dream 末尾出现，用 trace -status 关闭",
+    "letter_write": "写一封永久保存的信，可加时间锁或永久封存",
+    "letter_lock_update": "只改自己写的信的锁",
+    "letter_read": "读信：不带 -q 按时间倒序，带 -q 语义检索；锁着的看不到正文",
+    "feel": "按此刻在想的事找回以前留下的感受，逐字返回",
+    "I": "写下（-content）或读取（-read）自我认知；-promote 升级候选，-supersedes 取代旧条目",
+    "recall": "分类型回忆：按类别配额检索，放进字符上限内的文本块",
+}
+TOOL_EXAMPLES: dict[str, str] = {
+    "breath": "breath",
+    "breath_search": 'breath_search -q "第一次见面" -max_results 5',
+    "breath_advanced": "breath_advanced -catalog -domain 工作",
+    "hold": 'hold -content "她说下个月想去看海" -importance 7 -tags 旅行,约定',
+    "grow": 'grow -content "上午陪她去医院复查，结果一切正常。晚上一起做了番茄炒蛋，她说比上次好吃。"',
+    "trace": "trace -bucket_id mem-1 -resolved 1",
+    "dream": "dream -window_hours 24",
+    "anchor": "anchor -bucket_id mem-1",
+    "release": "release -id mem-1",
+    "pulse": "pulse -include_archive",
+    "plan": 'plan -content "周六陪她去看牙医" -weight 0.8',
+    "letter_write": 'letter_write -author ai -content "给一年后的你：……" -lock_type timed -unlock_date 2027-01-01',
+    "letter_lock_update": "letter_lock_update -letter_id a0102c0f44e2 -lock_type none",
+    "letter_read": "letter_read -author user -limit 3",
+    "feel": 'feel -q "她搬家那天"',
+    "I": 'I -content "我觉得我在意的是被认真对待" -aspect values',
+    "recall": "recall -q \"周末去哪玩\" -quotas '{\"events\": 5, \"preferences\": 3}'",
+}
+# Familiar short spellings (the memory sub-commands use -q and -id); added only where no parameter has that name.
+PARAM_ALIASES: dict[str, tuple[str, ...]] = {"query": ("q",), "bucket_id": ("id",)}
+_LINE_SUFFIXES = ("_id", "_bucket")
+_SAMPLE_VALUES = {"integer": "1", "number": "0.5", "boolean": "true", "array": "'[]'", "object": "'{}'"}
+
+
+def flag_kind(param: ToolParam) -> FlagKind:
+    """How a table parameter is written on the command line.
+
+    Text stays verbatim (bodies, queries, titles: never trimmed); ids and dates are trimmed; ``domain``/``tags`` are
+    comma lists; 0/1 integers (trace's switches) are booleans so ``-resolved`` alone means 1; arrays of objects,
+    objects and number-or-object values are JSON.
+    """
+    kinds = param_types(param)
+    if is_comma_list(param):
+        return FlagKind.LIST
+    if "object" in kinds or "array" in kinds:
+        return FlagKind.JSON
+    kind = kinds[0]
+    if kind == "boolean" or (kind == "integer" and param.minimum == 0 and param.maximum == 1):
+        return FlagKind.BOOL
+    if kind == "integer":
+        return FlagKind.INT
+    if kind == "number":
+        return FlagKind.NUMBER
+    if param_choices(param):
+        return FlagKind.WORD
+    if param.name.endswith(_LINE_SUFFIXES) or param.name.startswith("date_"):
+        return FlagKind.LINE
+    return FlagKind.TEXT
+
+
+def _flag_from_param(param: ToolParam, taken: set[str]) -> FlagSpec:
+    aliases = tuple(alias for alias in PARAM_ALIASES.get(param.name, ()) if alias not in taken)
+    kind = flag_kind(param)
+    return FlagSpec(
+        key=param.name,
+        names=(param.name.lower(), *aliases),
+        kind=kind,
+        help=param.description,
+        choices=param_choices(param),
+        minimum=param.minimum if kind in (FlagKind.INT, FlagKind.NUMBER) else None,
+        maximum=param.maximum if kind in (FlagKind.INT, FlagKind.NUMBER) else None,
+        required=param.required,
+        json_types=param_types(param) if kind is FlagKind.JSON else (),
+    )
+
+
+def _generated_example(spec: ToolSpec) -> str:
+    parts = [spec.name]
+    for param in spec.params:
+        if param.required:
+            kind = param_types(param)[0]
+            sample = "mem-1" if param.name.endswith(_LINE_SUFFIXES) else _SAMPLE_VALUES.get(kind, "示例")
+            parts.append(f"-{param.name.lower()} {sample}")
+    return " ".join(parts)
+
+
+def _first_sentence(text: str, limit: int = 60) -> str:
+    sentence = text.split("。")[0].strip()
+    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
+
+
+def tool_command_spec(spec: ToolSpec) -> CommandSpec:
+    """The ``memory_command`` sub-command running ``spec`` (flags = its parameters, same names)."""
+    taken = {param.name.lower() for param in spec.params}
+    return CommandSpec(
+        name=spec.name,
+        summary=TOOL_SUMMARIES.get(spec.name) or _first_sentence(spec.description),
+        example=TOOL_EXAMPLES.get(spec.name) or _generated_example(spec),
+        flags=tuple(_flag_from_param(param, taken) for param in spec.params),
+        tool=spec,
+    )
+
+
+TOOL_COMMANDS: tuple[CommandSpec, ...] = tuple(tool_command_spec(spec) for spec in llm_tool_specs())
+"""The companion sub-commands and recall, in table order."""
+COMMANDS: tuple[CommandSpec, ...] = (*MEMORY_COMMANDS, *TOOL_COMMANDS)
+"""Every sub-command in manual order: the hand-written memory ones (help … revert), then the table-derived ones."""
+
+# Looked up case-insensitively (``I`` is a valid sub-command name too).
+_BY_NAME: dict[str, CommandSpec] = {
+    spelling.lower(): spec for spec in COMMANDS for spelling in (spec.name, *spec.aliases)
+}
 
 
 def command_by_name(name: str) -> CommandSpec | None:
@@ -304,8 +441,8 @@ def command_names() -> list[str]:
 
 
 def all_command_spellings() -> list[str]:
-    """Every name the parser accepts as a sub-command, aliases included."""
-    return list(_BY_NAME)
+    """Every name the parser accepts as a sub-command, aliases included, spelled as the manual shows them."""
+    return [spelling for spec in COMMANDS for spelling in (spec.name, *spec.aliases)]
 
 
 __all__ = [
@@ -315,8 +452,12 @@ __all__ = [
     "FlagSpec",
     "MAX_BATCH_IDS",
     "MAX_READ_IDS",
+    "MEMORY_COMMANDS",
     "TAG_KEYS",
+    "TOOL_COMMANDS",
     "all_command_spellings",
     "command_by_name",
     "command_names",
+    "flag_kind",
+    "tool_command_spec",
 ]

@@ -339,9 +339,11 @@ def fit_to_budget(envelope: dict[str, Any], budget: int) -> dict[str, Any]:
 
     Order: cut the longest ``read`` body (keeping at least a little, with the offset to continue from), then drop
     the last item of the longest result list (counting what was left out), and as a last resort replace the details
-    with a one-line summary per step. The manual returned by ``help`` is a fixed, bounded text and does not count.
+    with a one-line summary per step. Two texts do not count: the manual returned by ``help`` (fixed and bounded),
+    and a companion result's ``text`` (verbatim memories the companion service already fitted to its own token
+    limit by leaving whole memories out; cutting or summarising it here would break its never-truncate rule).
     """
-    limit = budget + _help_allowance(envelope)
+    limit = budget + exempt_chars(envelope)
     while rendered_len(envelope) > limit:
         overflow = rendered_len(envelope) - limit
         if _cut_longest_content(envelope, overflow):
@@ -370,13 +372,21 @@ _MORE_HINTS = {
     "read": "可分几次 read",
     "history": "可用 -n 只看最近几版",
     "temporary_memo": "可取消不再需要的便签",
+    "recall": "可用 -quotas 减少每类条数，或用 read 读具体记忆",
 }
+VERBATIM_TEXT_KEY = "text"
+"""Key of a companion result's verbatim text (see ``fit_to_budget``); no other result has it at the top level."""
 
 
-def _help_allowance(envelope: dict[str, Any]) -> int:
-    return sum(
-        rendered_len(result["content"]) for result in _results(envelope) if result.get("action") == "help"
-    )
+def exempt_chars(envelope: dict[str, Any]) -> int:
+    """Characters of an answer the budget does not count: ``help`` manuals and companion results' verbatim text."""
+    total = 0
+    for result in _results(envelope):
+        if result.get("action") == "help":
+            total += rendered_len(result["content"])
+        elif isinstance(result.get(VERBATIM_TEXT_KEY), str):
+            total += rendered_len(result[VERBATIM_TEXT_KEY])
+    return total
 
 
 def _cut_longest_content(envelope: dict[str, Any], overflow: int) -> bool:
@@ -453,7 +463,9 @@ def _summary_envelope(envelope: dict[str, Any], limit: int) -> dict[str, Any]:
 
 
 __all__ = [
+    "VERBATIM_TEXT_KEY",
     "compact_item",
+    "exempt_chars",
     "format_archive",
     "format_create",
     "format_delete",

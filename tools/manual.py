@@ -2,8 +2,9 @@
 
 Generated from ``command_spec.COMMANDS`` and the ``temporary_memo`` parameter table, so it can never drift from
 what the parser accepts (a test checks that every sub-command and every flag spelling appears). It stays short:
-flags shared by several sub-commands (the tag triplet, the type-specific fields) are explained once, and
-``help <子命令>`` gives the full flag list of one sub-command.
+flags shared by several sub-commands (the tag triplet, the type-specific fields) are explained once, the companion
+and recall sub-commands list only their flag names (their meaning is the same-named tool's parameter description,
+shown by ``help <子命令>``), and ``help <子命令>`` gives the full flag list of one sub-command.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from ..services.errors import ValidationError
 from .command_spec import (
     COMMANDS,
     IDS_FLAG,
+    MEMORY_COMMANDS,
     SINGLE_ID_FLAG,
     STATUS_FLAG,
     TAG_FLAGS,
+    TOOL_COMMANDS,
     TYPE_FLAG,
     TYPED_FIELD_FLAGS,
     CommandSpec,
@@ -23,6 +26,7 @@ from .command_spec import (
     FlagSpec,
     command_by_name,
 )
+from .llm_tool_specs import param_types
 from .temporary_memo import DEFAULT_EXPIRE_HOURS, MEMO_ACTIONS
 
 _SHARED_GROUPS: tuple[tuple[str, tuple[FlagSpec, ...]], ...] = (
@@ -39,10 +43,10 @@ def build_manual(config: BookuConfig | None = None) -> str:
     cfg = config or BookuConfig()
     type_choices = TYPE_FLAG.choices
     status_choices = STATUS_FLAG.choices
-    single_id_commands = "/".join(spec.name for spec in COMMANDS if SINGLE_ID_FLAG in spec.flags)
+    single_id_commands = "/".join(spec.name for spec in MEMORY_COMMANDS if SINGLE_ID_FLAG in spec.flags)
     lines = [
         "# Booku 记忆工具手册",
-        "两个工具：memory_command 管长期记忆（检索、读、写、改、删、归档、历史）；"
+        "memory_command 管长期记忆（检索、读、写、改、删、归档、历史），也能执行陪伴记忆与分类型回忆（见文末）；"
         "temporary_memo 是短期便签，到期自动消失，只在当前聊天提醒。长期有用的事实用 create 记下，不要用便签代替。",
         "",
         "## 写法",
@@ -66,8 +70,9 @@ def build_manual(config: BookuConfig | None = None) -> str:
         "",
         "## 子命令",
     ]
-    for spec in COMMANDS:
+    for spec in MEMORY_COMMANDS:
         lines.extend(_command_block(spec, cfg))
+    lines.extend(_tool_commands_section())
     lines.extend([
         "",
         "## temporary_memo（便签）",
@@ -93,12 +98,38 @@ def build_command_help(name: str, config: BookuConfig | None = None) -> str:
     lines = [f"# {spec.name}" + (f"（别名 {'/'.join(spec.aliases)}）" if spec.aliases else ""), spec.summary + "。"]
     if spec.flags:
         lines.append("参数：")
-        lines.extend(f"- {_describe(flag, cfg)}" for flag in spec.flags)
+        lines.extend(f"- {_describe(flag, cfg)}" + ("（必填）" if flag.required else "") for flag in spec.flags)
     else:
         lines.append("没有参数。")
     lines.extend(f"注意：{note}。" for note in spec.notes)
     lines.append(f"例：{spec.example}")
     return "\n".join(lines) + "\n"
+
+
+def _tool_commands_section() -> list[str]:
+    """The companion and recall sub-commands: one summary, the flag names (``*`` = required), one example each."""
+    json_flags = sorted({flag.shown for spec in TOOL_COMMANDS for flag in spec.flags if flag.kind is FlagKind.JSON})
+    switches = sorted({flag.shown for spec in TOOL_COMMANDS for flag in spec.flags if _is_switch(spec, flag)})
+    lines = [
+        "",
+        "## 陪伴记忆与分类型回忆（也是同名独立工具，参数相同）",
+        "- 带 * 的参数必填；help <子命令> 看每个参数的说明。-domain/-tags 用逗号分隔；"
+        + "、".join(json_flags) + " 写 JSON 并用单引号包住，如 -quotes '[\"原话\"]'"
+        + ("；" + "、".join(switches) + " 单写即 1，也可写 0" if switches else "") + "。",
+        "- 陪伴子命令逐字返回记忆正文，不受输出长度上限截断（放不下的整条省略并说明）；recall 的文本块会缩到输出上限以内。",
+    ]
+    for spec in TOOL_COMMANDS:
+        flags = " ".join(flag.shown + ("*" if flag.required else "") for flag in spec.flags)
+        lines.append(f"### {spec.name}：{spec.summary}" + (f"。参数：{flags}" if flags else "。无参数"))
+        lines.append(f"例：{spec.example}")
+    return lines
+
+
+def _is_switch(spec: CommandSpec, flag: FlagSpec) -> bool:
+    """A 0/1 integer parameter written as a boolean flag (trace's -resolved, -pinned …)."""
+    if flag.kind is not FlagKind.BOOL or spec.tool is None:
+        return False
+    return any(param.name == flag.key and "integer" in param_types(param) for param in spec.tool.params)
 
 
 def _command_block(spec: CommandSpec, cfg: BookuConfig) -> list[str]:

@@ -26,7 +26,16 @@ from ..services.errors import BookuError
 from ..services.logic.tags import normalise_tags, parse_triple_tags
 from ..services.memory_fields import checked_person_id
 from .command_lexer import CommandError, ParsedCommand, parse_segment, split_chain
-from .command_spec import COMMANDS, MAX_BATCH_IDS, MAX_READ_IDS, TAG_KEYS, TYPED_FIELD_FLAGS
+from .command_spec import (
+    MAX_BATCH_IDS,
+    MAX_READ_IDS,
+    MEMORY_COMMANDS,
+    TAG_KEYS,
+    TOOL_COMMANDS,
+    TYPED_FIELD_FLAGS,
+    CommandSpec,
+)
+from .companion_commands import plan_tool_command
 from .formatting import (
     COMMAND_ECHO_CHARS,
     fit_to_budget,
@@ -109,20 +118,24 @@ def parameter_descriptions() -> dict[str, str]:
 
 def tool_description() -> str:
     """The tool description the model sees: what it is for, every sub-command, and when to use it."""
-    names = "、".join(spec.name for spec in COMMANDS)
+    names = "、".join(spec.name for spec in MEMORY_COMMANDS)
+    companion = "、".join(spec.name for spec in TOOL_COMMANDS)
     return (
         "长期记忆工具（命令行风格）。子命令：" + names + "。"
         "聊到人、事、偏好、约定时先 search 看看记得什么；得到新的、以后还用得上的信息就 create 记下；"
         "信息变了用 update，过时的 archive 或 delete（可 restore）。三组标签（核心|扩散|对立）是检索的关键。"
+        "陪伴记忆与分类型回忆的子命令（参数与同名工具相同）：" + companion + "。"
         "不确定写法先执行 help。"
     )
 
 
-def tool_schema() -> dict[str, Any]:
+def tool_schema(config: BookuConfig | None = None) -> dict[str, Any]:
     """The host-facing schema of ``memory_command``.
 
     Shape: ``{"name", "description", "parameters": {"command": {"type": "string", "description"}},
     "required": ["command"]}``; the adapter mirrors it in ``execute(command: Annotated[str, description])``.
+    ``config`` is accepted like ``temporary_memo``'s so the adapter can build both the same way; no text here
+    depends on it.
     """
     return {
         "name": TOOL_NAME,
@@ -146,7 +159,7 @@ async def _run_chain(service: Any, command: str | None, ctx: _Context) -> dict[s
     for index, segment in enumerate(segments, start=1):
         try:
             parsed = parse_segment(segment)
-            runner = _PLANNERS[parsed.spec.name](parsed, ctx)
+            runner = _planner(parsed.spec)(parsed, ctx)
         except BookuError as exc:
             message = one_line(str(exc), ERROR_CHARS)
             summary = message
@@ -484,6 +497,15 @@ def _plan_revert(parsed: ParsedCommand, ctx: _Context) -> Runner:
         return format_revert(await service.revert_memory(memory_id=memory_id, version=version))
 
     return run
+
+
+def _plan_tool(parsed: ParsedCommand, ctx: _Context) -> Runner:
+    return plan_tool_command(parsed, ctx.config)
+
+
+def _planner(spec: CommandSpec) -> Callable[[ParsedCommand, _Context], Runner]:
+    """The hand-written planner of a memory sub-command, or the generic one of a table-derived sub-command."""
+    return _plan_tool if spec.tool is not None else _PLANNERS[spec.name]
 
 
 _PLANNERS: dict[str, Callable[[ParsedCommand, _Context], Runner]] = {

@@ -11,6 +11,7 @@ Usage: ``python neomofox_boot.py '<json args>'`` with ``{"mode": "full"|"bad-con
 """
 
 import asyncio
+import importlib
 import json
 import sys
 import time
@@ -24,6 +25,9 @@ MEMORY_SERVICE = "booku_memory:service:booku_memory"
 KNOWLEDGE_SERVICE = "booku_memory:service:booku_knowledge"
 STREAM_A = "stream-alpha"
 STREAM_B = "stream-beta"
+STREAM_C = "stream-gamma"
+COMPANION_TOOLS = ("breath", "breath_search", "hold", "trace", "dream", "anchor", "release", "pulse", "recall")
+SELF_STATEMENT = "我觉得我在意的是被认真对待。"
 
 result: dict = {"errors": {}}
 
@@ -115,6 +119,11 @@ async def run_full(args: dict) -> None:
     runtime = plugin.runtime if plugin is not None else None
     result["runtime_started"] = bool(runtime is not None and runtime.started)
     result["startup_error"] = getattr(plugin, "startup_error", None)
+    # A host-task embedder learns its dimension from a first call, which the runtime makes in the background so
+    # plugin loading never waits for the model; give that probe a moment before using the memory service.
+    deadline = time.monotonic() + 60
+    while runtime is not None and not runtime.embedding_available() and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
     result["degraded_reason"] = runtime.degraded_reason() if runtime is not None else None
     result["embedder_model"] = runtime.vectors.model_id if runtime is not None else None
 
@@ -186,7 +195,10 @@ async def run_full(args: dict) -> None:
     async def schemas():
         command_cls = registry.get("booku_memory:tool:memory_command")
         memo_cls = registry.get("booku_memory:tool:temporary_memo")
-        return {"memory_command": command_cls.to_schema(), "temporary_memo": memo_cls.to_schema()}
+        schemas = {"memory_command": command_cls.to_schema(), "temporary_memo": memo_cls.to_schema()}
+        for name in COMPANION_TOOLS:
+            schemas[name] = registry.get(f"booku_memory:tool:{name}").to_schema()
+        return schemas
 
     await step("schemas", schemas)
 
@@ -262,6 +274,47 @@ async def run_full(args: dict) -> None:
                 "memories": memories.status_code, "memories_body": memories.text[:2000], "docs": docs.status_code}
 
     await step("http", http_checks)
+
+    async def companion_tools():
+        from src.core.managers.tool_manager.tool_use import get_tool_use
+
+        hold = registry.get("booku_memory:tool:hold")(plugin)
+        hold._bind_runtime_context(stream_id=STREAM_A)
+        hold_ok, hold_text = await hold.execute(content="Alice 说她下个月想去看海。", importance=7, domain="旅行")
+        # breath through the host's own dispatcher, with the ``reason`` argument the chatter injects into every call
+        breath_ok, breath_text = await get_tool_use().execute_tool("booku_memory:tool:breath", plugin, None,
+                                                                    reason="睁眼看看记得什么")
+        search = registry.get("booku_memory:tool:breath_search")(plugin)
+        search._bind_runtime_context(stream_id=STREAM_A)
+        search_ok, search_text = await search.execute(query="看海", max_results=3)
+        missing_ok, missing_text = await search.execute()
+        recall = registry.get("booku_memory:tool:recall")(plugin)
+        recall._bind_runtime_context(stream_id=STREAM_A)
+        recall_ok, recall_text = await recall.execute(query="Alice 喜欢喝什么")
+        return {"hold_ok": hold_ok, "hold_text": hold_text, "breath_ok": breath_ok, "breath_text": breath_text,
+                "search_ok": search_ok, "search_text": search_text, "missing_ok": missing_ok,
+                "missing_text": missing_text, "recall_ok": recall_ok, "recall": json.loads(recall_text)}
+
+    await step("companion_tools", companion_tools)
+
+    async def session_self():
+        package = type(plugin).__module__.rsplit(".", 1)[0]
+        companion_cls = importlib.import_module(package + ".services.companion.service").BookuCompanionService
+        if not hasattr(companion_cls, "latest_self_entries"):
+            return {"supported": False}
+        service = await plugin.memory_service_for_stream(STREAM_C)
+        ai = companion_cls(service.runtime, service.scope, side="ai")
+        candidate = await ai.self_knowledge(content=SELF_STATEMENT, aspect="values")
+        for day in (1, 2, 3):  # witnessed by dreams on three different dates, then promoted
+            moment = time.mktime((2031, 3, day, 21, 0, 0, 0, 0, -1))
+            await companion_cls(service.runtime, service.scope, side="ai", clock=lambda m=moment: m).dream()
+        await ai.self_knowledge(promote=candidate["id"])
+        _, first = await bus.publish("on_prompt_build", prompt_params(STREAM_C))
+        _, second = await bus.publish("on_prompt_build", prompt_params(STREAM_C))
+        return {"supported": True, "first_extra": first["values"]["extra"],
+                "second_extra": second["values"]["extra"]}
+
+    await step("session_self", session_self)
 
     async def unload():
         ok = await get_plugin_manager().unload_plugin(PLUGIN)

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from booku_memory.manifest_tools import PACKAGE_DIR, component_signatures
+from booku_memory.services.companion.tool_specs import spec_by_name
 
 BOOT_SCRIPT = Path(__file__).with_name("neomofox_boot.py")
 RESULT_MARKER = "BOOKU_HOST_RESULT "
@@ -237,6 +238,48 @@ def test_tool_schemas_and_execution(booted: dict) -> None:
     assert tools["bad_ok"] is False and "-nope" in tools["bad_text"]
     assert "Traceback" not in tools["bad_text"]
     assert tools["memo_ok"] is True
+
+
+def test_companion_tools_from_the_table(booted: dict) -> None:
+    _no_errors(booted, "schemas", "companion_tools")
+    breath = booted["schemas"]["breath"]["function"]
+    assert breath["name"] == "tool-breath"
+    assert breath["parameters"]["required"] == []  # the whole point: callable with no argument at all
+    assert set(breath["parameters"]["properties"]) == {"domain", "max_results"}
+    assert breath["description"] == spec_by_name("breath").description
+    for name, prop in breath["parameters"]["properties"].items():
+        assert prop["description"] == next(p.description for p in spec_by_name("breath").params if p.name == name)
+    hold = booted["schemas"]["hold"]["function"]["parameters"]
+    assert hold["required"] == ["content"]
+    assert hold["properties"]["source_ranges"] == {
+        "type": "array", "items": {"type": "array", "items": {"type": "integer"}},
+        "description": next(p.description for p in spec_by_name("hold").params if p.name == "source_ranges")}
+    assert hold["properties"]["pinned"]["type"] == "boolean" and hold["properties"]["pinned"]["default"] is False
+    assert booted["schemas"]["trace"]["function"]["parameters"]["required"] == ["bucket_id"]
+    recall = booted["schemas"]["recall"]["function"]["parameters"]
+    assert recall["required"] == ["query"]
+    assert recall["properties"]["peer_scope"]["enum"] == ["all", "actor"]
+    assert recall["properties"]["max_chars"]["default"] == 6500
+
+    tools = booted["companion_tools"]
+    assert tools["hold_ok"] is True and "已保存记忆" in tools["hold_text"]
+    # breath ran through the host's dispatcher (which strips the injected ``reason``) with no argument of its own.
+    assert tools["breath_ok"] is True and "Alice 说她下个月想去看海。" in tools["breath_text"]
+    assert tools["search_ok"] is True and "Alice 说她下个月想去看海。" in tools["search_text"]
+    assert tools["missing_ok"] is False and "query" in tools["missing_text"]
+    assert tools["recall_ok"] is True and tools["recall"]["action"] == "recall"
+    assert booted["create"]["id"] in {item["id"] for item in tools["recall"]["items"]}
+
+
+def test_session_start_gets_the_latest_self_entries(booted: dict) -> None:
+    _no_errors(booted, "session_self")
+    session = booted["session_self"]
+    if not session["supported"]:
+        pytest.skip("陪伴服务还没有 latest_self_entries")
+    # The block is the latest formal entries under its own heading (the flashback may independently quote the same
+    # memory later, so the heading is what marks the session-start block).
+    assert "【自我认知】" in session["first_extra"] and "我觉得我在意的是被认真对待。" in session["first_extra"]
+    assert "【自我认知】" not in session["second_extra"]  # once per session, not every turn
 
 
 def test_reminders_and_prompt_events(booted: dict) -> None:

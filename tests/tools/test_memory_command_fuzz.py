@@ -58,6 +58,9 @@ def _value_for(flag: FlagSpec, ids: list[str]) -> st.SearchStrategy[str]:
         FlagKind.WORD: st.sampled_from(list(flag.choices) + ["", "Robot"]) if flag.choices else words,
         FlagKind.LINE: st.one_of(words, st.sampled_from(["qq:10001", "bad id"])),
         FlagKind.TEXT: st.one_of(words, st.text(max_size=30), st.sampled_from(["a|b|c", "a||c", "核心|扩散|对立"])),
+        FlagKind.NUMBER: st.sampled_from(["0.5", "1", "0", "-1", "2.5", "abc", "1e309", "9" * 400]),
+        FlagKind.JSON: st.sampled_from(['[]', '["原话"]', '[{"text": "原话", "speaker": "小王"}]', '{"events": 2}',
+                                        '0.2', '[[1, 1]]', '{bad', '"x"', '{"nope": 1}', '[' * 50]),
     }
     return st.one_of(by_kind[flag.kind], by_kind[flag.kind], st.sampled_from(HOSTILE_PIECES))
 
