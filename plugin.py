@@ -19,6 +19,8 @@ This module deliberately has no ``from __future__ import annotations``: the host
 """
 
 import dataclasses
+import time
+import uuid
 import inspect
 import tomllib
 import typing
@@ -56,6 +58,7 @@ from .services.embedding.factory import build_embedder
 from .services.errors import BookuError, ConfigError, EmbeddingUnavailableError
 from .services.knowledge_service import BookuKnowledgeService
 from .services.memory_service import BookuMemoryService
+from .services.evidence.capture import record_host_message
 from .services.runtime import BookuRuntime
 from .services.scope import Scope
 from .services.scoping import scope_for_chat
@@ -238,6 +241,29 @@ def settings_from_host_config(config: Any) -> tuple[BookuConfig, Path]:
 # ===================================================================================================================
 # Embeddings through the host's embedding task
 # ===================================================================================================================
+
+
+def host_chat_fn(config: BookuConfig):
+    """The dreaming stages' light chat model: the host's ``[dreaming] host_task`` model set (None for other providers).
+
+    Returns an async ``messages -> text`` function; the evidence package wraps it in its ChatModel interface and
+    reports "unavailable" (never silently skipping) when the host has no such task.
+    """
+    if config.dreaming.chat_provider != "host":
+        return None
+    from src.kernel.llm import ROLE, LLMPayload, Text
+
+    task = config.dreaming.host_task
+
+    async def complete(messages: list[dict[str, str]]) -> str:
+        request = llm_api.create_llm_request(llm_api.get_model_set_by_task(task), request_name="booku_dreaming")
+        for message in messages:
+            role = ROLE.SYSTEM if message.get("role") == "system" else ROLE.USER
+            request.add_payload(LLMPayload(role, Text(message.get("content", ""))))
+        response = await request.send(stream=False)
+        return str(await response or "")
+
+    return complete
 
 
 def host_embedder(config: BookuConfig) -> Embedder | None:
@@ -562,6 +588,42 @@ class SessionSelfKnowledgeHandler(BaseEventHandler):
         return EventDecision.SUCCESS, params
 
 
+class ChatEvidenceHandler(BaseEventHandler):
+    """Records received and sent chat messages into the immutable, scoped chat log (``[evidence]``).
+
+    The text is stored as evidence for recall and dreaming, never as an instruction; vectors are computed in the
+    background so the handler stays far inside the host's 5 s budget. It never changes the event parameters.
+    """
+
+    handler_name = "booku_memory_chat_evidence"
+    handler_description = "把收到和发出的聊天消息记入不可修改的聊天证据日志"
+    weight = 1
+    init_subscribe = [EventType.ON_MESSAGE_RECEIVED, EventType.ON_MESSAGE_SENT]
+
+    async def execute(self, event_name: str, params: dict[str, Any]) -> tuple[EventDecision, dict[str, Any]]:
+        runtime = self.plugin.running_runtime()
+        message = params.get("message")
+        config = self.plugin.booku_config.evidence
+        sent = str(event_name) == EventType.ON_MESSAGE_SENT.value or event_name == EventType.ON_MESSAGE_SENT
+        if runtime is None or message is None or not config.enabled or (sent and not config.record_sent):
+            return EventDecision.SUCCESS, params
+        text = str(getattr(message, "processed_plain_text", "") or getattr(message, "content", "") or "")
+        message_id = str(getattr(message, "message_id", "") or "") or f"sent-{uuid.uuid4().hex}"
+        try:
+            await record_host_message(
+                runtime, message_id=message_id, stream_id=str(getattr(message, "stream_id", "") or ""),
+                platform=str(getattr(message, "platform", "") or ""),
+                chat_type=str(getattr(message, "chat_type", "") or ""),
+                sender_id=str(getattr(message, "sender_id", "") or ""),
+                sender_name=str(getattr(message, "sender_name", "") or ""), text=text,
+                sent_at=float(getattr(message, "time", 0) or time.time()),
+                direction="sent" if sent else "received",
+            )
+        except BookuError as exc:
+            logger.warning(f"聊天证据未记录：{exc}")
+        return EventDecision.SUCCESS, params
+
+
 class StartupIngestHandler(BaseEventHandler):
     """On ``on_start`` runs the knowledge-folder ingest in the background (handlers time out after 5 s)."""
 
@@ -576,6 +638,7 @@ class StartupIngestHandler(BaseEventHandler):
 
 
 EVENT_HANDLERS: tuple[type[BaseEventHandler], ...] = (
+    ChatEvidenceHandler,
     SessionSelfKnowledgeHandler,
     MemoryFlashbackInjector,
     MemoryToolUsageWarningHandler,
@@ -685,7 +748,8 @@ class BookuMemoryPlugin(BasePlugin):
         """Open the runtime (SQLite, vector index, embedder) and publish the reminders."""
         if not self.booku_config.plugin.enabled:
             return
-        runtime = BookuRuntime(self.booku_config, self.data_dir, embedder=host_embedder(self.booku_config))
+        runtime = BookuRuntime(self.booku_config, self.data_dir, embedder=host_embedder(self.booku_config),
+                               host_chat_fn=host_chat_fn(self.booku_config))
         try:
             await runtime.start()
         except Exception as exc:
