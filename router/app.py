@@ -27,6 +27,7 @@ from ..services.errors import (
 )
 from .api import router as api_router
 from .auth import CsrfRejected, DashboardAuth, LoginRequired
+from .companion_pages import router as companion_router
 from .deps import DashboardRuntime
 from .pages import public_router, router as pages_router
 from .review import router as review_router
@@ -196,6 +197,7 @@ def create_dashboard_app(
     app.include_router(api_router)
     app.include_router(pages_router)
     app.include_router(review_router)
+    app.include_router(companion_router)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
 
     if settings.allowed_origins:

