@@ -8,5 +8,7 @@ if ! command -v chromium >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi wen
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null
 fi
-cd "$ROOT"
+# Run from tests/ (settings in tests/pytest.ini): the repository root is the package itself and must not be
+# collected as a test package under whatever name the checkout folder has.
+cd "$ROOT/tests"
 exec "$ROOT/.venv/bin/python" -m pytest "$@"
