@@ -11,4 +11,4 @@ fi
 # Run from tests/ (settings in tests/pytest.ini): the repository root is the package itself and must not be
 # collected as a test package under whatever name the checkout folder has.
 cd "$ROOT/tests"
-exec "$ROOT/.venv/bin/python" -m pytest "$@"
+exec "$ROOT/.venv/bin/pytest" "$@"
