@@ -6,11 +6,10 @@ with ``human`` authority over every store), and rotating one must not log the ot
 
 from __future__ import annotations
 
-import hmac
 import os
-import secrets
 from pathlib import Path
 
+from ..services.secret_files import ensure_secret_file, secrets_equal
 from .settings import TOKEN_FILE_NAME, McpSettings
 
 
@@ -38,21 +37,9 @@ def ensure_token(data_dir: str | Path, settings: McpSettings) -> str:
     token = configured_token(settings)
     if token:
         return token
-    path = token_path(data_dir)
-    if path.exists():
-        stored = path.read_text(encoding="utf-8").strip()
-        if stored:
-            os.chmod(path, 0o600)
-            return stored
-    path.parent.mkdir(parents=True, exist_ok=True)
-    generated = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(generated + "\n")
-    os.chmod(path, 0o600)  # O_CREAT's mode is ignored for an existing (empty) file
-    return generated
+    return ensure_secret_file(token_path(data_dir))
 
 
 def tokens_equal(given: str, expected: str) -> bool:
-    """Constant-time comparison (a plain ``==`` leaks the length of the matching prefix through timing)."""
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+    """Constant-time comparison of two secrets."""
+    return secrets_equal(given, expected)

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Literal
 
 from fastapi import HTTPException, Request
 
+from ..services.secret_files import ensure_secret_file, secrets_equal
+
 if TYPE_CHECKING:
     from ..config.schema import BookuConfig
 
@@ -59,24 +61,12 @@ def ensure_api_key(data_dir: str | Path, config: BookuConfig) -> str:
     key = configured_api_key(config)
     if key:
         return key
-    path = Path(data_dir) / API_KEY_FILE_NAME
-    if path.exists():
-        stored = path.read_text(encoding="utf-8").strip()
-        if stored:
-            os.chmod(path, 0o600)
-            return stored
-    path.parent.mkdir(parents=True, exist_ok=True)
-    generated = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(generated + "\n")
-    os.chmod(path, 0o600)  # O_CREAT's mode is ignored for an existing (empty) file
-    return generated
+    return ensure_secret_file(Path(data_dir) / API_KEY_FILE_NAME)
 
 
 def keys_equal(given: str, expected: str) -> bool:
-    """Constant-time comparison of two secrets (a plain ``==`` leaks the matching prefix length through timing)."""
-    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+    """Constant-time comparison of two secrets."""
+    return secrets_equal(given, expected)
 
 
 def _b64encode(raw: bytes) -> str:

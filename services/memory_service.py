@@ -57,6 +57,11 @@ class BookuMemoryService:
     def _folder(self, folder_id: Any) -> str:
         return normalise_folder_id(folder_id, self.runtime.config.storage.default_folder_id)
 
+    def _draft(self, fields: dict[str, Any], *, require_triplet: bool):
+        """Validate a write request given as the keyword arguments of upsert_memory / create_memory."""
+        return build_draft(default_folder=self.runtime.config.storage.default_folder_id,
+                           require_triplet=require_triplet, **fields)
+
     def _top(self, name: str, value: Any, default: int) -> int:
         return checked_limit(name, value, default=default, maximum=self.runtime.config.retrieval.max_top_k)
 
@@ -76,17 +81,9 @@ class BookuMemoryService:
         Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``degraded``).
         A merge keeps both texts and the previous version stays in the history.
         """
-        draft = build_draft(
-            content, title=title, bucket=bucket, folder_id=folder_id,
-            default_folder=self.runtime.config.storage.default_folder_id, tags=tags, core_tags=core_tags,
-            diffusion_tags=diffusion_tags, opposing_tags=opposing_tags, memory_type=memory_type, status=status,
-            person_id=person_id, relation_memory_ids=relation_memory_ids, relation_aliases=relation_aliases,
-            event_start_at=event_start_at, event_end_at=event_end_at, related_people=related_people,
-            knowledge_type=knowledge_type, address_or_coord=address_or_coord, place_type=place_type,
-            asset_type=asset_type, disposition_status=disposition_status, procedure_type=procedure_type,
-            source=source, require_triplet=False,
-        )
-        return await self._writer().upsert(draft)
+        fields = dict(locals())  # exactly the documented keywords, passed on unchanged
+        del fields["self"]
+        return await self._writer().upsert(self._draft(fields, require_triplet=False))
 
     async def create_memory(
         self, *, title: str, content: str, folder_id: str | None = None, bucket: str = "emergent",
@@ -103,17 +100,9 @@ class BookuMemoryService:
         Returns ``{"action": "create_memory", "mode", "total": 1, "items": [item], "id"}``. Like the reference it
         goes through the merge check, so ``mode`` may be ``merged`` for a near-identical memory.
         """
-        draft = build_draft(
-            content, title=title, bucket=bucket, folder_id=folder_id,
-            default_folder=self.runtime.config.storage.default_folder_id, tags=tags, core_tags=core_tags,
-            diffusion_tags=diffusion_tags, opposing_tags=opposing_tags, memory_type=memory_type, status=status,
-            person_id=person_id, relation_memory_ids=relation_memory_ids, relation_aliases=relation_aliases,
-            event_start_at=event_start_at, event_end_at=event_end_at, related_people=related_people,
-            knowledge_type=knowledge_type, address_or_coord=address_or_coord, place_type=place_type,
-            asset_type=asset_type, disposition_status=disposition_status, procedure_type=procedure_type,
-            source=source, require_triplet=True,
-        )
-        result = await self._writer().upsert(draft)
+        fields = dict(locals())
+        del fields["self"]
+        result = await self._writer().upsert(self._draft(fields, require_triplet=True))
         response = {"action": "create_memory", "mode": result["mode"], "total": 1, "id": result["id"],
                     "items": [result["item"]]}
         if "degraded" in result:

@@ -1,0 +1,33 @@
+"""Generated secrets kept in the data directory (dashboard API key, MCP bearer token).
+
+A generated secret is written to a file opened with mode 0600 before any byte of it is, so no other local user can
+read it even briefly; later starts reuse it so bookmarks and client configs keep working.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import secrets
+from pathlib import Path
+
+
+def ensure_secret_file(path: Path) -> str:
+    """The secret stored at ``path``, generating and storing a new one when the file is missing or empty."""
+    if path.exists():
+        stored = path.read_text(encoding="utf-8").strip()
+        if stored:
+            os.chmod(path, 0o600)
+            return stored
+    path.parent.mkdir(parents=True, exist_ok=True)
+    generated = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(generated + "\n")
+    os.chmod(path, 0o600)  # O_CREAT's mode is ignored for an existing (empty) file
+    return generated
+
+
+def secrets_equal(given: str, expected: str) -> bool:
+    """Constant-time comparison (a plain ``==`` leaks the length of the matching prefix through timing)."""
+    return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
