@@ -83,6 +83,11 @@ class BookuRuntime:
     async def start(self, *, check_model: bool = True) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         await self.db.open()
+        # A migration that reshapes the keyword index leaves it empty and flags it; refill it once, here, because
+        # its segmentation (jieba) runs in Python, before any search could miss rows.
+        rebuilt = await self.records.rebuild_keyword_index_if_requested()
+        if rebuilt is not None:
+            logger.info("关键词索引已按新结构重建：%d 条记忆", rebuilt)
         inner = self._given_embedder or build_embedder(self.config.embedding, host_request_fn=self._host_embed_fn)
         if inner is not None:
             self.embedder = CachedEmbedder(inner, self.embedding_cache)

@@ -7,6 +7,7 @@ Records travel as plain dicts (column name -> value, JSON lists decoded, plus th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -37,6 +38,13 @@ WRITABLE_COLUMNS = (
 EMBEDDED_COLUMNS = ("title", "content")
 # Changing any of these moves the vector to another partition (tier) or drops it.
 PARTITION_COLUMNS = ("status", "bucket", "is_deleted", "store_key")
+# Changing any of these changes the record's keyword-index row (its text or its store token).
+KEYWORD_INDEX_COLUMNS = (*EMBEDDED_COLUMNS, "store_key")
+# booku_meta key a migration sets when the keyword index must be refilled from the records at the next start
+# (segmentation needs jieba, which SQL cannot run).
+KEYWORD_REBUILD_META_KEY = "keyword_index_rebuild"
+# Columns of booku_memory_fts the query terms search; the ``store`` column only scopes the match.
+TEXT_FTS_COLUMNS = "{title content tags}"
 
 
 @dataclass
@@ -98,6 +106,28 @@ class RecordFilter:
         clauses.extend(self.extra_sql)
         params.extend(self.extra_params)
         return (" AND ".join(clauses) if clauses else "1"), params
+
+
+def store_token(store_key: str) -> str:
+    """The one opaque FTS token that stands for a store in the keyword index's ``store`` column.
+
+    Why a hash: store keys contain ``:`` and user ids, which the unicode61 tokenizer would split into several
+    tokens shared between stores; ``s`` + 16 hex digits is one token, unique per store for any practical count.
+    """
+    return "s" + hashlib.sha1(store_key.encode("utf-8")).hexdigest()[:16]
+
+
+def scoped_fts_query(fts_query: str, store_keys: Sequence[str] | None) -> str:
+    """The MATCH expression of a keyword search: the query terms, limited to the readable stores inside FTS5.
+
+    ``fts_query`` is ``build_fts_query``'s output. Limiting the store inside the index (not only in the outer WHERE)
+    keeps a scoped search's recall when other stores hold most of the matching rows. ``None`` = every store.
+    """
+    terms = f"{TEXT_FTS_COLUMNS} : ({fts_query})"
+    if store_keys is None:
+        return terms
+    tokens = " OR ".join(f'"{store_token(key)}"' for key in dict.fromkeys(store_keys))
+    return f"store : ({tokens}) AND {terms}"
 
 
 def escape_like(text: str) -> str:
@@ -235,18 +265,22 @@ class RecordRepository:
 
     async def keyword_search(self, fts_query: str, flt: RecordFilter, *, limit: int) -> list[tuple[str, float]]:
         """FTS5 route: (memory_id, score) best first; score = -bm25 so that higher is better."""
+        if flt.store_keys is not None and not flt.store_keys:
+            return []
         where, params = flt.where()
         # Rank inside FTS first and join only the best matches: an OR query over common words matches a large
         # share of the rows, and joining and filtering every match before sorting dominated the query at 100k
-        # memories (87 -> 50 ms p50, same top-50). The inner depth is generous so filters rarely starve it.
+        # memories (87 -> 50 ms p50, same top-50). The readable stores are part of the MATCH (``store`` column),
+        # so the inner top rows are all this caller's; the outer WHERE repeats the store filter as a second guard
+        # and applies the other filters. The store column weighs 0, so scores are those of the text columns.
         depth = max(limit * 10, 1000)
         rows = await self.db.fetch_all(
             f"SELECT r.memory_id, hits.rank AS rank FROM ("
-            f"  SELECT rowid, bm25(booku_memory_fts, 3.0, 1.0, 2.0) AS rank FROM booku_memory_fts "
+            f"  SELECT rowid, bm25(booku_memory_fts, 3.0, 1.0, 2.0, 0.0) AS rank FROM booku_memory_fts "
             f"  WHERE booku_memory_fts MATCH ? ORDER BY rank LIMIT ?"
             f") AS hits JOIN booku_memory_records r ON r.rid = hits.rowid "
             f"WHERE {where} ORDER BY hits.rank LIMIT ?",
-            [fts_query, depth, *params, limit],
+            [scoped_fts_query(fts_query, flt.store_keys), depth, *params, limit],
         )
         return [(row["memory_id"], -float(row["rank"])) for row in rows]
 
@@ -370,6 +404,14 @@ class RecordRepository:
         values.setdefault("author", ctx.actor)
         values.setdefault("created_at", now)
         values.setdefault("updated_at", now)
+        stored = await self._insert_row(conn, values, record)
+        await self._write_revision(conn, stored, action, ctx, note, now, before=None)
+        await self.enqueue_vector_sync(conn, stored["memory_id"], stored["store_key"], now=now)
+        return stored
+
+    async def _insert_row(self, conn: aiosqlite.Connection, values: dict[str, Any],
+                          record: dict[str, Any]) -> dict[str, Any]:
+        """Insert the row, its tags and its keyword-index row; returns the stored record."""
         columns = list(values)
         await conn.execute(
             f"INSERT INTO booku_memory_records ({', '.join(columns)}) VALUES ({placeholders(len(columns))})",
@@ -379,8 +421,6 @@ class RecordRepository:
         stored = await self.get(record["memory_id"], include_deleted=True, conn=conn)
         assert stored is not None
         await self._refresh_keyword_row(conn, stored)
-        await self._write_revision(conn, stored, action, ctx, note, now, before=None)
-        await self.enqueue_vector_sync(conn, stored["memory_id"], stored["store_key"], now=now)
         return stored
 
     async def update(
@@ -420,7 +460,8 @@ class RecordRepository:
             await self._replace_tags(conn, memory_id, merged_tags)
         after = await self.get(memory_id, include_deleted=True, conn=conn)
         assert after is not None
-        if any(before.get(c) != after.get(c) for c in (*EMBEDDED_COLUMNS,)) or tag_changes:
+        if any(before.get(c) != after.get(c) for c in KEYWORD_INDEX_COLUMNS) or tag_changes:
+            # A move to another store changes the row's store token, not only its text.
             await self._refresh_keyword_row(conn, after)
         await self._write_revision(conn, after, action, WriteContext.of(actor), note, now, before=before)
         if any(before.get(c) != after.get(c) for c in (*EMBEDDED_COLUMNS, *PARTITION_COLUMNS)):
@@ -476,15 +517,21 @@ class RecordRepository:
                 "INSERT INTO booku_memory_tags (memory_id, tag_type, tag_value, position) VALUES (?, ?, ?, ?)", rows
             )
 
-    async def _refresh_keyword_row(self, conn: aiosqlite.Connection, record: dict[str, Any]) -> None:
+    async def _refresh_keyword_row(self, conn: aiosqlite.Connection, record: dict[str, Any], *,
+                                   replace: bool = True) -> None:
+        """Write the record's keyword row: segmented title, content and tags, plus its store's token.
+
+        ``replace=False`` skips deleting an old row (the full rebuild has emptied the table already).
+        """
         tags = " ".join(
             record.get("tags", []) + record.get("core_tags", []) + record.get("diffusion_tags", [])
         )
-        await conn.execute("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
+        if replace:
+            await conn.execute("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
         await conn.execute(
-            "INSERT INTO booku_memory_fts (rowid, title, content, tags) VALUES (?, ?, ?, ?)",
+            "INSERT INTO booku_memory_fts (rowid, title, content, tags, store) VALUES (?, ?, ?, ?, ?)",
             [record["rid"], segment_for_index(record["title"]), segment_for_index(record["content"]),
-             segment_for_index(tags)],
+             segment_for_index(tags), store_token(record["store_key"])],
         )
 
     async def _write_revision(
@@ -516,16 +563,33 @@ class RecordRepository:
         )
 
     async def rebuild_keyword_index(self, conn: aiosqlite.Connection) -> int:
-        """Recreate every FTS row from the records (derived data; used by reindex)."""
+        """Recreate every FTS row from the records (derived data; used by reindex and after migration 0007).
+
+        Returns the number of rows written.
+        """
         await conn.execute("DELETE FROM booku_memory_fts")
         count = 0
-        async with conn.execute("SELECT memory_id FROM booku_memory_records") as cur:
+        async with conn.execute("SELECT memory_id FROM booku_memory_records ORDER BY rid") as cur:
             ids = [row[0] for row in await cur.fetchall()]
         for start in range(0, len(ids), 500):
             records = await self.get_many(ids[start : start + 500], include_deleted=True, conn=conn)
             for record in records.values():
-                await self._refresh_keyword_row(conn, record)
+                await self._refresh_keyword_row(conn, record, replace=False)
                 count += 1
+        return count
+
+    async def rebuild_keyword_index_if_requested(self) -> int | None:
+        """Refill the keyword index when a migration asked for it (``booku_meta`` flag), then clear the flag.
+
+        Returns the number of rows written, or None when no rebuild was requested. Rows and flag change in one
+        transaction, so an interrupted start simply rebuilds again next time.
+        """
+        flag = await self.db.fetch_value("SELECT value FROM booku_meta WHERE key = ?", [KEYWORD_REBUILD_META_KEY])
+        if flag is None:
+            return None
+        async with self.db.transaction() as conn:
+            count = await self.rebuild_keyword_index(conn)
+            await conn.execute("DELETE FROM booku_meta WHERE key = ?", [KEYWORD_REBUILD_META_KEY])
         return count
 
     # --------------------------------------------------------- portability
@@ -563,15 +627,7 @@ class RecordRepository:
                 return False
         values = {c: record[c] for c in WRITABLE_COLUMNS if c in record}
         values["version"] = int(record.get("version", 1))
-        columns = list(values)
-        await conn.execute(
-            f"INSERT INTO booku_memory_records ({', '.join(columns)}) VALUES ({placeholders(len(columns))})",
-            [_encode(c, values[c]) for c in columns],
-        )
-        await self._replace_tags(conn, record["memory_id"], record)
-        stored = await self.get(record["memory_id"], include_deleted=True, conn=conn)
-        assert stored is not None
-        await self._refresh_keyword_row(conn, stored)
+        stored = await self._insert_row(conn, values, record)
         await conn.executemany(
             "INSERT OR IGNORE INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?)",
