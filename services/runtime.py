@@ -112,6 +112,7 @@ class BookuRuntime:
             await self.sync_vectors()
         if self.config.maintenance.enabled:
             self._maintenance_task = asyncio.create_task(self._maintenance_loop(), name="booku-maintenance")
+            self.spawn(self.vectors.warm_up(), name="booku-vector-warmup")
             # Chat-evidence upkeep and dreaming (stage A/B run only when [dreaming] is enabled).
             from .evidence.scheduler import DreamingScheduler
 

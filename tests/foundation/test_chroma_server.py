@@ -76,3 +76,15 @@ async def test_write_search_delete_restore_archive_on_both_backends(backend_memo
     assert ball["id"] not in {r["id"] for r in (await service.retrieve_memories("篮球", top_k=5))["results"]}
     archived = await service.retrieve_memories("篮球", top_k=5, include_archived=True)
     assert archived["results"][0]["id"] == ball["id"]
+
+
+async def test_warm_up_opens_every_collection(tmp_path):
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=DeterministicTestEmbedder()) as memory:
+        service = memory.get_service(booku_memory.MEMORY_SERVICE)
+        await service.upsert_memory("预热测试的记忆", title="预热")
+        await service.archive_memories([(await service.upsert_memory("另一条记忆", title="归档"))["id"]])
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=DeterministicTestEmbedder()) as memory:
+        vectors = memory.runtime.vectors
+        assert vectors._collections == {}
+        assert await vectors.warm_up() == 2
+        assert len(vectors._collections) == 2
