@@ -92,3 +92,19 @@ async def test_every_service_read_stays_inside_its_owner(two_owners):
         read = await service.read_full_content(memory_ids=sorted(mine))
         assert {i["id"] for i in read["items"]} == mine
         assert all("篡改" not in i["content"] for i in read["items"])
+
+
+async def test_vector_route_alone_stays_inside_its_owner(tmp_path):
+    """Vector-only mode: the partitions a scope may open never hold another owner's vectors."""
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=DeterministicTestEmbedder()) as memory:
+        ids = {}
+        for name, scope in (("alice", ALICE), ("bob", BOB)):
+            service = memory.get_service(booku_memory.MEMORY_SERVICE, scope=scope)
+            ids[name] = (await service.upsert_memory(f"{SHARED_TEXT}（{name}）", title=name))["id"]
+        runtime = memory.runtime
+        query = (await runtime.embed_queries([SHARED_TEXT]))[0]
+        for name, scope, other in (("alice", ALICE, "bob"), ("bob", BOB, "alice")):
+            hits = await runtime.vectors.query(query, store_keys=scope.readable_store_keys,
+                                               tiers=["live", "archive", "knowledge"], limit=50)
+            found = {hit.memory_id for hit in hits}
+            assert ids[name] in found and ids[other] not in found
