@@ -21,7 +21,7 @@ from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
 from .logic.fusion import fuse_routes
 from .logic.segmentation import build_fts_query, keyword_reliability
-from .logic.tags import CandidateTags, TagTriplet, triplet_from_lists
+from .logic.tags import CandidateTags, TagTriplet
 from .memory_fields import record_item
 from .scope import Scope
 from .storage.records import RecordFilter

@@ -7,18 +7,17 @@ host creates one per ``get_service`` call. Writes live in ``memory_writes``, rea
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from .errors import NotFoundError, ValidationError
-from .logic.tags import normalise_tags, triplet_from_lists
+from .logic.tags import triplet_from_lists
 from .logic.text import normalise_folder_id
 from .memory_fields import (
     MEMORY_TYPES, STATUSES, build_draft, checked_content, checked_event_range, checked_ids, checked_limit,
     checked_person_id, checked_title, choose, clean_text_list, finite_timestamp, normalise_bucket, record_item,
     KNOWLEDGE_TYPES, PROCEDURE_TYPES, DISPOSITION_STATUSES,
 )
-from .memory_search import MemorySearch, searchable_filter
+from .memory_search import MemorySearch
 from .memory_writes import MemoryWriter
 from .scope import AUTHORITIES, Scope
 from .storage.records import RecordFilter
