@@ -24,7 +24,7 @@ from .logic.text import compose_embedding_text
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
 from .storage.records import RecordFilter
-from .storage.vector_index import tier_of
+from .storage.vector_index import VectorHit, tier_of
 
 EXACT_DUPLICATE_SIMILARITY = 0.9999
 REVERTIBLE_COLUMNS = (
@@ -137,7 +137,11 @@ class MemoryWriter:
                         "novelty_energy": novelty,
                     }, action="create", actor=self.scope.context)
                     mode = "created"
-            await self.rt.sync_vectors()
+                    if vector is not None:
+                        self.rt.vector_sync.stage(record, vector)
+        # Outside the lock: concurrent writers' vectors go to Chroma in one batch (the drain is serialised and
+        # takes everything queued), while the staged vector already counts for the next writer's merge check.
+        await self.rt.sync_vectors()
         await self.rt.notify_changed(mode, [record["memory_id"]])
         result = {
             "mode": mode,
@@ -156,6 +160,13 @@ class MemoryWriter:
         tier = "knowledge" if draft.bucket == "knowledge" else ("live" if draft.status == "active" else "archive")
         hits = await self.rt.vectors.query(vector, store_keys=[self.scope.writable_store_key], tiers=[tier],
                                            limit=wc.top_n, with_embeddings=True)
+        staged = self.rt.vector_sync.staged_hits(vector, store_key=self.scope.writable_store_key, tier=tier)
+        if staged:
+            staged_ids = {memory_id for memory_id, _, _ in staged}
+            hits = [h for h in hits if h.memory_id not in staged_ids]
+            hits += [VectorHit(memory_id, similarity, tier, embedding) for memory_id, similarity, embedding in staged]
+            hits.sort(key=lambda h: h.similarity, reverse=True)
+            hits = hits[: wc.top_n]
         if not hits:
             return None, 1.0
         records = await self.rt.records.get_many([h.memory_id for h in hits])

@@ -49,6 +49,21 @@ class VectorSync:
         self._embedder = embedder
         self._lock = asyncio.Lock()
         self.last_error = ""
+        # Vectors of freshly written records that are committed in SQLite but not yet in Chroma, keyed by id:
+        # (store_key, tier, text hash, vector). Writers stage them so the next writer's merge check sees them, and
+        # the drain upserts them without asking the embedder again.
+        self.staged: dict[str, tuple[str, str, str, np.ndarray]] = {}
+
+    def stage(self, record: dict[str, Any], vector: np.ndarray) -> None:
+        tier = tier_of(record)
+        if tier is not None:
+            self.staged[record["memory_id"]] = (record["store_key"], tier, text_hash(embedding_text(record)), vector)
+
+    def staged_hits(self, vector: np.ndarray, *, store_key: str, tier: str) -> list[tuple[str, float, np.ndarray]]:
+        """(memory_id, cosine, vector) of staged vectors in one partition, for the merge check."""
+        return [(memory_id, float(np.dot(vector, staged)), staged)
+                for memory_id, (store, staged_tier, _, staged) in list(self.staged.items())
+                if store == store_key and staged_tier == tier]
 
     async def pending_count(self) -> int:
         return int(await self.db.fetch_value("SELECT COUNT(*) FROM booku_vector_outbox", (), 0))
@@ -108,11 +123,20 @@ class VectorSync:
         hashes: dict[str, str] = {}
         if wanted:
             embedder = self._embedder()
+            texts = [embedding_text(record) for record, _ in wanted]
             try:
-                if embedder is None:
-                    raise EmbeddingUnavailableError("未配置嵌入模型")
-                texts = [embedding_text(record) for record, _ in wanted]
-                matrix = await embedder.embed_documents(texts)
+                ready = {}
+                for index, (record, _) in enumerate(wanted):
+                    staged = self.staged.get(record["memory_id"])
+                    if staged is not None and staged[2] == text_hash(texts[index]):
+                        ready[index] = staged[3]
+                missing = [i for i in range(len(wanted)) if i not in ready]
+                if missing:
+                    if embedder is None:
+                        raise EmbeddingUnavailableError("未配置嵌入模型")
+                    fresh = await embedder.embed_documents([texts[i] for i in missing])
+                    ready.update(zip(missing, fresh))
+                matrix = [ready[i] for i in range(len(wanted))]
             except EmbeddingUnavailableError as exc:
                 error = str(exc)
                 logger.warning("向量同步暂缓（%d 条）：%s", len(wanted), error)
@@ -130,6 +154,8 @@ class VectorSync:
                          for i in indexes],
                     )
                 handled |= {record["memory_id"] for record, _ in wanted}
+        for memory_id in handled:
+            self.staged.pop(memory_id, None)
 
         done_ids = [row["outbox_id"] for m in handled for row in by_memory[m]]
         failed_ids = [row["outbox_id"] for m in by_memory if m not in handled for row in by_memory[m]]
