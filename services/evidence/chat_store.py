@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import aiosqlite
 
 from ..logic.segmentation import segment_for_index
-from ..storage.database import Database, placeholders
+from ..storage.database import Database, fetch_rows, in_clause, placeholders
 
 MESSAGE_COLUMNS = ("seq", "entry_id", "message_id", "stream_id", "store_key", "owner_uid", "platform", "chat_type",
                    "direction", "sender_id", "sender_name", "sent_at", "recorded_at", "text", "retracted_at",
@@ -28,30 +28,17 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    """``column IN (...)`` (``0`` for an empty list: nothing matches)."""
-    if not values:
-        return "0", []
-    return f"{column} IN ({placeholders(len(values))})", list(values)
-
-
 class ChatLog:
     """All SQL touching ``booku_chat_messages``, ``booku_chat_fts``, episodes and their keyword index."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def _fetch(self, conn: aiosqlite.Connection | None, sql: str, params: Sequence[Any]) -> list[aiosqlite.Row]:
-        if conn is None:
-            return await self.db.fetch_all(sql, params)
-        async with conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
-
     # -------------------------------------------------------------- messages
     async def insert_message(self, conn: aiosqlite.Connection, row: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Insert one message (and its keyword row). Returns ``(stored row, created)``; a host message id seen
         before in the same stream is not stored twice."""
-        existing = await self._fetch(
+        existing = await fetch_rows(self.db, 
             conn, f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM booku_chat_messages WHERE stream_id = ? AND message_id = ?",
             [row["stream_id"], row["message_id"]],
         )
@@ -67,7 +54,7 @@ class ChatLog:
         seq = cur.lastrowid
         await conn.execute("INSERT INTO booku_chat_fts (rowid, text) VALUES (?, ?)",
                            [seq, segment_for_index(row["text"])])
-        stored = await self._fetch(conn, f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM booku_chat_messages WHERE seq = ?",
+        stored = await fetch_rows(self.db, conn, f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM booku_chat_messages WHERE seq = ?",
                                    [seq])
         return dict(stored[0]), True
 
@@ -78,18 +65,18 @@ class ChatLog:
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start:start + 500]
-            clause, params = _in("entry_id", chunk)
+            clause, params = in_clause("entry_id", chunk)
             if store_keys is not None:
-                store_clause, store_params = _in("store_key", list(store_keys))
+                store_clause, store_params = in_clause("store_key", list(store_keys))
                 clause, params = f"{clause} AND {store_clause}", params + store_params
-            rows = await self._fetch(conn, f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM booku_chat_messages WHERE {clause}",
+            rows = await fetch_rows(self.db, conn, f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM booku_chat_messages WHERE {clause}",
                                      params)
             found.update({row["entry_id"]: dict(row) for row in rows})
         return found
 
     async def message_by_host_id(self, stream_id: str, message_id: str, *, store_keys: Sequence[str]
                                  ) -> dict[str, Any] | None:
-        store_clause, params = _in("store_key", list(store_keys))
+        store_clause, params = in_clause("store_key", list(store_keys))
         rows = await self.db.fetch_all(
             f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM booku_chat_messages WHERE stream_id = ? AND message_id = ? "
             f"AND {store_clause}", [stream_id, message_id, *params])
@@ -98,10 +85,10 @@ class ChatLog:
     @staticmethod
     def _filters(store_keys: Sequence[str], channels: Sequence[str] | None, since: float | None,
                  until: float | None, alias: str = "m", time_column: str = "sent_at") -> tuple[str, list[Any]]:
-        clause, params = _in(f"{alias}.store_key", list(store_keys))
+        clause, params = in_clause(f"{alias}.store_key", list(store_keys))
         clauses = [clause]
         if channels is not None:
-            channel_clause, channel_params = _in(f"{alias}.stream_id", list(channels))
+            channel_clause, channel_params = in_clause(f"{alias}.stream_id", list(channels))
             clauses.append(channel_clause)
             params += channel_params
         if since is not None:
@@ -138,7 +125,7 @@ class ChatLog:
 
     async def channels(self, *, store_keys: Sequence[str]) -> list[dict[str, Any]]:
         """Channels (streams) with messages in the given stores, most recent first."""
-        clause, params = _in("store_key", list(store_keys))
+        clause, params = in_clause("store_key", list(store_keys))
         rows = await self.db.fetch_all(
             f"SELECT store_key, stream_id, platform, chat_type, COUNT(*) AS messages, MAX(sent_at) AS last_at "
             f"FROM booku_chat_messages WHERE {clause} GROUP BY store_key, stream_id ORDER BY last_at DESC", params)
@@ -146,7 +133,7 @@ class ChatLog:
 
     async def counts(self, *, store_keys: Sequence[str] | None = None) -> dict[str, int]:
         """Messages (live / retracted / expired), unprocessed live messages, episodes."""
-        clause, params = ("1", []) if store_keys is None else _in("store_key", list(store_keys))
+        clause, params = ("1", []) if store_keys is None else in_clause("store_key", list(store_keys))
         row = await self.db.fetch_one(
             f"SELECT COUNT(*) AS total, SUM(retraction = 'retracted') AS retracted, SUM(retraction = 'expired') AS expired, "
             f"SUM(retracted_at = 0 AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em "
@@ -186,8 +173,8 @@ class ChatLog:
 
     async def still_unprocessed(self, conn: aiosqlite.Connection, entry_ids: Sequence[str]) -> bool:
         """True when every id is a live message no episode covers (checked inside the committing transaction)."""
-        clause, params = _in("m.entry_id", list(entry_ids))
-        rows = await self._fetch(
+        clause, params = in_clause("m.entry_id", list(entry_ids))
+        rows = await fetch_rows(self.db, 
             conn, f"SELECT COUNT(*) AS n FROM booku_chat_messages m WHERE {clause} AND m.retracted_at = 0 "
                   f"AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em WHERE em.entry_id = m.entry_id)", params)
         return int(rows[0]["n"]) == len(set(entry_ids))
@@ -209,16 +196,16 @@ class ChatLog:
     async def episodes(self, episode_ids: Sequence[str], *, store_keys: Sequence[str] | None,
                        conn: aiosqlite.Connection | None = None) -> dict[str, dict[str, Any]]:
         """Episodes by id with their covered ``entry_ids`` (in message order)."""
-        clause, params = _in("e.episode_id", list(dict.fromkeys(episode_ids)))
+        clause, params = in_clause("e.episode_id", list(dict.fromkeys(episode_ids)))
         if store_keys is not None:
-            store_clause, store_params = _in("e.store_key", list(store_keys))
+            store_clause, store_params = in_clause("e.store_key", list(store_keys))
             clause, params = f"{clause} AND {store_clause}", params + store_params
-        rows = await self._fetch(conn, f"SELECT {', '.join('e.' + c for c in EPISODE_COLUMNS)} FROM booku_episodes e "
+        rows = await fetch_rows(self.db, conn, f"SELECT {', '.join('e.' + c for c in EPISODE_COLUMNS)} FROM booku_episodes e "
                                        f"WHERE {clause}", params)
         found = {row["episode_id"]: {**dict(row), "entry_ids": []} for row in rows}
         if found:
-            link_clause, link_params = _in("em.episode_id", list(found))
-            links = await self._fetch(
+            link_clause, link_params = in_clause("em.episode_id", list(found))
+            links = await fetch_rows(self.db, 
                 conn, f"SELECT em.episode_id, em.entry_id FROM booku_episode_messages em "
                       f"JOIN booku_chat_messages m ON m.entry_id = em.entry_id WHERE {link_clause} "
                       f"ORDER BY m.sent_at, m.seq", link_params)
@@ -266,8 +253,8 @@ class ChatLog:
 
     async def episodes_covering(self, conn: aiosqlite.Connection, entry_ids: Sequence[str]) -> list[dict[str, Any]]:
         """Episodes that cover any of ``entry_ids`` with all the messages each covers."""
-        clause, params = _in("entry_id", list(entry_ids))
-        rows = await self._fetch(conn, f"SELECT DISTINCT episode_id FROM booku_episode_messages WHERE {clause}", params)
+        clause, params = in_clause("entry_id", list(entry_ids))
+        rows = await fetch_rows(self.db, conn, f"SELECT DISTINCT episode_id FROM booku_episode_messages WHERE {clause}", params)
         found = await self.episodes([row["episode_id"] for row in rows], store_keys=None, conn=conn)
         return list(found.values())
 

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import aiosqlite
 
-from ..storage.database import Database, placeholders
+from ..storage.database import Database, fetch_rows, in_clause, placeholders
 
 PROPOSAL_COLUMNS = ("seq", "proposal_id", "store_key", "owner_uid", "kind", "target_memory_id", "fields", "reason",
                     "content_sha256", "status", "authority", "batch_id", "model_id", "created_at", "reviewed_at",
@@ -36,27 +36,15 @@ def _row(row: aiosqlite.Row) -> dict[str, Any]:
     return proposal
 
 
-def _in(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-    if not values:
-        return "0", []
-    return f"{column} IN ({placeholders(len(values))})", list(values)
-
-
 class DreamStore:
     def __init__(self, db: Database) -> None:
         self.db = db
-
-    async def _fetch(self, conn: aiosqlite.Connection | None, sql: str, params: Sequence[Any]) -> list[aiosqlite.Row]:
-        if conn is None:
-            return await self.db.fetch_all(sql, params)
-        async with conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
 
     # ------------------------------------------------------------ marks
     async def marks(self, store_key: str, owner_uid: str, *, conn: aiosqlite.Connection | None = None
                     ) -> tuple[int, int]:
         """Stage B's ``(episode_seq, message_seq)`` high-water marks of one owner (0, 0 before the first run)."""
-        rows = await self._fetch(conn, "SELECT episode_seq, message_seq FROM booku_dreaming_marks "
+        rows = await fetch_rows(self.db, conn, "SELECT episode_seq, message_seq FROM booku_dreaming_marks "
                                        "WHERE store_key = ? AND owner_uid = ?", [store_key, owner_uid])
         return (int(rows[0]["episode_seq"]), int(rows[0]["message_seq"])) if rows else (0, 0)
 
@@ -77,8 +65,8 @@ class DreamStore:
     # -------------------------------------------------------- proposals
     async def known_digests(self, store_key: str, digests: Sequence[str], *, conn: aiosqlite.Connection
                             ) -> set[str]:
-        clause, params = _in("content_sha256", list(digests))
-        rows = await self._fetch(conn, f"SELECT content_sha256 FROM booku_dream_proposals WHERE store_key = ? AND "
+        clause, params = in_clause("content_sha256", list(digests))
+        rows = await fetch_rows(self.db, conn, f"SELECT content_sha256 FROM booku_dream_proposals WHERE store_key = ? AND "
                                        f"{clause}", [store_key, *params])
         return {row["content_sha256"] for row in rows}
 
@@ -97,18 +85,18 @@ class DreamStore:
 
     async def proposals(self, proposal_ids: Sequence[str], *, store_keys: Sequence[str] | None,
                         conn: aiosqlite.Connection | None = None) -> dict[str, dict[str, Any]]:
-        clause, params = _in("proposal_id", list(proposal_ids))
+        clause, params = in_clause("proposal_id", list(proposal_ids))
         if store_keys is not None:
-            store_clause, store_params = _in("store_key", list(store_keys))
+            store_clause, store_params = in_clause("store_key", list(store_keys))
             clause, params = f"{clause} AND {store_clause}", params + store_params
-        rows = await self._fetch(conn, f"SELECT {', '.join(PROPOSAL_COLUMNS)} FROM booku_dream_proposals WHERE {clause}",
+        rows = await fetch_rows(self.db, conn, f"SELECT {', '.join(PROPOSAL_COLUMNS)} FROM booku_dream_proposals WHERE {clause}",
                                  params)
         return {row["proposal_id"]: _row(row) for row in rows}
 
     async def list_proposals(self, *, store_keys: Sequence[str], status: str | None, batch_id: str | None = None,
                              limit: int = 50, offset: int = 0) -> tuple[list[dict[str, Any]], int]:
         """Proposals oldest first for the queue (newest first for decided ones), and how many match."""
-        clause, params = _in("store_key", list(store_keys))
+        clause, params = in_clause("store_key", list(store_keys))
         if status:
             clause += " AND status = ?"
             params.append(status)
@@ -123,7 +111,7 @@ class DreamStore:
         return [_row(row) for row in rows], int(total)
 
     async def status_counts(self, *, store_keys: Sequence[str] | None) -> dict[str, int]:
-        clause, params = ("1", []) if store_keys is None else _in("store_key", list(store_keys))
+        clause, params = ("1", []) if store_keys is None else in_clause("store_key", list(store_keys))
         rows = await self.db.fetch_all(
             f"SELECT status, COUNT(*) AS n FROM booku_dream_proposals WHERE {clause} GROUP BY status", params)
         counts = {status: 0 for status in PROPOSAL_STATUSES}
@@ -133,8 +121,8 @@ class DreamStore:
     async def evidence(self, proposal_ids: Sequence[str], *, conn: aiosqlite.Connection | None = None
                        ) -> dict[str, list[dict[str, str]]]:
         """Evidence rows ``{kind, ref_id, via}`` per proposal."""
-        clause, params = _in("proposal_id", list(proposal_ids))
-        rows = await self._fetch(conn, f"SELECT proposal_id, kind, ref_id, via FROM booku_proposal_evidence "
+        clause, params = in_clause("proposal_id", list(proposal_ids))
+        rows = await fetch_rows(self.db, conn, f"SELECT proposal_id, kind, ref_id, via FROM booku_proposal_evidence "
                                        f"WHERE {clause} ORDER BY proposal_id, kind, ref_id", params)
         found: dict[str, list[dict[str, str]]] = {pid: [] for pid in proposal_ids}
         for row in rows:
@@ -143,8 +131,8 @@ class DreamStore:
         return found
 
     async def proposals_citing(self, conn: aiosqlite.Connection, ref_ids: Sequence[str]) -> list[str]:
-        clause, params = _in("ref_id", list(ref_ids))
-        rows = await self._fetch(conn, f"SELECT DISTINCT proposal_id FROM booku_proposal_evidence WHERE {clause}",
+        clause, params = in_clause("ref_id", list(ref_ids))
+        rows = await fetch_rows(self.db, conn, f"SELECT DISTINCT proposal_id FROM booku_proposal_evidence WHERE {clause}",
                                  params)
         return [row["proposal_id"] for row in rows]
 
@@ -183,8 +171,8 @@ class DreamStore:
             "VALUES (?, ?, ?, ?, ?)", [memory_id, proposal_id, store_key, now, approved_by])
 
     async def provenance_of(self, memory_ids: Sequence[str], *, store_keys: Sequence[str]) -> dict[str, list[str]]:
-        clause, params = _in("memory_id", list(memory_ids))
-        store_clause, store_params = _in("store_key", list(store_keys))
+        clause, params = in_clause("memory_id", list(memory_ids))
+        store_clause, store_params = in_clause("store_key", list(store_keys))
         rows = await self.db.fetch_all(f"SELECT memory_id, proposal_id FROM booku_memory_provenance WHERE {clause} "
                                        f"AND {store_clause} ORDER BY approved_at", [*params, *store_params])
         found: dict[str, list[str]] = {}
@@ -202,13 +190,13 @@ class DreamStore:
 
     async def flags(self, *, store_keys: Sequence[str], open_only: bool = True, flag_ids: Sequence[int] | None = None,
                     limit: int = 100, conn: aiosqlite.Connection | None = None) -> list[dict[str, Any]]:
-        clause, params = _in("store_key", list(store_keys))
+        clause, params = in_clause("store_key", list(store_keys))
         if open_only:
             clause += " AND resolved_at = 0"
         if flag_ids is not None:
-            id_clause, id_params = _in("flag_id", list(flag_ids))
+            id_clause, id_params = in_clause("flag_id", list(flag_ids))
             clause, params = f"{clause} AND {id_clause}", params + id_params
-        rows = await self._fetch(conn, f"SELECT * FROM booku_review_flags WHERE {clause} ORDER BY flag_id LIMIT ?",
+        rows = await fetch_rows(self.db, conn, f"SELECT * FROM booku_review_flags WHERE {clause} ORDER BY flag_id LIMIT ?",
                                  [*params, limit])
         return [dict(row) for row in rows]
 
@@ -220,6 +208,6 @@ class DreamStore:
         return cur.rowcount == 1
 
     async def open_flags_of(self, conn: aiosqlite.Connection, memory_id: str) -> int:
-        rows = await self._fetch(conn, "SELECT COUNT(*) AS n FROM booku_review_flags WHERE memory_id = ? "
+        rows = await fetch_rows(self.db, conn, "SELECT COUNT(*) AS n FROM booku_review_flags WHERE memory_id = ? "
                                        "AND resolved_at = 0", [memory_id])
         return int(rows[0]["n"])

@@ -101,12 +101,7 @@ class EpisodeStage:
             windows = await self.closed_windows(now=moment, limit=settings.stage_a_max_windows)
             model = self.hub.chat_model
             if model is None:
-                reason = self.hub.chat_model_reason or "没有可用的聊天模型"
-                if windows:
-                    logger.warning("梦境整理阶段 A 不可用：%s（%d 个聊天窗口等待生成剧集）", reason, len(windows))
-                else:
-                    logger.info("梦境整理阶段 A 不可用：%s", reason)
-                await self.hub.set_status("stage_a", "unavailable", reason, waiting=len(windows))
+                reason = await self.hub.report_unavailable("stage_a", "阶段 A ", len(windows), "个聊天窗口等待生成剧集")
                 return StageReport("stage_a", "unavailable", reason, waiting=len(windows))
             report = StageReport("stage_a", "ok", batch_id=f"dream-a-{uuid.uuid4().hex[:16]}")
             ctx = WriteContext(authority="dreaming", actor=DREAMING_ACTOR, batch_id=report.batch_id,

@@ -73,6 +73,16 @@ class EvidenceHub:
                                "value = excluded.value", [STATUS_META_KEY, payload])
         return status
 
+    async def report_unavailable(self, stage: str, label: str, waiting: int, waiting_what: str) -> str:
+        """A stage without a chat model reports "unavailable" (status and log), never a silent skip."""
+        reason = self.chat_model_reason or "没有可用的聊天模型"
+        if waiting:
+            logger.warning("梦境整理%s不可用：%s（%d %s）", label, reason, waiting, waiting_what)
+        else:
+            logger.info("梦境整理%s不可用：%s", label, reason)
+        await self.set_status(stage, "unavailable", reason, waiting=waiting)
+        return reason
+
     async def stored_status(self) -> dict[str, Any]:
         raw = await self.runtime.db.fetch_value("SELECT value FROM booku_meta WHERE key = ?", [STATUS_META_KEY], None)
         try:

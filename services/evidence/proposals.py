@@ -61,12 +61,7 @@ class ProposalStage:
             owners = await self.hub.chat_log.owners_with_new_episodes()
             model = self.hub.chat_model
             if model is None:
-                reason = self.hub.chat_model_reason or "没有可用的聊天模型"
-                if owners:
-                    logger.warning("梦境整理阶段 B 不可用：%s（%d 个主体有新剧集等待整理）", reason, len(owners))
-                else:
-                    logger.info("梦境整理阶段 B 不可用：%s", reason)
-                await self.hub.set_status("stage_b", "unavailable", reason, waiting=len(owners))
+                reason = await self.hub.report_unavailable("stage_b", "阶段 B ", len(owners), "个主体有新剧集等待整理")
                 return StageReport("stage_b", "unavailable", reason, waiting=len(owners))
             report = StageReport("stage_b", "ok", batch_id=f"dream-b-{uuid.uuid4().hex[:16]}")
             dropped: list[str] = []

@@ -177,3 +177,19 @@ async def insert_rows_ignoring_existing(conn: aiosqlite.Connection, table: str, 
         )
         inserted += max(cur.rowcount, 0)
     return inserted
+
+
+def in_clause(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+    """``column IN (...)`` with its parameters (``0`` for an empty list: nothing matches)."""
+    if not values:
+        return "0", []
+    return f"{column} IN ({placeholders(len(values))})", list(values)
+
+
+async def fetch_rows(db: Database, conn: aiosqlite.Connection | None, sql: str,
+                     params: Sequence[Any]) -> list[aiosqlite.Row]:
+    """Rows from the open transaction's connection when given (sees its own writes), else from the reader."""
+    if conn is None:
+        return await db.fetch_all(sql, params)
+    async with conn.execute(sql, params) as cur:
+        return list(await cur.fetchall())

@@ -17,7 +17,7 @@ import aiosqlite
 
 from ..logic.segmentation import segment_for_index
 from ..scope import WriteContext
-from .database import Database, placeholders
+from .database import Database, fetch_rows, placeholders
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
@@ -194,8 +194,8 @@ class RecordRepository:
         records: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            rows = await self._fetch(
-                conn,
+            rows = await fetch_rows(
+                self.db, conn,
                 f"SELECT * FROM booku_memory_records WHERE memory_id IN ({placeholders(len(chunk))}){deleted_clause}",
                 chunk,
             )
@@ -207,12 +207,6 @@ class RecordRepository:
     async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
         return (await self.get_many([memory_id], include_deleted=include_deleted, conn=conn)).get(memory_id)
 
-    async def _fetch(self, conn: aiosqlite.Connection | None, sql: str, params: Sequence[Any]) -> list[aiosqlite.Row]:
-        if conn is None:
-            return await self.db.fetch_all(sql, params)
-        async with conn.execute(sql, params) as cur:
-            return list(await cur.fetchall())
-
     async def _attach_tags(self, records: dict[str, dict[str, Any]], conn=None) -> None:
         ids = list(records)
         for record in records.values():
@@ -220,8 +214,8 @@ class RecordRepository:
                 record[group] = []
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            rows = await self._fetch(
-                conn,
+            rows = await fetch_rows(
+                self.db, conn,
                 f"SELECT memory_id, tag_type, tag_value FROM booku_memory_tags "
                 f"WHERE memory_id IN ({placeholders(len(chunk))}) ORDER BY memory_id, tag_type, position",
                 chunk,
@@ -365,7 +359,7 @@ class RecordRepository:
                           statuses: Sequence[str] | None = None, conn=None) -> dict[str, Any] | None:
         flt = RecordFilter(store_keys=store_keys, memory_types=("person",), person_id=person_id, statuses=statuses)
         where, params = flt.where()
-        rows = await self._fetch(
+        rows = await fetch_rows(self.db, 
             conn, f"SELECT r.memory_id FROM booku_memory_records r WHERE {where} ORDER BY r.updated_at DESC LIMIT 1", params
         )
         return await self.get(rows[0]["memory_id"], conn=conn) if rows else None
