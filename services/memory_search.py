@@ -20,7 +20,7 @@ from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
 from .logic.fusion import fuse_routes
-from .logic.segmentation import build_fts_query, keyword_reliability
+from .logic.segmentation import keyword_reliability, query_terms
 from .logic.tags import CandidateTags, TagTriplet
 from .memory_fields import record_item
 from .scope import Scope
@@ -130,10 +130,7 @@ class MemorySearch:
             flt.folder_id = flt_extra.folder_id
             flt.extra_sql = [*flt.extra_sql, *flt_extra.extra_sql]
             flt.extra_params = [*flt.extra_params, *flt_extra.extra_params]
-        keyword_hits: dict[str, float] = {}
-        fts_query = build_fts_query(query_text)
-        if fts_query:
-            keyword_hits = dict(await self.rt.records.keyword_search(fts_query, flt, limit=pool))
+        keyword_hits = dict(await self.rt.records.search_terms(query_terms(query_text), flt, limit=pool))
 
         result = RankingResult(hits=[], records={})
         dense: dict[str, float] = {}
@@ -151,27 +148,27 @@ class MemorySearch:
         else:
             result.degraded = self.rt.degraded_reason()
 
-        missing = [i for i in keyword_hits if i not in result.records]
-        if missing:
-            result.records.update(await self.rt.records.get_many(missing))
-        # Tag bonuses apply to keyword-only hits too, so the triplet works in degraded mode.
+        # Keyword hits passed every filter in SQL; vector hits passed ``_passes``. Both are ranked without their
+        # full rows, which are read for the kept results only.
         fused = fuse_routes(dense, keyword_hits, keyword_reliability=keyword_reliability(query_text))
-        order = [hit for hit in fused if hit.id in result.records]
-        if not order:
+        if not fused:
             return result
-        scale = calibration(order, dense)
-        ids = [hit.id for hit in order]
+        scale = calibration(fused, dense)
+        ids = [hit.id for hit in fused]
         dim = self.rt.vectors.dimension or 1
         matrix = np.zeros((len(ids), dim), dtype=np.float32)
         for row, memory_id in enumerate(ids):
             if memory_id in embeddings:
                 matrix[row] = embeddings[memory_id]
-        scores = np.array([hit.score for hit in order], dtype=np.float64)
+        scores = np.array([hit.score for hit in fused], dtype=np.float64)
         keep = select_distinct(scores, matrix, limit, self.rt.config.retrieval.deduplication_threshold,
                                keyword_mask=np.array([memory_id in keyword_hits for memory_id in ids]))
+        result.records = await self.rt.records.get_many([ids[index] for index in keep])
         for index in keep:
-            hit = order[index]
-            record = result.records[hit.id]
+            hit = fused[index]
+            record = result.records.get(hit.id)
+            if record is None:  # deleted since it was ranked
+                continue
             tier = tiers_by_id.get(hit.id) or ("knowledge" if record["bucket"] == "knowledge" else
                                                "live" if record["status"] == "active" else "archive")
             parts = {**hit.parts, "fused": float(hit.score)}
@@ -184,35 +181,35 @@ class MemorySearch:
                           include_memories=include_memories)
         params = self.epa_params
         stores = list(self.scope.readable_store_keys)
+        with_tags = not triplet.is_empty
         pass1 = await self.rt.vectors.query(query_vec, store_keys=stores, tiers=tiers,
                                             limit=max(pool, self.rt.config.write_conflict.top_n),
                                             with_embeddings=True)
-        records = await self.rt.records.get_many([h.memory_id for h in pass1])
-        result.records.update(records)
-        pass1 = [h for h in pass1 if h.memory_id in records and h.embedding is not None]
+        candidates = await self.rt.records.candidates([h.memory_id for h in pass1], with_tags=with_tags)
+        pass1 = [h for h in pass1 if h.memory_id in candidates and h.embedding is not None]
         evidence = np.stack([h.embedding for h in pass1]) if pass1 else np.zeros((0, len(query_vec)))
         with single_threaded_blas():
             result.logic_depth = logic_depth(query_vec, evidence)
         result.resonance = has_resonance(query_text, triplet)
         result.beta = compute_beta(params, result.logic_depth, result.resonance)
         hits = pass1
-        if not triplet.is_empty and pass1:
+        if with_tags and pass1:
             with single_threaded_blas():
                 reshaped = reshape_query_detailed(
-                    query_vec, evidence, [candidate_tags(records.get(h.memory_id)) for h in pass1], triplet,
+                    query_vec, evidence, [candidate_tags(candidates.get(h.memory_id)) for h in pass1], triplet,
                     [h.similarity for h in pass1], params, result.beta,
                 )
             if reshaped.reshaped:
                 hits = await self.rt.vectors.query(reshaped.vector, store_keys=stores, tiers=tiers, limit=pool,
                                                    with_embeddings=True)
-                fresh = [h.memory_id for h in hits if h.memory_id not in result.records]
+                fresh = [h.memory_id for h in hits if h.memory_id not in candidates]
                 if fresh:
-                    result.records.update(await self.rt.records.get_many(fresh))
+                    candidates.update(await self.rt.records.candidates(fresh, with_tags=True))
         for hit in hits:
-            record = result.records.get(hit.memory_id)
+            record = candidates.get(hit.memory_id)
             if record is None or hit.embedding is None or not self._passes(record, flt):
                 continue
-            bonus = tag_bonus(candidate_tags(record), triplet, params, result.beta)
+            bonus = tag_bonus(candidate_tags(record), triplet, params, result.beta) if with_tags else 0.0
             dense[hit.memory_id] = float(hit.similarity) + bonus
             embeddings[hit.memory_id] = hit.embedding
             tiers_by_id[hit.memory_id] = hit.tier

@@ -22,7 +22,7 @@ import time
 from typing import Any, Sequence
 
 from ..errors import EmbeddingUnavailableError, NotFoundError, ValidationError
-from ..logic.segmentation import build_fts_query
+from ..logic.segmentation import query_terms
 from ..logic.text import compose_embedding_text, extract_title
 from ..memory_fields import checked_limit
 from ..storage.records import RecordFilter
@@ -336,12 +336,11 @@ async def _related(service, candidate: dict[str, Any]) -> list[dict[str, Any]]:
         except EmbeddingUnavailableError:
             related = []
     if not related:
-        fts = build_fts_query(candidate["content"])
-        if fts:
-            hits = await runtime.records.keyword_search(
-                fts, RecordFilter(store_keys=scope.readable_store_keys, buckets=("memory",), statuses=("active",)),
-                limit=RELATED_PER_CANDIDATE * 6)
-            related = await eligible([memory_id for memory_id, _ in hits])
+        hits = await runtime.records.search_terms(
+            query_terms(candidate["content"]),
+            RecordFilter(store_keys=scope.readable_store_keys, buckets=("memory",), statuses=("active",)),
+            limit=RELATED_PER_CANDIDATE * 6)
+        related = await eligible([memory_id for memory_id, _ in hits])
     return related
 
 

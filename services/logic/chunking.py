@@ -136,7 +136,10 @@ def _markdown_sections(doc: str) -> list[_Section]:
     def close_block() -> None:
         nonlocal block_start
         if block_start is not None:
-            blocks.append((block_start, block_end))
+            # A block's first line may be indented (`` 汉``): chunks are stripped spans of the document.
+            start, end = _trim(doc, block_start, block_end)
+            if start < end:
+                blocks.append((start, end))
             block_start = None
 
     def close_section() -> None:

@@ -18,6 +18,7 @@ import aiosqlite
 from ..logic.segmentation import segment_for_index
 from ..scope import WriteContext
 from .database import Database, fetch_rows, placeholders
+from .keyword_plan import KeywordPlanner
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
@@ -40,6 +41,12 @@ EMBEDDED_COLUMNS = ("title", "content")
 PARTITION_COLUMNS = ("status", "bucket", "is_deleted", "store_key")
 # Changing any of these changes the record's keyword-index row (its text or its store token).
 KEYWORD_INDEX_COLUMNS = (*EMBEDDED_COLUMNS, "store_key")
+# Inner FTS page of a keyword search, in multiples of the requested limit: first try, then the one deeper retry.
+KEYWORD_SHALLOW_DEPTH = 3
+KEYWORD_DEEP_DEPTH = 10
+# What ranking reads of a candidate (``RecordRepository.candidates``): filters, partition and person.
+CANDIDATE_COLUMNS = ("memory_id", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
+                     "relation_memory_ids")
 # booku_meta key a migration sets when the keyword index must be refilled from the records at the next start
 # (segmentation needs jieba, which SQL cannot run).
 KEYWORD_REBUILD_META_KEY = "keyword_index_rebuild"
@@ -181,6 +188,7 @@ class RecordRepository:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.keyword_planner = KeywordPlanner(db)
 
     # ------------------------------------------------------------------ reads
     async def get_many(
@@ -203,6 +211,30 @@ class RecordRepository:
                 records[row["memory_id"]] = row_to_record(row)
         await self._attach_tags(records, conn)
         return records
+
+    async def candidates(self, memory_ids: Iterable[str], *, with_tags: bool) -> dict[str, dict[str, Any]]:
+        """The columns ranking needs of each live candidate (``CANDIDATE_COLUMNS``, tags only when asked).
+
+        Why not ``get_many``: a retrieval weighs about a hundred candidates and returns ten. Decoding every column
+        of every candidate was the largest cost left in a 100k-memory retrieval (~7 ms of Python per call); the
+        full rows are read for the results only.
+        """
+        ids = list(dict.fromkeys(i for i in memory_ids if i))
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = await self.db.fetch_all(
+                f"SELECT {', '.join(CANDIDATE_COLUMNS)} FROM booku_memory_records "
+                f"WHERE memory_id IN ({placeholders(len(chunk))}) AND is_deleted = 0",
+                chunk,
+            )
+            for row in rows:
+                record = dict(row)
+                record["relation_memory_ids"] = _decode_list(record["relation_memory_ids"])
+                found[record["memory_id"]] = record
+        if with_tags and found:
+            await self._attach_tags(found)
+        return found
 
     async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
         return (await self.get_many([memory_id], include_deleted=include_deleted, conn=conn)).get(memory_id)
@@ -257,26 +289,56 @@ class RecordRepository:
         await self._attach_tags(records)
         return [records[row["memory_id"]] for row in rows]
 
-    async def keyword_search(self, fts_query: str, flt: RecordFilter, *, limit: int) -> list[tuple[str, float]]:
-        """FTS5 route: (memory_id, score) best first; score = -bm25 so that higher is better."""
+    async def search_terms(self, terms: Sequence[str], flt: RecordFilter, *, limit: int) -> list[tuple[str, float]]:
+        """The keyword route of retrieval: ``terms`` (``segmentation.query_terms``) planned by ``KeywordPlanner``
+        (the rarest terms within a posting budget, the store clause only where it filters), then ``keyword_search``.
+        """
+        if flt.store_keys is not None and not flt.store_keys:
+            return []
+        tokens = [store_token(key) for key in flt.store_keys] if flt.store_keys is not None else []
+        plan = await self.keyword_planner.plan(terms, flt.store_keys, tokens)
+        if plan is None:
+            return []
+        return await self.keyword_search(plan.expression, flt, limit=limit, scope_in_index=plan.scope_in_index)
+
+    async def keyword_search(self, fts_query: str, flt: RecordFilter, *, limit: int,
+                             scope_in_index: bool = True) -> list[tuple[str, float]]:
+        """FTS5 route: (memory_id, score) best first; score = -bm25 so that higher is better.
+
+        ``fts_query`` is an FTS5 expression over the text columns. ``scope_in_index=False`` leaves the store clause
+        out of the MATCH (the planner does so when it would filter nothing); the outer WHERE filters by store
+        either way.
+        """
         if flt.store_keys is not None and not flt.store_keys:
             return []
         where, params = flt.where()
         # Rank inside FTS first and join only the best matches: an OR query over common words matches a large
         # share of the rows, and joining and filtering every match before sorting dominated the query at 100k
-        # memories (87 -> 50 ms p50, same top-50). The readable stores are part of the MATCH (``store`` column),
-        # so the inner top rows are all this caller's; the outer WHERE repeats the store filter as a second guard
-        # and applies the other filters. The store column weighs 0, so scores are those of the text columns.
-        depth = max(limit * 10, 1000)
-        rows = await self.db.fetch_all(
+        # memories. The outer WHERE repeats the store filter as a second guard and applies the other filters; the
+        # store column weighs 0, so scores are those of the text columns. The inner depth starts shallow (joining
+        # 1,000 rows cost ~7 ms at 100k) and deepens once when the filters left fewer than ``limit`` rows of a
+        # full inner page (e.g. archived rows or knowledge chunks outranking the memories asked for).
+        expression = scoped_fts_query(fts_query, flt.store_keys if scope_in_index else None)
+        sql = (
             f"SELECT r.memory_id, hits.rank AS rank FROM ("
             f"  SELECT rowid, bm25(booku_memory_fts, 3.0, 1.0, 2.0, 0.0) AS rank FROM booku_memory_fts "
             f"  WHERE booku_memory_fts MATCH ? ORDER BY rank LIMIT ?"
             f") AS hits JOIN booku_memory_records r ON r.rid = hits.rowid "
-            f"WHERE {where} ORDER BY hits.rank LIMIT ?",
-            [scoped_fts_query(fts_query, flt.store_keys), depth, *params, limit],
+            f"WHERE {where} ORDER BY hits.rank LIMIT ?"
         )
+        rows: list[aiosqlite.Row] = []
+        for depth in (limit * KEYWORD_SHALLOW_DEPTH, max(limit * KEYWORD_DEEP_DEPTH, 1000)):
+            rows = await self.db.fetch_all(sql, [expression, depth, *params, limit])
+            if len(rows) >= limit or not await self._inner_page_full(expression, depth):
+                break
         return [(row["memory_id"], -float(row["rank"])) for row in rows]
+
+    async def _inner_page_full(self, expression: str, depth: int) -> bool:
+        """Whether the MATCH alone has at least ``depth`` rows (so a deeper page could hold more results)."""
+        row = await self.db.fetch_one(
+            "SELECT COUNT(*) FROM (SELECT rowid FROM booku_memory_fts WHERE booku_memory_fts MATCH ? LIMIT ?)",
+            [expression, depth])
+        return bool(row and row[0] >= depth)
 
     async def grep_like(
         self, query: str, fields: Sequence[str], flt: RecordFilter, *, limit: int
@@ -570,6 +632,7 @@ class RecordRepository:
             for record in records.values():
                 await self._refresh_keyword_row(conn, record, replace=False)
                 count += 1
+        self.keyword_planner.forget()
         return count
 
     async def rebuild_keyword_index_if_requested(self) -> int | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from booku_memory.services.errors import ValidationError
@@ -135,6 +135,7 @@ _ALPHABET = st.sampled_from(list("汉字知识库。！？，；abc de.f,!? \n#`
 
 
 @settings(max_examples=150, deadline=None)
+@example(parts=["# 标题\n", " ", "汉"], max_chars=20, overlap=0, markdown=True)  # indented first line of a block
 @given(
     parts=st.lists(_ALPHABET, min_size=0, max_size=400),
     max_chars=st.integers(min_value=20, max_value=200),
