@@ -201,8 +201,9 @@ class RouteTimer:
 
     PARTS = {
         "vector (Chroma)": ("vectors", "query"),
-        "keyword (FTS5)": ("records", "keyword_search"),
-        "record fetch": ("records", "get_many"),
+        "keyword (FTS5, planned)": ("records", "search_terms"),
+        "candidate rows": ("records", "candidates"),
+        "result rows": ("records", "get_many"),
         "query vector lookup": ("embedder", "embed_queries"),
         "activation bump": ("records", "bump_activation"),
     }
