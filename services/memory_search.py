@@ -182,7 +182,7 @@ class MemorySearch:
         params = self.epa_params
         stores = list(self.scope.readable_store_keys)
         with_tags = not triplet.is_empty
-        pass1 = await self.rt.vectors.query(query_vec, store_keys=stores, tiers=tiers,
+        pass1 = await self.rt.query_vectors(query_vec, store_keys=stores, tiers=tiers,
                                             limit=max(pool, self.rt.config.write_conflict.top_n),
                                             with_embeddings=True)
         candidates = await self.rt.records.candidates([h.memory_id for h in pass1], with_tags=with_tags)
@@ -200,7 +200,7 @@ class MemorySearch:
                     [h.similarity for h in pass1], params, result.beta,
                 )
             if reshaped.reshaped:
-                hits = await self.rt.vectors.query(reshaped.vector, store_keys=stores, tiers=tiers, limit=pool,
+                hits = await self.rt.query_vectors(reshaped.vector, store_keys=stores, tiers=tiers, limit=pool,
                                                    with_embeddings=True)
                 fresh = [h.memory_id for h in hits if h.memory_id not in candidates]
                 if fresh:

@@ -1,16 +1,20 @@
 """Every write of the memory service: upsert with safe merge, updates, deletes, moves, lifecycle, history, memos.
 
-Writes that need a novelty check hold ``runtime.write_lock`` from the neighbour look-up to the vector upsert, so two
-coroutines writing near-duplicates at once end with one record, not two or zero. SQLite commits first (with an
-outbox row); the vector follows from the outbox (see storage/outbox.py).
+Writes that need a novelty check hold ``runtime.write_lock`` from the neighbour look-up until the new vector is
+staged, so two coroutines writing near-duplicates at once end with one record, not two or zero. SQLite commits first
+(with an outbox row); the vector follows from the outbox (see storage/outbox.py). ``upsert`` does not wait for it:
+its vector is staged and the runtime's flusher writes staged vectors to Chroma in batches, while every vector read
+(``runtime.query_vectors``) already sees them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 import uuid
-from dataclasses import replace
+from collections import defaultdict
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -61,6 +65,126 @@ def merge_changes(target: dict[str, Any], draft: MemoryDraft, novelty: float) ->
     return changes
 
 
+UPSERT_BATCH_MAX = 64
+"""Most upserts one group commit takes; the rest wait for the next holder of the write lock.
+
+Why a bound: the batch holds the write lock for its whole transaction, and other writes (deletes, updates) queue
+behind it; 64 writes is about one Chroma query plus a few tens of milliseconds of SQLite."""
+
+
+@dataclass(eq=False)
+class PendingUpsert:
+    """An embedded upsert waiting for the write lock; ``future`` gets (mode, record, novelty) or the error."""
+
+    writer: "MemoryWriter"
+    draft: MemoryDraft
+    vector: np.ndarray | None
+    allow_merge: bool
+    future: asyncio.Future
+
+
+def partition_of(draft: MemoryDraft) -> str:
+    """The vector partition a draft's neighbours live in (see ``storage.vector_index.tier_of``)."""
+    return "knowledge" if draft.bucket == "knowledge" else ("live" if draft.status == "active" else "archive")
+
+
+async def _drain_upsert_queue(runtime) -> None:
+    """Group commit: write every queued upsert, a batch per turn of ``write_lock``, until the queue is empty.
+
+    Concurrent writers each embed, queue up and wait for their result; this one task takes the queue (up to
+    ``UPSERT_BATCH_MAX`` at a time): one Chroma query per partition for all their neighbour checks, then one
+    transaction in queue order, where each write also sees the writes before it in the batch (two near-duplicates
+    in one batch still end as one record). A failing write is rolled back to its savepoint and fails alone. New
+    vectors are staged after COMMIT and before the lock is released, so the next batch's merge checks see them.
+    It runs as its own task, so a caller that gives up never cancels a transaction that carries other writes; the
+    lock is released between batches so other writers (deletes, companion writes) keep their turn.
+    """
+    try:
+        while runtime.pending_upserts:
+            async with runtime.write_lock:
+                await _run_upsert_batch(runtime, runtime.pending_upserts)
+    finally:
+        runtime.upsert_task = None
+
+
+async def _run_upsert_batch(runtime, queue: list[PendingUpsert]) -> None:
+    batch = queue[:UPSERT_BATCH_MAX]
+    del queue[: len(batch)]
+    try:
+        outcomes = await _write_batch(runtime, batch)
+    except Exception as exc:  # the transaction itself failed (COMMIT, I/O): every write of the batch failed
+        for job in batch:
+            if not job.future.done():
+                job.future.set_exception(exc)
+        return
+    except BaseException:  # the loop is shutting down under us: nobody will answer these callers
+        for job in batch:
+            job.future.cancel()
+        raise
+    for job, outcome in zip(batch, outcomes):
+        if job.future.done():  # its caller gave up; the write itself is committed
+            continue
+        if isinstance(outcome, BaseException):
+            job.future.set_exception(outcome)
+        else:
+            job.future.set_result(outcome)
+
+
+async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
+    wc = runtime.config.write_conflict
+    hits_of: dict[int, list[VectorHit]] = {}
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for index, job in enumerate(batch):
+        if job.allow_merge and job.vector is not None:
+            groups[(job.writer.scope.writable_store_key, partition_of(job.draft))].append(index)
+    for (store_key, tier), indexes in groups.items():
+        found = await runtime.query_vectors_many(np.stack([batch[i].vector for i in indexes]),
+                                                 store_keys=[store_key], tiers=[tier], limit=wc.top_n,
+                                                 with_embeddings=True)
+        hits_of.update(zip(indexes, found))
+    neighbour_ids = {hit.memory_id for hits in hits_of.values() for hit in hits}
+    records = await runtime.records.get_many(neighbour_ids) if neighbour_ids else {}
+
+    outcomes: list[Any] = []
+    written: list[tuple[PendingUpsert, dict[str, Any]]] = []
+    async with runtime.db.transaction() as conn:
+        for index, job in enumerate(batch):
+            hits = hits_of.get(index, [])
+            if index in hits_of:
+                hits = _with_batch_neighbours(job, hits, written, limit=wc.top_n)
+            await conn.execute("SAVEPOINT booku_upsert")
+            try:
+                mode, record, novelty = await job.writer._write_one(conn, job, hits, records)
+            except Exception as exc:
+                await conn.execute("ROLLBACK TO booku_upsert")
+                await conn.execute("RELEASE booku_upsert")
+                outcomes.append(exc)
+                continue
+            await conn.execute("RELEASE booku_upsert")
+            records[record["memory_id"]] = record  # later writes of the batch judge against this version
+            if mode == "created":
+                written.append((job, record))
+            outcomes.append((mode, record, novelty))
+    # After COMMIT (a rolled-back record must leave no staged vector) and still under the lock.
+    for job, record in written:
+        if job.vector is not None:
+            runtime.vector_sync.stage(record, job.vector)
+    return outcomes
+
+
+def _with_batch_neighbours(job: PendingUpsert, hits: list[VectorHit],
+                           written: list[tuple[PendingUpsert, dict[str, Any]]], *, limit: int) -> list[VectorHit]:
+    """``hits`` plus the records created earlier in this batch in the same store and partition, best first."""
+    store_key, tier = job.writer.scope.writable_store_key, partition_of(job.draft)
+    extra = [VectorHit(record["memory_id"], float(np.dot(job.vector, other.vector)), tier, other.vector)
+             for other, record in written
+             if other.vector is not None and record["store_key"] == store_key and tier_of(record) == tier]
+    if not extra:
+        return hits
+    merged = sorted([*hits, *extra], key=lambda hit: hit.similarity, reverse=True)
+    return merged[:limit]
+
+
 class MemoryWriter:
     def __init__(self, runtime, scope: Scope) -> None:
         self.rt = runtime
@@ -96,6 +220,11 @@ class MemoryWriter:
 
     # ------------------------------------------------------------- upsert
     async def upsert(self, draft: MemoryDraft, *, allow_merge: bool = True) -> dict[str, Any]:
+        """Write a memory, merging it into a near-duplicate of the same store, folder and type.
+
+        Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``"degraded"``
+        when no vector could be computed). Concurrent calls are group-committed (see ``_drain_upsert_queue``).
+        """
         self.ensure_may_author("写入记忆")
         text = compose_embedding_text(draft.title, draft.content)
         vector: np.ndarray | None = None
@@ -108,40 +237,18 @@ class MemoryWriter:
         else:
             degraded = self.rt.degraded_reason()
 
-        async with self.rt.write_lock:
-            target, novelty = None, 1.0
-            if allow_merge and vector is not None:
-                target, novelty = await self._merge_target(draft, vector)
-            if allow_merge and draft.memory_type == "person" and draft.person_id:
-                # Same layer only: a current fact merged into an archived person record would vanish from retrieval.
-                person = await self.rt.records.find_person(
-                    draft.person_id, store_keys=[self.scope.writable_store_key],
-                    statuses=("active",) if draft.status == "active" else ("archived", "expired"))
-                if person is not None:
-                    target = person
-            async with self.rt.db.transaction() as conn:
-                if target is not None:
-                    # Re-read inside the transaction: never merge into a record deleted meanwhile (bug B8).
-                    current = await self.rt.records.get(target["memory_id"], conn=conn)
-                    target = current
-                if target is not None:
-                    record = await self.rt.records.update(
-                        conn, target["memory_id"], merge_changes(target, draft, novelty),
-                        action="merge", actor=self.scope.context, note=f"合并写入：{draft.title[:60]}",
-                    )
-                    mode = "merged"
-                else:
-                    record = await self.rt.records.insert(conn, {
-                        **draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}",
-                        "owner_uid": self.scope.owner_uid, "store_key": self.scope.writable_store_key,
-                        "novelty_energy": novelty,
-                    }, action="create", actor=self.scope.context)
-                    mode = "created"
-                    if vector is not None:
-                        self.rt.vector_sync.stage(record, vector)
-        # Outside the lock: concurrent writers' vectors go to Chroma in one batch (the drain is serialised and
-        # takes everything queued), while the staged vector already counts for the next writer's merge check.
-        await self.rt.sync_vectors()
+        job = PendingUpsert(self, draft, vector, allow_merge, asyncio.get_running_loop().create_future())
+        self.rt.pending_upserts.append(job)
+        if self.rt.upsert_task is None:
+            self.rt.upsert_task = asyncio.create_task(_drain_upsert_queue(self.rt), name="booku-upsert-batch")
+        try:
+            mode, record, novelty = await asyncio.shield(job.future)
+        except asyncio.CancelledError:
+            if job in self.rt.pending_upserts:  # not picked up yet: the write does not happen
+                self.rt.pending_upserts.remove(job)
+            raise
+        # Write-behind: the flusher sends staged vectors (and re-embeds merged text) to Chroma in batches.
+        self.rt.defer_vector_sync()
         await self.rt.notify_changed(mode, [record["memory_id"]])
         result = {
             "mode": mode,
@@ -154,22 +261,45 @@ class MemoryWriter:
             result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
         return result
 
-    async def _merge_target(self, draft: MemoryDraft, vector: np.ndarray) -> tuple[dict[str, Any] | None, float]:
+    async def _write_one(self, conn, job: "PendingUpsert", hits: list[VectorHit],
+                         records: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any], float]:
+        """One upsert of a batch, inside the batch's transaction: merge decision, then insert or merge.
+
+        ``hits`` are the job's neighbours (Chroma, staged and earlier writes of this batch) and ``records`` their
+        rows as this batch last saw them. Returns (mode, stored record, novelty).
+        """
+        draft, vector = job.draft, job.vector
+        target, novelty = None, 1.0
+        if job.allow_merge and vector is not None and hits:
+            target, novelty = self._merge_decision(draft, vector, hits, records)
+        if job.allow_merge and draft.memory_type == "person" and draft.person_id:
+            # Same layer only: a current fact merged into an archived person record would vanish from retrieval.
+            # Read through the transaction, so a person created earlier in this batch counts.
+            person = await self.rt.records.find_person(
+                draft.person_id, store_keys=[self.scope.writable_store_key],
+                statuses=("active",) if draft.status == "active" else ("archived", "expired"), conn=conn)
+            if person is not None:
+                target = person
+        if target is not None:
+            # Re-read inside the transaction: never merge into a record deleted meanwhile (bug B8).
+            target = await self.rt.records.get(target["memory_id"], conn=conn)
+        if target is not None:
+            record = await self.rt.records.update(
+                conn, target["memory_id"], merge_changes(target, draft, novelty),
+                action="merge", actor=self.scope.context, note=f"合并写入：{draft.title[:60]}",
+            )
+            return "merged", record, novelty
+        record = await self.rt.records.insert(conn, {
+            **draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}",
+            "owner_uid": self.scope.owner_uid, "store_key": self.scope.writable_store_key,
+            "novelty_energy": novelty,
+        }, action="create", actor=self.scope.context)
+        return "created", record, novelty
+
+    def _merge_decision(self, draft: MemoryDraft, vector: np.ndarray, hits: list[VectorHit],
+                        records: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, float]:
         """The record a write should merge into (same store, folder and type, very similar), and the novelty."""
         wc = self.rt.config.write_conflict
-        tier = "knowledge" if draft.bucket == "knowledge" else ("live" if draft.status == "active" else "archive")
-        hits = await self.rt.vectors.query(vector, store_keys=[self.scope.writable_store_key], tiers=[tier],
-                                           limit=wc.top_n, with_embeddings=True)
-        staged = self.rt.vector_sync.staged_hits(vector, store_key=self.scope.writable_store_key, tier=tier)
-        if staged:
-            staged_ids = {memory_id for memory_id, _, _ in staged}
-            hits = [h for h in hits if h.memory_id not in staged_ids]
-            hits += [VectorHit(memory_id, similarity, tier, embedding) for memory_id, similarity, embedding in staged]
-            hits.sort(key=lambda h: h.similarity, reverse=True)
-            hits = hits[: wc.top_n]
-        if not hits:
-            return None, 1.0
-        records = await self.rt.records.get_many([h.memory_id for h in hits])
         eligible = [h for h in hits if h.memory_id in records
                     and records[h.memory_id]["folder_id"] == draft.folder_id
                     and records[h.memory_id]["memory_type"] == draft.memory_type

@@ -330,7 +330,7 @@ async def _related(service, candidate: dict[str, Any]) -> list[dict[str, Any]]:
         try:
             vector = (await runtime.embed_documents(
                 [compose_embedding_text(candidate["title"], candidate["content"])]))[0]
-            hits = await runtime.vectors.query(vector, store_keys=scope.readable_store_keys, tiers=["live"],
+            hits = await runtime.query_vectors(vector, store_keys=scope.readable_store_keys, tiers=["live"],
                                                limit=RELATED_PER_CANDIDATE * 6)
             related = await eligible([h.memory_id for h in hits if h.similarity >= RELATED_MIN_SIMILARITY])
         except EmbeddingUnavailableError:

@@ -5,15 +5,21 @@ record's vector (from the embedding cache when the text is unchanged), removes t
 belongs to, upserts it into the right one and only then deletes the outbox rows it handled. A crash anywhere in
 between leaves the outbox rows in place, and the next drain (at start-up at the latest) finishes the job; Chroma's
 upsert and delete are idempotent, so doing a step twice is harmless.
+
+Write-behind: a new memory's vector is known the moment it is written (the writer embedded it), so the writer
+*stages* it here after its commit and returns; the runtime's flusher drains staged vectors in batches, one Chroma
+upsert per partition. Until then ``merge_staged`` lets vector reads see staged vectors (exact cosine over the small
+buffer), and the outbox row committed with the record keeps a crash from losing anything: the next drain rebuilds the
+vector from the embedding cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -23,7 +29,7 @@ from ..errors import EmbeddingUnavailableError
 from ..logic.text import compose_embedding_text
 from .database import Database, placeholders
 from .records import RecordRepository
-from .vector_index import TIERS, VectorIndex, tier_of
+from .vector_index import TIERS, VectorHit, VectorIndex, tier_of
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +39,27 @@ class SyncReport:
     applied: int = 0
     pending: int = 0
     error: str = ""
+
+
+# How many recent vector removals ``merge_staged`` remembers: enough for every removal that can happen while one
+# query is in flight (removals are applied in drain batches of a few hundred at most).
+REMOVAL_LOG_SIZE = 4096
+
+
+@dataclass(eq=False)
+class StagedVector:
+    """A committed record's vector that Chroma may not hold yet.
+
+    ``state`` says what the entry means for a read that captured it before its Chroma query: ``staged`` (only
+    here), ``flushed`` (Chroma now holds exactly this vector in this partition) or ``gone`` (superseded or removed;
+    the entry no longer describes the index).
+    """
+
+    store_key: str
+    tier: str
+    digest: str
+    vector: np.ndarray
+    state: str = "staged"
 
 
 def embedding_text(record: dict[str, Any]) -> str:
@@ -49,21 +76,71 @@ class VectorSync:
         self._embedder = embedder
         self._lock = asyncio.Lock()
         self.last_error = ""
-        # Vectors of freshly written records that are committed in SQLite but not yet in Chroma, keyed by id:
-        # (store_key, tier, text hash, vector). Writers stage them so the next writer's merge check sees them, and
-        # the drain upserts them without asking the embedder again.
-        self.staged: dict[str, tuple[str, str, str, np.ndarray]] = {}
+        # Vectors of freshly written records that are committed in SQLite but not yet in Chroma, keyed by id.
+        # Writers stage them after their commit so the next writer's merge check and every read through
+        # ``merge_staged`` see them, and the drain upserts them without asking the embedder again.
+        self.staged: dict[str, StagedVector] = {}
+        # Ids whose vector the drain removed (deleted records), with a running number, so a read whose Chroma
+        # query started before the removal can still drop them.
+        self._removals: OrderedDict[str, int] = OrderedDict()
+        self.removal_seq = 0
 
     def stage(self, record: dict[str, Any], vector: np.ndarray) -> None:
+        """Stage a just-committed record's vector (call after COMMIT: a rolled-back record must leave no trace)."""
         tier = tier_of(record)
-        if tier is not None:
-            self.staged[record["memory_id"]] = (record["store_key"], tier, text_hash(embedding_text(record)), vector)
+        if tier is None:
+            return
+        entry = StagedVector(record["store_key"], tier, text_hash(embedding_text(record)),
+                             np.asarray(vector, dtype=np.float32))
+        previous = self.staged.get(record["memory_id"])
+        if previous is not None:
+            previous.state = "gone"
+        self.staged[record["memory_id"]] = entry
 
-    def staged_hits(self, vector: np.ndarray, *, store_key: str, tier: str) -> list[tuple[str, float, np.ndarray]]:
-        """(memory_id, cosine, vector) of staged vectors in one partition, for the merge check."""
-        return [(memory_id, float(np.dot(vector, staged)), staged)
-                for memory_id, (store, staged_tier, _, staged) in list(self.staged.items())
-                if store == store_key and staged_tier == tier]
+    def _unstage(self, memory_id: str, entry: StagedVector, state: str) -> None:
+        entry.state = state
+        if self.staged.get(memory_id) is entry:
+            del self.staged[memory_id]
+
+    def _log_removal(self, memory_id: str) -> None:
+        self.removal_seq += 1
+        self._removals[memory_id] = self.removal_seq
+        self._removals.move_to_end(memory_id)
+        while len(self._removals) > REMOVAL_LOG_SIZE:
+            self._removals.popitem(last=False)
+
+    def merge_staged(self, vector: np.ndarray, hits: list[VectorHit], captured: dict[str, StagedVector], *,
+                     removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
+                     with_embeddings: bool) -> list[VectorHit]:
+        """Chroma ``hits`` merged with staged vectors, best first, at most ``limit``.
+
+        ``captured`` is ``dict(self.staged)`` and ``removal_seq`` the removal counter, both taken just before the
+        Chroma query: an entry flushed while the query ran still counts (Chroma may have answered before the
+        upsert), an entry dropped meanwhile does not, and a staged entry replaces Chroma's copy of the same id.
+        Ids removed since the query started are dropped from Chroma's answer as well.
+        """
+        current: dict[str, StagedVector] = {}
+        for memory_id in {*captured, *self.staged}:
+            entry = self.staged.get(memory_id)
+            if entry is None:
+                old = captured.get(memory_id)
+                entry = old if old is not None and old.state == "flushed" else None
+            if entry is not None:
+                current[memory_id] = entry
+        removed = {memory_id for memory_id, seq in self._removals.items() if seq > removal_seq} \
+            if self.removal_seq > removal_seq else set()
+        merged = [hit for hit in hits if hit.memory_id not in current and hit.memory_id not in removed]
+        wanted_stores, wanted_tiers = set(store_keys), set(tiers)
+        matching = [(memory_id, entry) for memory_id, entry in current.items()
+                    if entry.store_key in wanted_stores and entry.tier in wanted_tiers]
+        if matching:
+            query = np.asarray(vector, dtype=np.float32).reshape(-1)
+            similarities = np.stack([entry.vector for _, entry in matching]) @ query
+            merged += [VectorHit(memory_id, float(similarity), entry.tier,
+                                 entry.vector if with_embeddings else None)
+                       for (memory_id, entry), similarity in zip(matching, similarities)]
+        merged.sort(key=lambda hit: hit.similarity, reverse=True)
+        return merged[:limit]
 
     async def pending_count(self) -> int:
         return int(await self.db.fetch_value("SELECT COUNT(*) FROM booku_vector_outbox", (), 0))
@@ -95,6 +172,9 @@ class VectorSync:
         return report
 
     async def _apply(self, rows) -> tuple[int, int, str]:
+        # The staged entries as this batch found them: only these are settled below, so a vector staged while the
+        # batch runs (its outbox row is not in this batch) stays staged for the next drain.
+        seen_staged = dict(self.staged)
         by_memory: dict[str, list] = defaultdict(list)
         for row in rows:
             by_memory[row["memory_id"]].append(row)
@@ -127,9 +207,9 @@ class VectorSync:
             try:
                 ready = {}
                 for index, (record, _) in enumerate(wanted):
-                    staged = self.staged.get(record["memory_id"])
-                    if staged is not None and staged[2] == text_hash(texts[index]):
-                        ready[index] = staged[3]
+                    entry = self.staged.get(record["memory_id"])
+                    if entry is not None and entry.digest == text_hash(texts[index]):
+                        ready[index] = entry.vector
                 missing = [i for i in range(len(wanted)) if i not in ready]
                 if missing:
                     if embedder is None:
@@ -154,8 +234,17 @@ class VectorSync:
                          for i in indexes],
                     )
                 handled |= {record["memory_id"] for record, _ in wanted}
+        placed = {record["memory_id"]: (record["store_key"], tier) for record, tier in wanted
+                  if record["memory_id"] in handled}
         for memory_id in handled:
-            self.staged.pop(memory_id, None)
+            if memory_id not in placed:
+                self._log_removal(memory_id)
+            entry = seen_staged.get(memory_id)
+            if entry is not None:
+                # "flushed" only when Chroma now holds this very vector where the entry says; otherwise the entry
+                # is stale (moved, re-embedded or removed) and reads must trust Chroma.
+                same = placed.get(memory_id) == (entry.store_key, entry.tier) and hashes.get(memory_id) == entry.digest
+                self._unstage(memory_id, entry, "flushed" if same else "gone")
 
         done_ids = [row["outbox_id"] for m in handled for row in by_memory[m]]
         failed_ids = [row["outbox_id"] for m in by_memory if m not in handled for row in by_memory[m]]

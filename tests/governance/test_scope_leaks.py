@@ -104,6 +104,7 @@ async def test_vector_route_alone_stays_inside_its_owner(tmp_path):
         runtime = memory.runtime
         query = (await runtime.embed_queries([SHARED_TEXT]))[0]
         for name, scope, other in (("alice", ALICE, "bob"), ("bob", BOB, "alice")):
+            await runtime.settle_deferred_vectors()  # the partitions themselves, after the write-behind flush
             hits = await runtime.vectors.query(query, store_keys=scope.readable_store_keys,
                                                tiers=["live", "archive", "knowledge"], limit=50)
             found = {hit.memory_id for hit in hits}

@@ -32,6 +32,7 @@ class Probe:
         self.rt = runtime
 
     async def count(self, table: str, where: str = "1", params: Sequence[Any] = ()) -> int:
+        await self.rt.settle_deferred_vectors()  # write-behind: count the outbox after the pending flush
         row = await self.rt.db.fetch_one(f"SELECT COUNT(*) FROM {table} WHERE {where}", list(params))
         return int(row[0])
 
