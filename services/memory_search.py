@@ -9,6 +9,7 @@ and are filtered out of the keyword route in SQL, so they never take a result sl
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -131,25 +132,27 @@ class MemorySearch:
             flt.folder_id = flt_extra.folder_id
             flt.extra_sql = [*flt.extra_sql, *flt_extra.extra_sql]
             flt.extra_params = [*flt.extra_params, *flt_extra.extra_params]
-        keyword_hits = dict(await self.rt.records.search_terms(query_terms(query_text), flt, limit=pool))
-
         result = RankingResult(hits=[], records={})
         candidates: dict[str, dict[str, Any]] = {}
         dense: dict[str, float] = {}
         embeddings: dict[str, np.ndarray] = {}
         tiers_by_id: dict[str, str] = {}
-        if self.rt.embedding_available():
-            try:
-                query_vec = (await self.rt.embed_queries([query_text]))[0]
-            except EmbeddingUnavailableError as exc:
-                result.degraded = str(exc)
-            else:
-                await self._vector_route(query_vec, query_text, triplet, pool, flt, result, dense, embeddings,
-                                         tiers_by_id, candidates, list(keyword_hits),
-                                         include_archived=include_archived, include_knowledge=include_knowledge,
-                                         include_memories=include_memories)
-        else:
-            result.degraded = self.rt.degraded_reason()
+        tiers = tiers_for(include_archived=include_archived, include_knowledge=include_knowledge,
+                          include_memories=include_memories)
+        # The keyword route (SQLite thread) runs while the query is embedded and the first vector pass runs (model
+        # and Chroma threads): on two cores the shorter of the two is hidden behind the longer.
+        try:
+            async with asyncio.TaskGroup() as group:
+                keyword_task = group.create_task(
+                    self.rt.records.search_terms(query_terms(query_text), flt, limit=pool))
+                first_task = group.create_task(self._first_pass(query_text, tiers, pool))
+        except BaseExceptionGroup as failed:  # callers expect the route's own error, not a group
+            raise failed.exceptions[0] from None
+        keyword_hits = dict(keyword_task.result())
+        query_vec, pass1, result.degraded = first_task.result()
+        if query_vec is not None:
+            await self._vector_route(query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense,
+                                     embeddings, tiers_by_id, candidates, list(keyword_hits))
         if not candidates and keyword_hits:
             candidates = await self.rt.records.candidates(keyword_hits, with_tags=False)
 
@@ -184,20 +187,30 @@ class MemorySearch:
             result.hits.append(RankedHit(hit.id, float(hit.score) * scale, parts, tier))
         return result
 
-    async def _vector_route(self, query_vec, query_text, triplet, pool, flt, result, dense, embeddings, tiers_by_id,
-                            candidates, keyword_ids, *, include_archived, include_knowledge, include_memories) -> None:
-        """EPA over the vector partitions; fills ``dense``, ``embeddings``, ``tiers_by_id`` and ``candidates``
+    async def _first_pass(self, query_text: str, tiers: list[str], pool: int
+                          ) -> tuple[np.ndarray | None, list[Any], str]:
+        """The query vector and the first vector pass, or ``(None, [], why)`` when no vector can be had."""
+        if not self.rt.embedding_available():
+            return None, [], self.rt.degraded_reason()
+        try:
+            query_vec = (await self.rt.embed_queries([query_text]))[0]
+        except EmbeddingUnavailableError as exc:
+            return None, [], str(exc)
+        pass1 = await self.rt.query_vectors(query_vec, store_keys=list(self.scope.readable_store_keys), tiers=tiers,
+                                            limit=max(pool, self.rt.config.write_conflict.top_n),
+                                            with_embeddings=True)
+        return query_vec, pass1, ""
+
+    async def _vector_route(self, query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense, embeddings,
+                            tiers_by_id, candidates, keyword_ids) -> None:
+        """EPA over the first pass's hits; fills ``dense``, ``embeddings``, ``tiers_by_id`` and ``candidates``
         (the slim rows of the vector hits and of ``keyword_ids``, read in one query)."""
-        tiers = tiers_for(include_archived=include_archived, include_knowledge=include_knowledge,
-                          include_memories=include_memories)
         params = self.epa_params
         stores = list(self.scope.readable_store_keys)
         with_tags = not triplet.is_empty
-        pass1 = await self.rt.query_vectors(query_vec, store_keys=stores, tiers=tiers,
-                                            limit=max(pool, self.rt.config.write_conflict.top_n),
-                                            with_embeddings=True)
-        candidates.update(await self.rt.records.candidates([*(h.memory_id for h in pass1), *keyword_ids],
-                                                           with_tags=with_tags))
+        vector_ids = [h.memory_id for h in pass1]
+        candidates.update(await self.rt.records.candidates([*vector_ids, *keyword_ids], with_tags=with_tags,
+                                                           tags_only_for=vector_ids))
         pass1 = [h for h in pass1 if h.memory_id in candidates and h.embedding is not None]
         evidence = np.stack([h.embedding for h in pass1]) if pass1 else np.zeros((0, len(query_vec)))
         with single_threaded_blas():
@@ -214,7 +227,8 @@ class MemorySearch:
             if reshaped.reshaped:
                 hits = await self.rt.query_vectors(reshaped.vector, store_keys=stores, tiers=tiers, limit=pool,
                                                    with_embeddings=True)
-                fresh = [h.memory_id for h in hits if h.memory_id not in candidates]
+                # Hits new to this pass, or keyword candidates read without tags, need their tags now.
+                fresh = [h.memory_id for h in hits if "tags" not in candidates.get(h.memory_id, {})]
                 if fresh:
                     candidates.update(await self.rt.records.candidates(fresh, with_tags=True))
         for hit in hits:

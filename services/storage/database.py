@@ -14,7 +14,7 @@ import re
 import sqlite3
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Iterable, Sequence
+from typing import Any, AsyncIterator, Awaitable, Iterable, Sequence, TypeVar
 
 import aiosqlite
 
@@ -103,17 +103,34 @@ class Database:
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
-        """One atomic write: everything inside commits together or not at all."""
+        """One atomic write: everything inside commits together or not at all.
+
+        Why the care around BEGIN, COMMIT and ROLLBACK: aiosqlite runs each statement on its worker thread, and
+        cancelling the awaiting task does not stop a statement already queued there. A task cancelled while its
+        BEGIN was pending used to leave the writer connection inside a transaction nobody would end, and every
+        later write failed with "cannot start a transaction within a transaction". These three statements are
+        therefore awaited to their end whatever happens to the task, and the connection is handed to the next
+        writer only outside a transaction; the cancellation is re-raised afterwards.
+        """
         async with self._write_lock:
             conn = self.writer
-            await conn.execute("BEGIN IMMEDIATE")
+            try:
+                await _to_completion(conn.execute("BEGIN IMMEDIATE"))
+            except BaseException:
+                # BEGIN may have succeeded although this task was cancelled meanwhile.
+                await _rollback_if_open(conn)
+                raise
             try:
                 yield conn
             except BaseException:
-                await conn.execute("ROLLBACK")
+                await _rollback_if_open(conn)
                 raise
-            else:
-                await conn.execute("COMMIT")
+            try:
+                await _to_completion(conn.execute("COMMIT"))
+            except BaseException:
+                # A failed COMMIT (e.g. SQLITE_BUSY) leaves the transaction open: undo it, then report the failure.
+                await _rollback_if_open(conn)
+                raise
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         async with self.reader.execute(sql, params) as cur:
@@ -126,6 +143,45 @@ class Database:
     async def fetch_value(self, sql: str, params: Sequence[Any] = (), default: Any = None) -> Any:
         row = await self.fetch_one(sql, params)
         return default if row is None else row[0]
+
+
+T = TypeVar("T")
+
+
+async def _to_completion(operation: Awaitable[T]) -> T:
+    """Await ``operation`` to its end even if the awaiting task is cancelled meanwhile, then re-raise the cancellation.
+
+    The operation runs as its own task, which the caller's cancellation does not reach (unlike a plain ``await``,
+    which would abandon a statement aiosqlite runs anyway).
+    """
+    task = asyncio.ensure_future(operation)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait([task])
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        if not task.cancelled() and task.exception() is not None:
+            raise asyncio.CancelledError() from task.exception()
+        raise asyncio.CancelledError()
+    return task.result()
+
+
+async def _rollback_if_open(conn: aiosqlite.Connection) -> None:
+    """ROLLBACK the open transaction, if one is open, to the statement's end.
+
+    The check matters: some errors end the transaction inside SQLite already, and a ROLLBACK without a transaction
+    would raise and hide the error that caused it.
+    """
+    if not conn.in_transaction:
+        return
+    try:
+        await _to_completion(conn.execute("ROLLBACK"))
+    except sqlite3.OperationalError:
+        # A statement still running when the caller was cancelled may have ended the transaction in between.
+        if conn.in_transaction:
+            raise
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,17 +1,20 @@
 """SQL for memory records: rows, tags, the FTS5 keyword index, revisions and the vector outbox.
 
 Every mutating method takes the open transaction's connection, so the record, its tags, its keyword-index row, its
-revision snapshot and its outbox entry are written atomically. Reads use the database's reader connection.
+revision snapshot, its audit row and its outbox entry are written atomically. A change is written as a plan of
+statements run in one hop to aiosqlite's worker thread (``run_plan``). Reads use the database's reader connection.
 Records travel as plain dicts (column name -> value, JSON lists decoded, plus the four tag lists).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import sqlite3
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Awaitable, Callable, Generator, Iterable, Sequence, TypeVar
 
 import aiosqlite
 
@@ -44,8 +47,8 @@ KEYWORD_INDEX_COLUMNS = (*EMBEDDED_COLUMNS, "store_key")
 # Inner FTS page of a keyword search, in multiples of the requested limit: first try, then the one deeper retry.
 KEYWORD_SHALLOW_DEPTH = 3
 KEYWORD_DEEP_DEPTH = 10
-# What ranking reads of a candidate (``RecordRepository.candidates``): filters, partition and person.
-CANDIDATE_COLUMNS = ("memory_id", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
+# What ranking reads of a candidate (``RecordRepository.candidates``): filters, partition, person, write order.
+CANDIDATE_COLUMNS = ("memory_id", "rid", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
                      "relation_memory_ids")
 # booku_meta key a migration sets when the keyword index must be refilled from the records at the next start
 # (segmentation needs jieba, which SQL cannot run).
@@ -183,6 +186,153 @@ def snapshot_of(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k not in skip}
 
 
+# ------------------------------------------------------------------ write plans
+# A write is a plan: a generator that yields the statements of one change, receives each statement's rows (for a
+# SELECT or a RETURNING clause; ``[]`` otherwise) and returns the stored result. ``run_plan`` runs a whole plan in ONE
+# hop to aiosqlite's worker thread: every awaited ``conn.execute`` is a round trip through that thread and back to
+# the event loop (>= 0.13 ms, more under load), and an insert used to need fourteen of them.
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class _Statement:
+    """One SQL statement of a write plan."""
+
+    sql: str
+    params: Any = ()
+    many: bool = False  # executemany over a list of parameter rows
+    fetch: bool = False  # the plan needs the statement's rows (SELECT, RETURNING)
+
+
+WritePlan = Generator[_Statement, list[sqlite3.Row], T]
+
+
+def _run_plan_here(raw: sqlite3.Connection, plan: WritePlan[T]) -> T:
+    """Run every statement of ``plan`` on ``raw`` in the calling thread (aiosqlite's worker thread)."""
+    try:
+        statement = next(plan)
+        while True:
+            rows: list[sqlite3.Row] = []
+            if statement.many:
+                raw.executemany(statement.sql, statement.params)
+            else:
+                cursor = raw.execute(statement.sql, statement.params)
+                if statement.fetch:
+                    rows = cursor.fetchall()
+                cursor.close()
+            statement = plan.send(rows)
+    except StopIteration as done:
+        return done.value
+
+
+def _one_hop_runner(conn: aiosqlite.Connection) -> Callable[..., Awaitable[Any]] | None:
+    """aiosqlite's own ``_execute(fn, *args)`` (runs ``fn`` on the connection's worker thread), when available.
+
+    Why a private method: aiosqlite has no public way to run several statements in one thread hop. ``_execute`` and
+    ``_conn`` are the core of every aiosqlite release in use here (0.22.1 in every environment of this project),
+    and every public method is built on them. Should a release drop them, ``run_plan`` falls back to one public
+    call per statement: slower, same result.
+    """
+    execute = getattr(conn, "_execute", None)
+    raw = getattr(conn, "_conn", None)
+    if callable(execute) and isinstance(raw, sqlite3.Connection):
+        return functools.partial(execute, _run_plan_here, raw)
+    return None
+
+
+async def run_plan(conn: aiosqlite.Connection, plan: WritePlan[T]) -> T:
+    """Run a write plan on the transaction's connection; returns the plan's result.
+
+    The statements run in order on ``conn`` exactly as separate ``execute`` calls would, inside the caller's
+    transaction; an error raised by a statement propagates and the rest of the plan does not run.
+    """
+    runner = _one_hop_runner(conn)
+    if runner is not None:
+        return await runner(plan)
+    try:
+        statement = next(plan)
+        while True:
+            rows: list[sqlite3.Row] = []
+            if statement.many:
+                await conn.executemany(statement.sql, statement.params)
+            elif statement.fetch:
+                rows = list(await conn.execute_fetchall(statement.sql, statement.params))
+            else:
+                await conn.execute(statement.sql, statement.params)
+            statement = plan.send(rows)
+    except StopIteration as done:
+        return done.value
+
+
+def _read_plan(memory_id: str) -> WritePlan[dict[str, Any] | None]:
+    """The record as ``RecordRepository.get(include_deleted=True)`` reads it, seen from inside the transaction."""
+    rows = yield _Statement("SELECT * FROM booku_memory_records WHERE memory_id = ?", [memory_id], fetch=True)
+    if not rows:
+        return None
+    record = row_to_record(rows[0])
+    tag_rows = yield _Statement(
+        "SELECT tag_type, tag_value FROM booku_memory_tags WHERE memory_id = ? ORDER BY tag_type, position",
+        [memory_id], fetch=True,
+    )
+    for group in TAG_GROUPS.values():
+        record[group] = []
+    for row in tag_rows:
+        record[TAG_GROUPS[row["tag_type"]]].append(row["tag_value"])
+    return record
+
+
+def _replace_tags_plan(memory_id: str, source: dict[str, Any]) -> WritePlan[dict[str, list[str]]]:
+    """Replace the record's tags with ``source``'s four groups (values stripped, duplicates dropped).
+
+    Returns the groups as written, i.e. what reading the tags back would give.
+    """
+    yield _Statement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [memory_id])
+    written: dict[str, list[str]] = {}
+    rows = []
+    for tag_type, group in TAG_GROUPS.items():
+        values: list[str] = []
+        for value in source.get(group) or []:
+            value = str(value).strip()
+            if value and value not in values:
+                values.append(value)
+                rows.append((memory_id, tag_type, value, len(values)))
+        written[group] = values
+    if rows:
+        yield _Statement(
+            "INSERT INTO booku_memory_tags (memory_id, tag_type, tag_value, position) VALUES (?, ?, ?, ?)",
+            rows, many=True,
+        )
+    return written
+
+
+def _keyword_row_plan(record: dict[str, Any], *, replace: bool = True) -> WritePlan[None]:
+    """The record's keyword row: segmented title, content and tags, plus its store's token.
+
+    ``replace=False`` skips deleting an old row (the full rebuild has emptied the table already).
+    """
+    tags = " ".join(record.get("tags", []) + record.get("core_tags", []) + record.get("diffusion_tags", []))
+    if replace:
+        yield _Statement("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
+    yield _Statement(
+        "INSERT INTO booku_memory_fts (rowid, title, content, tags, store) VALUES (?, ?, ?, ?, ?)",
+        [record["rid"], segment_for_index(record["title"]), segment_for_index(record["content"]),
+         segment_for_index(tags), store_token(record["store_key"])],
+    )
+
+
+def _keyword_rows_plan(records: Iterable[dict[str, Any]]) -> WritePlan[None]:
+    """Keyword rows of many records into an emptied index (the rebuild)."""
+    for record in records:
+        yield from _keyword_row_plan(record, replace=False)
+
+
+def _outbox_statement(memory_id: str, store_key: str, op: str, now: float) -> _Statement:
+    return _Statement(
+        "INSERT INTO booku_vector_outbox (memory_id, store_key, op, created_at) VALUES (?, ?, ?, ?)",
+        [memory_id, store_key, op, now],
+    )
+
+
 class RecordRepository:
     """All SQL touching ``booku_memory_records`` and its satellites."""
 
@@ -212,8 +362,10 @@ class RecordRepository:
         await self._attach_tags(records, conn)
         return records
 
-    async def candidates(self, memory_ids: Iterable[str], *, with_tags: bool) -> dict[str, dict[str, Any]]:
-        """The columns ranking needs of each live candidate (``CANDIDATE_COLUMNS``, tags only when asked).
+    async def candidates(self, memory_ids: Iterable[str], *, with_tags: bool,
+                         tags_only_for: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The columns ranking needs of each live candidate (``CANDIDATE_COLUMNS``, tags only when asked, and then
+        only for ``tags_only_for`` when given: tag bonuses apply to vector hits, not to keyword-only candidates).
 
         Why not ``get_many``: a retrieval weighs about a hundred candidates and returns ten. Decoding every column
         of every candidate was the largest cost left in a 100k-memory retrieval (~7 ms of Python per call); the
@@ -233,7 +385,8 @@ class RecordRepository:
                 record["relation_memory_ids"] = _decode_list(record["relation_memory_ids"])
                 found[record["memory_id"]] = record
         if with_tags and found:
-            await self._attach_tags(found)
+            wanted = set(found) if tags_only_for is None else set(tags_only_for)
+            await self._attach_tags({key: row for key, row in found.items() if key in wanted})
         return found
 
     async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
@@ -449,7 +602,10 @@ class RecordRepository:
         self, conn: aiosqlite.Connection, record: dict[str, Any], *, action: str = "create",
         actor: str | WriteContext = "agent", note: str = "",
     ) -> dict[str, Any]:
-        """Insert a new record with its tags, keyword row, first revision, audit row and outbox entry."""
+        """Insert a new record with its tags, keyword row, first revision, audit row and outbox entry.
+
+        Returns the stored record (every column, JSON decoded, plus the four tag lists), as ``get`` would read it.
+        """
         now = time.time()
         ctx = WriteContext.of(actor)
         values = {column: record[column] for column in WRITABLE_COLUMNS if column in record}
@@ -460,23 +616,30 @@ class RecordRepository:
         values.setdefault("author", ctx.actor)
         values.setdefault("created_at", now)
         values.setdefault("updated_at", now)
-        stored = await self._insert_row(conn, values, record)
-        await self._write_revision(conn, stored, action, ctx, note, now, before=None)
-        await self.enqueue_vector_sync(conn, stored["memory_id"], stored["store_key"], now=now)
+        return await run_plan(conn, self._create_plan(values, record, action, ctx, note, now))
+
+    def _create_plan(self, values: dict[str, Any], record: dict[str, Any], action: str, ctx: WriteContext,
+                     note: str, now: float) -> WritePlan[dict[str, Any]]:
+        stored = yield from self._insert_row_plan(values, record)
+        yield from self._revision_plan(stored, action, ctx, note, now, before=None)
+        yield _outbox_statement(stored["memory_id"], stored["store_key"], "upsert", now)
         return stored
 
-    async def _insert_row(self, conn: aiosqlite.Connection, values: dict[str, Any],
-                          record: dict[str, Any]) -> dict[str, Any]:
-        """Insert the row, its tags and its keyword-index row; returns the stored record."""
+    def _insert_row_plan(self, values: dict[str, Any], record: dict[str, Any]) -> WritePlan[dict[str, Any]]:
+        """Insert the row, its tags and its keyword-index row; returns the stored record.
+
+        The stored record is built from the inserted row (``RETURNING *`` brings the defaults and the rid) and the
+        tag rows just written, instead of reading both back.
+        """
         columns = list(values)
-        await conn.execute(
-            f"INSERT INTO booku_memory_records ({', '.join(columns)}) VALUES ({placeholders(len(columns))})",
-            [_encode(c, values[c]) for c in columns],
+        rows = yield _Statement(
+            f"INSERT INTO booku_memory_records ({', '.join(columns)}) VALUES ({placeholders(len(columns))}) "
+            f"RETURNING *",
+            [_encode(c, values[c]) for c in columns], fetch=True,
         )
-        await self._replace_tags(conn, record["memory_id"], record)
-        stored = await self.get(record["memory_id"], include_deleted=True, conn=conn)
-        assert stored is not None
-        await self._refresh_keyword_row(conn, stored)
+        stored = row_to_record(rows[0])
+        stored.update((yield from _replace_tags_plan(stored["memory_id"], record)))
+        yield from _keyword_row_plan(stored)
         return stored
 
     async def update(
@@ -495,7 +658,11 @@ class RecordRepository:
         Tag groups absent from ``changes`` are kept (reference bug B3). Returns the new record, or None when the id
         does not exist. The vector is queued for a refresh only when embedded text or its partition changed.
         """
-        before = await self.get(memory_id, include_deleted=True, conn=conn)
+        return await run_plan(conn, self._update_plan(memory_id, changes, action, WriteContext.of(actor), note, touch))
+
+    def _update_plan(self, memory_id: str, changes: dict[str, Any], action: str, ctx: WriteContext, note: str,
+                     touch: bool) -> WritePlan[dict[str, Any] | None]:
+        before = yield from _read_plan(memory_id)
         if before is None:
             return None
         now = time.time()
@@ -503,42 +670,42 @@ class RecordRepository:
         tag_changes = {g: changes[g] for g in TAG_GROUPS.values() if g in changes}
         if touch:
             columns["updated_at"] = now
-        if columns:
-            assignments = ", ".join(f"{c} = ?" for c in columns)
-            await conn.execute(
-                f"UPDATE booku_memory_records SET {assignments}, version = version + 1 WHERE memory_id = ?",
-                [*(_encode(c, v) for c, v in columns.items()), memory_id],
-            )
-        else:
-            await conn.execute("UPDATE booku_memory_records SET version = version + 1 WHERE memory_id = ?", [memory_id])
+        assignments = "".join(f"{c} = ?, " for c in columns)
+        rows = yield _Statement(
+            f"UPDATE booku_memory_records SET {assignments}version = version + 1 WHERE memory_id = ? RETURNING *",
+            [*(_encode(c, v) for c, v in columns.items()), memory_id], fetch=True,
+        )
+        after = row_to_record(rows[0])
         if tag_changes:
             merged_tags = {g: tag_changes.get(g, before[g]) for g in TAG_GROUPS.values()}
-            await self._replace_tags(conn, memory_id, merged_tags)
-        after = await self.get(memory_id, include_deleted=True, conn=conn)
-        assert after is not None
+            after.update((yield from _replace_tags_plan(memory_id, merged_tags)))
+        else:
+            after.update({g: list(before[g]) for g in TAG_GROUPS.values()})
         if any(before.get(c) != after.get(c) for c in KEYWORD_INDEX_COLUMNS) or tag_changes:
             # A move to another store changes the row's store token, not only its text.
-            await self._refresh_keyword_row(conn, after)
-        await self._write_revision(conn, after, action, WriteContext.of(actor), note, now, before=before)
+            yield from _keyword_row_plan(after)
+        yield from self._revision_plan(after, action, ctx, note, now, before=before)
         if any(before.get(c) != after.get(c) for c in (*EMBEDDED_COLUMNS, *PARTITION_COLUMNS)):
-            await self.enqueue_vector_sync(conn, memory_id, before["store_key"], now=now)
+            yield _outbox_statement(memory_id, before["store_key"], "upsert", now)
             if before["store_key"] != after["store_key"]:
-                await self.enqueue_vector_sync(conn, memory_id, after["store_key"], now=now)
+                yield _outbox_statement(memory_id, after["store_key"], "upsert", now)
         return after
 
     async def hard_delete(self, conn: aiosqlite.Connection, memory_ids: Sequence[str], *,
                           actor: str | WriteContext = "agent") -> int:
         """Remove rows for good; the last snapshot stays in the revision table, the vector goes through the outbox."""
         existing = await self.get_many(memory_ids, include_deleted=True, conn=conn)
-        now = time.time()
-        for record in existing.values():
-            await self._write_revision(conn, {**record, "version": record["version"] + 1}, "hard_delete",
-                                       WriteContext.of(actor), "", now, before=record, deleted=True)
-            await conn.execute("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
-            await conn.execute("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
-            await conn.execute("DELETE FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]])
-            await self.enqueue_vector_sync(conn, record["memory_id"], record["store_key"], op="delete", now=now)
+        await run_plan(conn, self._hard_delete_plan(list(existing.values()), WriteContext.of(actor), time.time()))
         return len(existing)
+
+    def _hard_delete_plan(self, records: Sequence[dict[str, Any]], ctx: WriteContext, now: float) -> WritePlan[None]:
+        for record in records:
+            yield from self._revision_plan({**record, "version": record["version"] + 1}, "hard_delete", ctx, "", now,
+                                           before=record, deleted=True)
+            yield _Statement("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
+            yield _Statement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
+            yield _Statement("DELETE FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]])
+            yield _outbox_statement(record["memory_id"], record["store_key"], "delete", now)
 
     async def bump_activation(self, memory_ids: Sequence[str], *, now: float | None = None) -> int:
         """One UPDATE for all hits (reference did one transaction per item)."""
@@ -558,50 +725,18 @@ class RecordRepository:
             "UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?", [text_hash, memory_id]
         )
 
-    async def _replace_tags(self, conn: aiosqlite.Connection, memory_id: str, source: dict[str, Any]) -> None:
-        await conn.execute("DELETE FROM booku_memory_tags WHERE memory_id = ?", [memory_id])
-        rows = []
-        for tag_type, group in TAG_GROUPS.items():
-            seen: set[str] = set()
-            for value in source.get(group) or []:
-                value = str(value).strip()
-                if value and value not in seen:
-                    seen.add(value)
-                    rows.append((memory_id, tag_type, value, len(seen)))
-        if rows:
-            await conn.executemany(
-                "INSERT INTO booku_memory_tags (memory_id, tag_type, tag_value, position) VALUES (?, ?, ?, ?)", rows
-            )
-
-    async def _refresh_keyword_row(self, conn: aiosqlite.Connection, record: dict[str, Any], *,
-                                   replace: bool = True) -> None:
-        """Write the record's keyword row: segmented title, content and tags, plus its store's token.
-
-        ``replace=False`` skips deleting an old row (the full rebuild has emptied the table already).
-        """
-        tags = " ".join(
-            record.get("tags", []) + record.get("core_tags", []) + record.get("diffusion_tags", [])
-        )
-        if replace:
-            await conn.execute("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
-        await conn.execute(
-            "INSERT INTO booku_memory_fts (rowid, title, content, tags, store) VALUES (?, ?, ?, ?, ?)",
-            [record["rid"], segment_for_index(record["title"]), segment_for_index(record["content"]),
-             segment_for_index(tags), store_token(record["store_key"])],
-        )
-
-    async def _write_revision(
-        self, conn: aiosqlite.Connection, record: dict[str, Any], action: str, ctx: WriteContext, note: str,
-        now: float, *, before: dict[str, Any] | None, deleted: bool = False,
-    ) -> None:
+    def _revision_plan(
+        self, record: dict[str, Any], action: str, ctx: WriteContext, note: str, now: float, *,
+        before: dict[str, Any] | None, deleted: bool = False,
+    ) -> WritePlan[None]:
         """One history snapshot and one append-only audit row per changed record, in the caller's transaction."""
         after_json = json.dumps(snapshot_of(record), ensure_ascii=False, sort_keys=True)
-        await conn.execute(
+        yield _Statement(
             "INSERT INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, created_at, "
             "authority) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [record["memory_id"], record["version"], action, after_json, ctx.actor, note, now, ctx.authority],
         )
-        await conn.execute(
+        yield _Statement(
             "INSERT INTO booku_audit_log (at, authority, actor, cause, batch_id, action, memory_id, owner_uid, "
             "store_key, version, before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [now, ctx.authority, ctx.actor, ctx.cause or note, ctx.batch_id, action, record["memory_id"],
@@ -613,10 +748,9 @@ class RecordRepository:
     async def enqueue_vector_sync(
         self, conn: aiosqlite.Connection, memory_id: str, store_key: str, *, op: str = "upsert", now: float | None = None
     ) -> None:
-        await conn.execute(
-            "INSERT INTO booku_vector_outbox (memory_id, store_key, op, created_at) VALUES (?, ?, ?, ?)",
-            [memory_id, store_key, op, now or time.time()],
-        )
+        """Queue a vector upsert/delete of one record, in the caller's transaction (the runtime applies it after)."""
+        statement = _outbox_statement(memory_id, store_key, op, now or time.time())
+        await conn.execute(statement.sql, statement.params)
 
     async def rebuild_keyword_index(self, conn: aiosqlite.Connection) -> int:
         """Recreate every FTS row from the records (derived data; used by reindex and after migration 0007).
@@ -629,9 +763,8 @@ class RecordRepository:
             ids = [row[0] for row in await cur.fetchall()]
         for start in range(0, len(ids), 500):
             records = await self.get_many(ids[start : start + 500], include_deleted=True, conn=conn)
-            for record in records.values():
-                await self._refresh_keyword_row(conn, record, replace=False)
-                count += 1
+            await run_plan(conn, _keyword_rows_plan(records.values()))
+            count += len(records)
         self.keyword_planner.forget()
         return count
 
@@ -679,19 +812,28 @@ class RecordRepository:
     async def import_record(self, conn: aiosqlite.Connection, record: dict[str, Any],
                             revisions: Sequence[dict[str, Any]]) -> bool:
         """Insert an exported record exactly as it was (version, timestamps, history). False if the id exists."""
-        async with conn.execute("SELECT 1 FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]]) as cur:
-            if await cur.fetchone():
-                return False
+        return await run_plan(conn, self._import_plan(record, revisions, time.time()))
+
+    def _import_plan(self, record: dict[str, Any], revisions: Sequence[dict[str, Any]],
+                     now: float) -> WritePlan[bool]:
+        found = yield _Statement("SELECT 1 FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]],
+                                 fetch=True)
+        if found:
+            return False
         values = {c: record[c] for c in WRITABLE_COLUMNS if c in record}
         values["version"] = int(record.get("version", 1))
-        stored = await self._insert_row(conn, values, record)
-        await conn.executemany(
-            "INSERT OR IGNORE INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(record["memory_id"], r["version"], r["action"], json.dumps(r["snapshot"], ensure_ascii=False, sort_keys=True),
-              r.get("actor", "agent"), r.get("note", ""), r["created_at"]) for r in revisions],
-        )
-        await self.enqueue_vector_sync(conn, stored["memory_id"], stored["store_key"])
+        stored = yield from self._insert_row_plan(values, record)
+        revision_rows = [
+            (record["memory_id"], r["version"], r["action"], json.dumps(r["snapshot"], ensure_ascii=False, sort_keys=True),
+             r.get("actor", "agent"), r.get("note", ""), r["created_at"]) for r in revisions
+        ]
+        if revision_rows:
+            yield _Statement(
+                "INSERT OR IGNORE INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, "
+                "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                revision_rows, many=True,
+            )
+        yield _outbox_statement(stored["memory_id"], stored["store_key"], "upsert", now)
         return True
 
     async def enqueue_all_vectors(self, conn: aiosqlite.Connection) -> int:
