@@ -89,17 +89,11 @@ async def folders(service: MemoryService) -> dict[str, Any]:
 async def list_memories(
     request: Request,
     service: MemoryService,
-    keyword: str = "",
-    memory_type: str = "",
-    status: str = "",
-    folder_id: str = "",
-    tag: str = "",
-    person_id: str = "",
+    filters: Annotated[MemoryFilters, Depends()],
     page: Annotated[int, Query(ge=1)] = 1,
     page_size: Annotated[int | None, Query(ge=1, le=200)] = None,
 ) -> dict[str, Any]:
     """One page of memories matching all given filters; ``has_more`` tells whether a next page exists."""
-    filters = MemoryFilters(keyword, memory_type, status, folder_id, tag, person_id)
     result = await operations.list_memories(service, filters, page=page, page_size=_page_size(request, page_size))
     return result.as_dict()
 
@@ -292,16 +286,12 @@ async def cancel_memo(memo_id: str, services: Services) -> dict[str, Any]:
 async def audit_log(
     request: Request,
     service: MemoryService,
-    memory_id: str = "",
-    authority: str = "",
-    action: str = "",
-    batch_id: str = "",
+    filters: Annotated[AuditFilters, Depends()],
     page: Annotated[int, Query(ge=1)] = 1,
     page_size: Annotated[int | None, Query(ge=1, le=200)] = None,
 ) -> dict[str, Any]:
     """The append-only audit log of the selected stores, newest first: who (authority, actor), when, why (cause),
     batch, and the before/after state with its ``diff`` lines. All filters are exact matches."""
-    filters = AuditFilters(memory_id, authority, action, batch_id)
     result = await operations.list_audit(service, filters, page=page, page_size=_page_size(request, page_size))
     return result.as_dict()
 

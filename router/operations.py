@@ -19,8 +19,29 @@ from .rendering import MEMORY_TYPE_LABELS, STATUS_LABELS
 
 
 @dataclass(frozen=True)
-class MemoryFilters:
-    """The list filters a curator can combine (all optional; blank means "any")."""
+class Filters:
+    """Optional text filters of a listing (blank means "any"), stripped of surrounding spaces.
+
+    The subclasses double as FastAPI dependencies (``Annotated[MemoryFilters, Depends()]``): their fields are the
+    query parameters, so the JSON API and the pages accept exactly the same filters.
+    """
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            object.__setattr__(self, name, str(value).strip())
+
+    def as_query(self) -> dict[str, str]:
+        """The non-empty filters, for links that keep them (pagination, "back to list", return after a restore)."""
+        return {key: value for key, value in asdict(self).items() if value}
+
+    def service_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of the service's listing call (blank filters left out)."""
+        return self.as_query()
+
+
+@dataclass(frozen=True)
+class MemoryFilters(Filters):
+    """The list filters a curator can combine (``list_memory_entries``)."""
 
     keyword: str = ""
     memory_type: str = ""
@@ -28,14 +49,6 @@ class MemoryFilters:
     folder_id: str = ""
     tag: str = ""
     person_id: str = ""
-
-    def as_query(self) -> dict[str, str]:
-        """The non-empty filters, for links that keep them (pagination, "back to list")."""
-        return {key: value for key, value in asdict(self).items() if value}
-
-    def service_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``list_memory_entries`` (blank filters left out)."""
-        return {key: value.strip() for key, value in asdict(self).items() if value.strip()}
 
 
 @dataclass
@@ -317,21 +330,13 @@ async def cancel_memo(views: Sequence[tuple[str, Any]], memo_id: str) -> dict[st
 
 
 @dataclass(frozen=True)
-class AuditFilters:
-    """The audit log filters (all optional; blank means "any")."""
+class AuditFilters(Filters):
+    """The audit log filters (``list_audit_log``)."""
 
     memory_id: str = ""
     authority: str = ""
     action: str = ""
     batch_id: str = ""
-
-    def as_query(self) -> dict[str, str]:
-        """The non-empty filters, for links that keep them (pagination, return after a restore)."""
-        return {key: value for key, value in asdict(self).items() if value}
-
-    def service_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of ``list_audit_log`` (blank filters left out)."""
-        return {key: value.strip() for key, value in asdict(self).items() if value.strip()}
 
 
 @dataclass

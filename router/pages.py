@@ -240,16 +240,10 @@ async def home(request: Request) -> Response:
 async def memories_page(
     request: Request,
     service: MemoryService,
-    keyword: str = "",
-    memory_type: str = "",
-    status: str = "",
-    folder_id: str = "",
-    tag: str = "",
-    person_id: str = "",
+    filters: Annotated[MemoryFilters, Depends()],
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> Response:
     """The memory list with filters, pagination and bulk actions."""
-    filters = MemoryFilters(keyword.strip(), memory_type, status, folder_id, tag.strip(), person_id.strip())
     listing = await operations.list_memories(service, filters, page=page, page_size=request.app.state.settings.page_size)
     folders = (await service.list_folder_ids()).get("items") or []
     return render(
@@ -615,14 +609,10 @@ def _audit_return(request: Request, candidate: str) -> str:
 async def audit_page(
     request: Request,
     service: MemoryService,
-    memory_id: str = "",
-    authority: str = "",
-    action: str = "",
-    batch_id: str = "",
+    filters: Annotated[AuditFilters, Depends()],
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> Response:
     """The audit log of the selected stores: filters, pages, a diff per change, restore buttons per row and batch."""
-    filters = AuditFilters(memory_id.strip(), authority.strip(), action.strip(), batch_id.strip())
     listing = await operations.list_audit(service, filters, page=page, page_size=request.app.state.settings.page_size)
     return render(
         request,
