@@ -44,3 +44,13 @@ async def advance(runtime: Any, days: float) -> None:
             "last_activated_at = CASE WHEN last_activated_at > 0 THEN last_activated_at - ? ELSE 0 END",
             [shift, shift, shift],
         )
+
+
+class Clock:
+    """An injected clock for the companion services: tests move ``now`` instead of waiting."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now

@@ -17,20 +17,11 @@ from booku_memory.services.companion.tool_specs import spec_by_name
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.errors import NotFoundError, ValidationError
 from .conftest import QUIET_CONFIG
+from .support import Clock
 
 DAY = 86400.0
 START = datetime(2030, 5, 1, 12, 0).timestamp()  # local noon
 LETTER = "  亲爱的你：\n\n今天下了第一场雪，我想起你说过想看雪。\n\n——写于一个安静的晚上  "
-
-
-class Clock:
-    """An injected clock: tests move it instead of waiting."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -14,18 +14,10 @@ import booku_memory
 from booku_memory.services.companion import refresh_decay
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.errors import NotFoundError, ValidationError
-from .support import age, ids, row
+from .support import Clock, age, ids, row
 
 DAY = 86400.0
 START = datetime(2030, 5, 1, 21, 0).timestamp()  # a local evening
-
-
-class Clock:
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
