@@ -82,7 +82,7 @@ class KeywordPlanner:
         self.posting_budget = posting_budget
         self._frequencies: OrderedDict[str, tuple[int, float]] = OrderedDict()
         self._row_count: tuple[int, float] | None = None
-        self._vocabulary_ready = False
+        self._vocabulary_connection: object | None = None  # the reader the temp vocabulary table lives on
 
     async def plan(self, terms: Sequence[str], store_keys: Sequence[str] | None,
                    store_tokens: Sequence[str]) -> KeywordPlan | None:
@@ -135,8 +135,10 @@ class KeywordPlanner:
         self._row_count = None
 
     async def _ensure_vocabulary(self) -> None:
-        if not self._vocabulary_ready:
-            await self.db.reader.execute(
+        """Create the temp ``fts5vocab`` table on the current reader (again after the database was reopened)."""
+        reader = self.db.reader
+        if self._vocabulary_connection is not reader:
+            await reader.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCABULARY_TABLE} "
                 "USING fts5vocab(main, 'booku_memory_fts', 'row')")
-            self._vocabulary_ready = True
+            self._vocabulary_connection = reader

@@ -92,3 +92,16 @@ async def test_store_clause_is_skipped_only_for_a_store_that_owns_nearly_every_r
             assert found and found <= own and not found & other
         assert {m for m, _ in await records.search_terms(
             terms, searchable_filter(ALICE, include_archived=False, include_knowledge=False), limit=5)} == mine
+
+
+async def test_planner_recreates_its_vocabulary_table_after_the_database_reopens(tmp_path) -> None:
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        service = memory.get_service(booku_memory.MEMORY_SERVICE, scope=ALICE)
+        target = (await service.upsert_memory("周末去西湖边喝绿茶"))["id"]
+        runtime = memory.runtime
+        flt = searchable_filter(ALICE, include_archived=False, include_knowledge=False)
+        assert [m for m, _ in await runtime.records.search_terms(query_terms("西湖"), flt, limit=5)] == [target]
+        await runtime.db.close()
+        await runtime.db.open()
+        runtime.records.keyword_planner.forget()
+        assert [m for m, _ in await runtime.records.search_terms(query_terms("绿茶"), flt, limit=5)] == [target]
