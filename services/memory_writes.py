@@ -72,6 +72,10 @@ Why a bound: the batch holds the write lock for its whole transaction, and other
 behind it; 64 writes is about one Chroma query plus a few tens of milliseconds of SQLite."""
 
 
+UPSERT_SAVEPOINT = "booku_upsert"
+"""Savepoint of each write of a group commit, so a failing write fails alone."""
+
+
 @dataclass(eq=False)
 class PendingUpsert:
     """An embedded upsert waiting for the write lock; ``future`` gets (mode, record, novelty) or the error."""
@@ -143,7 +147,8 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
                                                  with_embeddings=True)
         hits_of.update(zip(indexes, found))
     neighbour_ids = {hit.memory_id for hits in hits_of.values() for hit in hits}
-    records = await runtime.records.get_many(neighbour_ids) if neighbour_ids else {}
+    # Slim rows: the merge decision reads a few columns of each neighbour; its chosen target is re-read in full.
+    records = await runtime.records.merge_candidates(neighbour_ids) if neighbour_ids else {}
 
     outcomes: list[Any] = []
     written: list[tuple[PendingUpsert, dict[str, Any]]] = []
@@ -152,15 +157,11 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
             hits = hits_of.get(index, [])
             if index in hits_of:
                 hits = _with_batch_neighbours(job, hits, written, limit=wc.top_n)
-            await conn.execute("SAVEPOINT booku_upsert")
             try:
                 mode, record, novelty = await job.writer._write_one(conn, job, hits, records)
-            except Exception as exc:
-                await conn.execute("ROLLBACK TO booku_upsert")
-                await conn.execute("RELEASE booku_upsert")
+            except Exception as exc:  # its savepoint rolled back whatever it wrote (see ``_write_one``)
                 outcomes.append(exc)
                 continue
-            await conn.execute("RELEASE booku_upsert")
             records[record["memory_id"]] = record  # later writes of the batch judge against this version
             if mode == "created":
                 written.append((job, record))
@@ -266,7 +267,9 @@ class MemoryWriter:
         """One upsert of a batch, inside the batch's transaction: merge decision, then insert or merge.
 
         ``hits`` are the job's neighbours (Chroma, staged and earlier writes of this batch) and ``records`` their
-        rows as this batch last saw them. Returns (mode, stored record, novelty).
+        rows as this batch last saw them (``MERGE_CHECK_COLUMNS`` at least). Returns (mode, stored record, novelty).
+        Only the final insert or update writes, and it runs inside the savepoint ``UPSERT_SAVEPOINT`` in the same
+        thread hop: a failing write leaves no rows and the batch's transaction goes on.
         """
         draft, vector = job.draft, job.vector
         target, novelty = None, 1.0
@@ -287,13 +290,14 @@ class MemoryWriter:
             record = await self.rt.records.update(
                 conn, target["memory_id"], merge_changes(target, draft, novelty),
                 action="merge", actor=self.scope.context, note=f"合并写入：{draft.title[:60]}",
+                savepoint=UPSERT_SAVEPOINT,
             )
             return "merged", record, novelty
         record = await self.rt.records.insert(conn, {
             **draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}",
             "owner_uid": self.scope.owner_uid, "store_key": self.scope.writable_store_key,
             "novelty_energy": novelty,
-        }, action="create", actor=self.scope.context)
+        }, action="create", actor=self.scope.context, savepoint=UPSERT_SAVEPOINT)
         return "created", record, novelty
 
     def _merge_decision(self, draft: MemoryDraft, vector: np.ndarray, hits: list[VectorHit],

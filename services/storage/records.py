@@ -50,6 +50,9 @@ KEYWORD_DEEP_DEPTH = 10
 # What ranking reads of a candidate (``RecordRepository.candidates``): filters, partition, person, write order.
 CANDIDATE_COLUMNS = ("memory_id", "rid", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
                      "relation_memory_ids")
+# What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates``): the eligibility
+# checks (folder, type, person) and the text overlap test.
+MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content")
 # booku_meta key a migration sets when the keyword index must be refilled from the records at the next start
 # (segmentation needs jieba, which SQL cannot run).
 KEYWORD_REBUILD_META_KEY = "keyword_index_rebuild"
@@ -208,18 +211,26 @@ WritePlan = Generator[_Statement, list[sqlite3.Row], T]
 
 
 def _run_plan_here(raw: sqlite3.Connection, plan: WritePlan[T]) -> T:
-    """Run every statement of ``plan`` on ``raw`` in the calling thread (aiosqlite's worker thread)."""
+    """Run every statement of ``plan`` on ``raw`` in the calling thread (aiosqlite's worker thread).
+
+    A failing statement's error is thrown into the plan, so a plan may answer it with more statements
+    (``_savepoint_plan`` rolls back); a plan that does not catch it ends, and the error propagates.
+    """
     try:
         statement = next(plan)
         while True:
-            rows: list[sqlite3.Row] = []
-            if statement.many:
-                raw.executemany(statement.sql, statement.params)
-            else:
-                cursor = raw.execute(statement.sql, statement.params)
-                if statement.fetch:
-                    rows = cursor.fetchall()
-                cursor.close()
+            try:
+                rows: list[sqlite3.Row] = []
+                if statement.many:
+                    raw.executemany(statement.sql, statement.params)
+                else:
+                    cursor = raw.execute(statement.sql, statement.params)
+                    if statement.fetch:
+                        rows = cursor.fetchall()
+                    cursor.close()
+            except Exception as exc:
+                statement = plan.throw(exc)
+                continue
             statement = plan.send(rows)
     except StopIteration as done:
         return done.value
@@ -252,16 +263,40 @@ async def run_plan(conn: aiosqlite.Connection, plan: WritePlan[T]) -> T:
     try:
         statement = next(plan)
         while True:
-            rows: list[sqlite3.Row] = []
-            if statement.many:
-                await conn.executemany(statement.sql, statement.params)
-            elif statement.fetch:
-                rows = list(await conn.execute_fetchall(statement.sql, statement.params))
-            else:
-                await conn.execute(statement.sql, statement.params)
+            try:
+                rows: list[sqlite3.Row] = []
+                if statement.many:
+                    await conn.executemany(statement.sql, statement.params)
+                elif statement.fetch:
+                    rows = list(await conn.execute_fetchall(statement.sql, statement.params))
+                else:
+                    await conn.execute(statement.sql, statement.params)
+            except Exception as exc:
+                statement = plan.throw(exc)
+                continue
             statement = plan.send(rows)
     except StopIteration as done:
         return done.value
+
+
+def _savepoint_plan(plan: WritePlan[T], savepoint: str | None) -> WritePlan[T]:
+    """``plan`` inside ``SAVEPOINT savepoint``: when any of its statements (or its own code) fails, everything it
+    wrote is rolled back to the savepoint and the error propagates; the enclosing transaction stays usable.
+
+    Why inside the plan: the savepoint, the write and the release (or rollback) then cost one thread hop, not three.
+    ``savepoint=None`` runs ``plan`` as it is. The name must be a plain SQL identifier chosen by the caller.
+    """
+    if savepoint is None:
+        return (yield from plan)
+    yield _Statement(f"SAVEPOINT {savepoint}")
+    try:
+        result = yield from plan
+    except Exception:
+        yield _Statement(f"ROLLBACK TO {savepoint}")
+        yield _Statement(f"RELEASE {savepoint}")
+        raise
+    yield _Statement(f"RELEASE {savepoint}")
+    return result
 
 
 def _read_plan(memory_id: str) -> WritePlan[dict[str, Any] | None]:
@@ -371,22 +406,35 @@ class RecordRepository:
         of every candidate was the largest cost left in a 100k-memory retrieval (~7 ms of Python per call); the
         full rows are read for the results only.
         """
+        found = await self._live_columns(memory_ids, CANDIDATE_COLUMNS)
+        for record in found.values():
+            record["relation_memory_ids"] = _decode_list(record["relation_memory_ids"])
+        if with_tags and found:
+            wanted = set(found) if tags_only_for is None else set(tags_only_for)
+            await self._attach_tags({key: row for key, row in found.items() if key in wanted})
+        return found
+
+    async def merge_candidates(self, memory_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """What a write's merge decision needs of each live neighbour (``MERGE_CHECK_COLUMNS``), by id.
+
+        Why not ``get_many``: a group commit checks up to eight neighbours per write, and decoding every column and
+        the tags of each was a large share of a batch's Python time; the chosen target is re-read in full inside
+        the write's transaction anyway.
+        """
+        return await self._live_columns(memory_ids, MERGE_CHECK_COLUMNS)
+
+    async def _live_columns(self, memory_ids: Iterable[str], columns: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """``columns`` of each live (not deleted) record by id, undecoded; one query per 500 ids."""
         ids = list(dict.fromkeys(i for i in memory_ids if i))
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
             rows = await self.db.fetch_all(
-                f"SELECT {', '.join(CANDIDATE_COLUMNS)} FROM booku_memory_records "
+                f"SELECT {', '.join(columns)} FROM booku_memory_records "
                 f"WHERE memory_id IN ({placeholders(len(chunk))}) AND is_deleted = 0",
                 chunk,
             )
-            for row in rows:
-                record = dict(row)
-                record["relation_memory_ids"] = _decode_list(record["relation_memory_ids"])
-                found[record["memory_id"]] = record
-        if with_tags and found:
-            wanted = set(found) if tags_only_for is None else set(tags_only_for)
-            await self._attach_tags({key: row for key, row in found.items() if key in wanted})
+            found.update((row["memory_id"], dict(row)) for row in rows)
         return found
 
     async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
@@ -600,11 +648,13 @@ class RecordRepository:
     # ----------------------------------------------------------------- writes
     async def insert(
         self, conn: aiosqlite.Connection, record: dict[str, Any], *, action: str = "create",
-        actor: str | WriteContext = "agent", note: str = "",
+        actor: str | WriteContext = "agent", note: str = "", savepoint: str | None = None,
     ) -> dict[str, Any]:
         """Insert a new record with its tags, keyword row, first revision, audit row and outbox entry.
 
         Returns the stored record (every column, JSON decoded, plus the four tag lists), as ``get`` would read it.
+        With ``savepoint`` the insert runs inside a savepoint of that name and a failure leaves none of its rows
+        (see ``_savepoint_plan``).
         """
         now = time.time()
         ctx = WriteContext.of(actor)
@@ -616,7 +666,8 @@ class RecordRepository:
         values.setdefault("author", ctx.actor)
         values.setdefault("created_at", now)
         values.setdefault("updated_at", now)
-        return await run_plan(conn, self._create_plan(values, record, action, ctx, note, now))
+        return await run_plan(conn, _savepoint_plan(self._create_plan(values, record, action, ctx, note, now),
+                                                    savepoint))
 
     def _create_plan(self, values: dict[str, Any], record: dict[str, Any], action: str, ctx: WriteContext,
                      note: str, now: float) -> WritePlan[dict[str, Any]]:
@@ -652,13 +703,16 @@ class RecordRepository:
         actor: str | WriteContext = "agent",
         note: str = "",
         touch: bool = True,
+        savepoint: str | None = None,
     ) -> dict[str, Any] | None:
         """Apply changes (columns and/or tag groups) and record a new revision.
 
         Tag groups absent from ``changes`` are kept (reference bug B3). Returns the new record, or None when the id
-        does not exist. The vector is queued for a refresh only when embedded text or its partition changed.
+        does not exist. The vector is queued for a refresh only when embedded text or its partition changed. With
+        ``savepoint`` the update runs inside a savepoint of that name and a failure leaves none of its rows.
         """
-        return await run_plan(conn, self._update_plan(memory_id, changes, action, WriteContext.of(actor), note, touch))
+        plan = self._update_plan(memory_id, changes, action, WriteContext.of(actor), note, touch)
+        return await run_plan(conn, _savepoint_plan(plan, savepoint))
 
     def _update_plan(self, memory_id: str, changes: dict[str, Any], action: str, ctx: WriteContext, note: str,
                      touch: bool) -> WritePlan[dict[str, Any] | None]:

@@ -7,6 +7,7 @@ audit row and its outbox entry are written together, or, when a statement fails 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, AsyncIterator
 
@@ -208,3 +209,27 @@ async def test_hard_delete_and_import_round_trip_through_plans(runtime):
     assert {k: v for k, v in imported.items() if k != "rid"} == {k: v for k, v in stored.items() if k != "rid"}
     assert rows["keyword"] == [expected_keyword_row(imported)]
     assert rows["outbox"][-1] == {"store_key": "user:u-1", "op": "upsert"}
+
+
+async def test_a_write_failing_inside_a_group_commit_fails_alone_and_leaves_no_rows(runtime, monkeypatch):
+    """Three concurrent upserts share one batch transaction; the middle one fails after its row was written."""
+    def failing_segmentation(text: str) -> str:
+        if "BOOM" in text:
+            raise RuntimeError("分词失败（测试注入）")
+        return segment_for_index(text)
+
+    monkeypatch.setattr(records_module, "segment_for_index", failing_segmentation)
+    service = runtime.memory_service()
+    texts = ["今天去公园散步看到了很多樱花", "BOOM 这条写入会失败", "周末和朋友一起吃火锅很开心"]
+    results = await asyncio.gather(*(service.upsert_memory(text) for text in texts), return_exceptions=True)
+    assert [r["mode"] if isinstance(r, dict) else type(r).__name__ for r in results] == \
+        ["created", "RuntimeError", "created"]
+    written = {results[0]["id"], results[2]["id"]}
+    for table in ("booku_memory_records", "booku_memory_revisions", "booku_audit_log"):
+        ids = {row[0] for row in await runtime.db.fetch_all(f"SELECT DISTINCT memory_id FROM {table}")}
+        assert ids == written, table
+    assert await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_fts") == 2
+    assert await runtime.db.fetch_value(
+        "SELECT COUNT(*) FROM booku_memory_records WHERE content LIKE '%BOOM%'") == 0
+    outbox_ids = {row[0] for row in await runtime.db.fetch_all("SELECT memory_id FROM booku_vector_outbox")}
+    assert outbox_ids <= written
