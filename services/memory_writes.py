@@ -195,9 +195,6 @@ class MemoryWriter:
     def snippet_chars(self) -> int:
         return self.rt.config.retrieval.snippet_chars
 
-    def _filter(self, **kwargs: Any) -> RecordFilter:
-        return RecordFilter(store_keys=self.scope.readable_store_keys, **kwargs)
-
     async def visible(self, memory_ids: Sequence[str], *, include_deleted: bool) -> dict[str, dict[str, Any]]:
         """Records by id restricted to this scope's stores."""
         records = await self.rt.records.get_many(memory_ids, include_deleted=include_deleted)

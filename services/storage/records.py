@@ -799,13 +799,6 @@ class RecordRepository:
              None if deleted else after_json],
         )
 
-    async def enqueue_vector_sync(
-        self, conn: aiosqlite.Connection, memory_id: str, store_key: str, *, op: str = "upsert", now: float | None = None
-    ) -> None:
-        """Queue a vector upsert/delete of one record, in the caller's transaction (the runtime applies it after)."""
-        statement = _outbox_statement(memory_id, store_key, op, now or time.time())
-        await conn.execute(statement.sql, statement.params)
-
     async def rebuild_keyword_index(self, conn: aiosqlite.Connection) -> int:
         """Recreate every FTS row from the records (derived data; used by reindex and after migration 0007).
 
