@@ -99,6 +99,19 @@ def machine_line() -> str:
 # ------------------------------------------------------------------------------------------------ output
 
 
+def throttled_progress(started: float, every_seconds: float):
+    """A ``progress(done, total, label)`` callback for long imports that prints at most every ``every_seconds``
+    (and always at the end), with the seconds since ``started`` (a ``time.perf_counter()`` value)."""
+    last = [0.0]
+
+    def progress(done: int, total: int, label: str) -> None:
+        if time.perf_counter() - last[0] > every_seconds or done == total:
+            last[0] = time.perf_counter()
+            print(f"    {label} {done}/{total} ({time.perf_counter() - started:.0f} s)", flush=True)
+
+    return progress
+
+
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A GitHub-flavoured Markdown table; floats are printed with one decimal."""
     def cell(value: Any) -> str:

@@ -46,7 +46,7 @@ from booku_memory.services.scope import SHARED_STORE, Scope  # noqa: E402
 
 from common import (  # noqa: E402
     BENCH_CONFIG, RESULTS_DIR, PrecomputedEmbedder, dir_size_mb, latency_queries, machine_line, markdown_table,
-    peak_rss_mb, percentiles, source_pool, synthetic_corpus, write_json,
+    peak_rss_mb, percentiles, source_pool, synthetic_corpus, throttled_progress, write_json,
 )
 from service_latency import RouteTimer, size_label  # noqa: E402
 
@@ -112,14 +112,7 @@ async def build_store(owners: int, per_owner: int) -> dict[str, Any]:
                 out.write(json.dumps({"kind": "record", "record": record, "history": history},
                                      ensure_ascii=False) + "\n")
         print(f"  importing {total - 1} memories of {owners} owners through import_jsonl…", flush=True)
-        last = [0.0]
-
-        def progress(done: int, count: int, label: str) -> None:
-            if time.perf_counter() - last[0] > 30 or done == count:
-                last[0] = time.perf_counter()
-                print(f"    {label} {done}/{count} ({time.perf_counter() - started:.0f} s)", flush=True)
-
-        imported = await import_jsonl(rt, bulk, progress=progress)
+        imported = await import_jsonl(rt, bulk, progress=throttled_progress(started, 30))
         bulk.unlink()
         pending = await rt.vector_sync.pending_count()
         vectors = await rt.vectors.count()

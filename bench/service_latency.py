@@ -63,7 +63,7 @@ from booku_memory.services.embedding.local import LocalE5Embedder  # noqa: E402
 
 from common import (  # noqa: E402
     BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, PrecomputedEmbedder, dir_size_mb, latency_queries, machine_line,
-    markdown_table, peak_rss_mb, percentiles, rss_mb, source_pool, synthetic_corpus, write_json,
+    markdown_table, peak_rss_mb, percentiles, rss_mb, source_pool, synthetic_corpus, throttled_progress, write_json,
 )
 
 SCRIPT = Path(__file__).resolve()
@@ -168,14 +168,7 @@ async def build_store(size: int, method: str, concurrency: int) -> dict[str, Any
             print(f"  build {size_label(size)}: importing {size - 1} memories through import_jsonl "
                   f"(SQLite rows, FTS5, revisions, outbox, then Chroma)…", flush=True)
 
-            last = [0.0]
-
-            def progress(done: int, total: int, label: str) -> None:
-                if time.perf_counter() - last[0] > 15 or done == total:
-                    last[0] = time.perf_counter()
-                    print(f"    {label} {done}/{total} ({time.perf_counter() - started:.0f} s)", flush=True)
-
-            imported = await import_jsonl(rt, bulk, progress=progress)
+            imported = await import_jsonl(rt, bulk, progress=throttled_progress(started, 15))
             bulk.unlink()
             modes["imported"] = imported["record"]
         pending = await rt.vector_sync.pending_count()
