@@ -61,7 +61,8 @@ async def assert_next_write_works(db: Database) -> None:
     assert await meta_value(db, "after") == "ok"
 
 
-async def test_cancel_while_begin_is_pending_rolls_the_late_begin_back(db):
+async def writer_waiting_on_begin(db: Database) -> tuple[WriterGate, asyncio.Future, asyncio.Task, asyncio.Event]:
+    """A writer whose BEGIN is queued behind a closed gate: (gate, the gate's statement, the writer, body ran)."""
     gate = WriterGate(db)
     await gate.install()
     blocker = gate.close_on_writer()
@@ -74,6 +75,11 @@ async def test_cancel_while_begin_is_pending_rolls_the_late_begin_back(db):
 
     task = asyncio.create_task(writer())
     await let_tasks_queue_their_statements()
+    return gate, blocker, task, body_ran
+
+
+async def test_cancel_while_begin_is_pending_rolls_the_late_begin_back(db):
+    gate, blocker, task, body_ran = await writer_waiting_on_begin(db)
     task.cancel()
     gate.open()
     await blocker
@@ -85,16 +91,7 @@ async def test_cancel_while_begin_is_pending_rolls_the_late_begin_back(db):
 
 
 async def test_cancelled_again_while_cleaning_up_still_leaves_no_transaction(db):
-    gate = WriterGate(db)
-    await gate.install()
-    blocker = gate.close_on_writer()
-
-    async def writer() -> None:
-        async with db.transaction() as conn:
-            await conn.execute("INSERT INTO booku_meta (key, value) VALUES ('cancelled', 'x')")
-
-    task = asyncio.create_task(writer())
-    await let_tasks_queue_their_statements()
+    gate, blocker, task, _ = await writer_waiting_on_begin(db)
     task.cancel()
     await let_tasks_queue_their_statements()
     task.cancel()
