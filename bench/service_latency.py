@@ -7,6 +7,7 @@ Run from the repository root:
     .venv/bin/python bench/service_latency.py --build service       # build through upsert_memory (slow, see below)
     .venv/bin/python bench/service_latency.py --rebuild             # throw the cached stores away first
     .venv/bin/python bench/service_latency.py --build-only          # build the stores now, measure later
+    .venv/bin/python bench/service_latency.py --size 10k --skip-build --skip-retrieve   # write throughput only
 
 What it prints (Markdown, ready for the README):
 
@@ -371,12 +372,10 @@ def child(phase: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def print_report(builds: dict[int, dict[str, Any]], measured: dict[int, dict[str, Any]],
-                 writes: dict[str, Any] | None, args: argparse.Namespace) -> None:
+def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Namespace) -> None:
+    """The retrieve_memories latency, route breakdown, query embedding and memory tables."""
     print()
     print(f"### retrieve_memories latency (top_k={args.top_k}), query embedding excluded")
-    print()
-    print(machine_line())
     print()
     rows = []
     for size, m in measured.items():
@@ -409,6 +408,14 @@ def print_report(builds: dict[int, dict[str, Any]], measured: dict[int, dict[str
             for size, m in measured.items()]
     print(markdown_table(["memories", "RSS after open MB", "RSS after queries MB",
                           "peak RSS MB (incl. model)", "store on disk MB"], rows))
+
+
+def print_report(builds: dict[int, dict[str, Any]], measured: dict[int, dict[str, Any]],
+                 writes: dict[str, Any] | None, args: argparse.Namespace) -> None:
+    print()
+    print(machine_line())
+    if measured:
+        print_retrieve_report(measured, args)
     if writes:
         print()
         print(f"### upsert_memory throughput (scratch copy of the {writes['size']:,}-memory store)")
@@ -440,6 +447,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--build", choices=("import", "service"), default="import")
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached stores")
     parser.add_argument("--skip-writes", action="store_true")
+    parser.add_argument("--skip-build", action="store_true",
+                        help="never build a store: use the cached ones (error when one is missing)")
+    parser.add_argument("--skip-retrieve", action="store_true",
+                        help="skip the retrieve_memories latency (with --skip-build: only the write throughput)")
     parser.add_argument("--build-only", action="store_true", help="only build (or check) the cached stores")
     parser.add_argument("--phase", choices=("build", "measure", "writes"), help=argparse.SUPPRESS)
     parser.add_argument("--phase-size", type=int, help=argparse.SUPPRESS)
@@ -460,11 +471,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = sorted(parse_size(s) for s in args.sizes.split(",") if s.strip())
     started = time.perf_counter()
     print(machine_line(), flush=True)
-    asyncio.run(prepare())
+    if not args.skip_retrieve:
+        asyncio.run(prepare())
     builds: dict[int, dict[str, Any]] = {}
     measured: dict[int, dict[str, Any]] = {}
     for size in sizes:
         info_path = store_dir(size) / "build.json"
+        if args.skip_build and (args.rebuild or not info_path.exists()):
+            raise SystemExit(f"--skip-build: no cached {size:,}-memory store under {store_dir(size)}")
         if args.rebuild or not info_path.exists():
             print(f"building the {size:,}-memory store ({args.build})…", flush=True)
             builds[size] = child("build", size, args)
@@ -473,7 +487,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             builds[size] = json.loads(info_path.read_text(encoding="utf-8"))
             print(f"using the cached {size:,}-memory store ({builds[size]['built_at']}, {builds[size]['method']})",
                   flush=True)
-        if not args.build_only:
+        if not args.build_only and not args.skip_retrieve:
             print(f"measuring retrieve_memories at {size:,}…", flush=True)
             measured[size] = child("measure", size, args)
     if args.build_only:

@@ -27,7 +27,7 @@ from .logic.similarity import bigram_overlap
 from .logic.text import compose_embedding_text
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
-from .storage.records import RecordFilter
+from .storage.records import RecordFilter, WritePlan, presegment, run_plan
 from .storage.vector_index import VectorHit, tier_of
 
 EXACT_DUPLICATE_SIMILARITY = 0.9999
@@ -141,36 +141,60 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
     for index, job in enumerate(batch):
         if job.allow_merge and job.vector is not None:
             groups[(job.writer.scope.writable_store_key, partition_of(job.draft))].append(index)
-    for (store_key, tier), indexes in groups.items():
-        found = await runtime.query_vectors_many(np.stack([batch[i].vector for i in indexes]),
-                                                 store_keys=[store_key], tiers=[tier], limit=wc.top_n,
-                                                 with_embeddings=True)
-        hits_of.update(zip(indexes, found))
-    neighbour_ids = {hit.memory_id for hits in hits_of.values() for hit in hits}
-    # Slim rows: the merge decision reads a few columns of each neighbour; its chosen target is re-read in full.
-    records = await runtime.records.merge_candidates(neighbour_ids) if neighbour_ids else {}
-
-    outcomes: list[Any] = []
-    written: list[tuple[PendingUpsert, dict[str, Any]]] = []
+    queries = {key: asyncio.ensure_future(runtime.query_vectors_many(
+        np.stack([batch[i].vector for i in indexes]), store_keys=[key[0]], tiers=[key[1]], limit=wc.top_n,
+        with_embeddings=True)) for key, indexes in groups.items()}
+    try:
+        if queries:
+            await asyncio.sleep(0)  # let the queries reach Chroma's thread, which releases the GIL while it searches
+        # Meanwhile segment the batch's texts for the keyword index (Python, ~0.3 ms a text), off the writer's turn.
+        presegment(text for job in batch for text in (job.draft.title, job.draft.content))
+        for key, indexes in groups.items():
+            hits_of.update(zip(indexes, await queries[key]))
+    except BaseException:
+        for task in queries.values():
+            task.cancel()
+        raise
+    neighbour_ids = [hit.memory_id for hits in hits_of.values() for hit in hits]
     async with runtime.db.transaction() as conn:
-        for index, job in enumerate(batch):
-            hits = hits_of.get(index, [])
-            if index in hits_of:
-                hits = _with_batch_neighbours(job, hits, written, limit=wc.top_n)
-            try:
-                mode, record, novelty = await job.writer._write_one(conn, job, hits, records)
-            except Exception as exc:  # its savepoint rolled back whatever it wrote (see ``_write_one``)
-                outcomes.append(exc)
-                continue
-            records[record["memory_id"]] = record  # later writes of the batch judge against this version
-            if mode == "created":
-                written.append((job, record))
-            outcomes.append((mode, record, novelty))
+        # The whole batch is one plan: one hop to the writer thread for its neighbours' rows and every write of the
+        # batch, where a hop per write used to cost more than the write's SQL once other threads held the GIL.
+        outcomes, written = await run_plan(conn, _batch_plan(runtime, batch, hits_of, neighbour_ids,
+                                                             limit=wc.top_n))
     # After COMMIT (a rolled-back record must leave no staged vector) and still under the lock.
     for job, record in written:
         if job.vector is not None:
             runtime.vector_sync.stage(record, job.vector)
     return outcomes
+
+
+def _batch_plan(runtime, batch: list[PendingUpsert], hits_of: dict[int, list[VectorHit]],
+                neighbour_ids: Sequence[str], *,
+                limit: int) -> WritePlan[tuple[list[Any], list[tuple[PendingUpsert, dict[str, Any]]]]]:
+    """Every write of a group commit, in queue order, as one plan (see ``storage.records.run_plan``).
+
+    Returns (one outcome per job: (mode, record, novelty) or the exception it failed with; the jobs that created
+    a record, with that record). The neighbours' rows are read first, inside the transaction (slim rows: the merge
+    decision reads a few columns of each; its chosen target is re-read in full), and updated as the batch goes,
+    so each write judges against the versions the earlier writes of its batch left.
+    """
+    records = (yield from runtime.records.merge_candidates_plan(neighbour_ids)) if neighbour_ids else {}
+    outcomes: list[Any] = []
+    written: list[tuple[PendingUpsert, dict[str, Any]]] = []
+    for index, job in enumerate(batch):
+        hits = hits_of.get(index, [])
+        if index in hits_of:
+            hits = _with_batch_neighbours(job, hits, written, limit=limit)
+        try:
+            mode, record, novelty = yield from job.writer._write_one_plan(job, hits, records)
+        except Exception as exc:  # its savepoint rolled back whatever it wrote (see ``_write_one_plan``)
+            outcomes.append(exc)
+            continue
+        records[record["memory_id"]] = record  # later writes of the batch judge against this version
+        if mode == "created":
+            written.append((job, record))
+        outcomes.append((mode, record, novelty))
+    return outcomes, written
 
 
 def _with_batch_neighbours(job: PendingUpsert, hits: list[VectorHit],
@@ -259,14 +283,14 @@ class MemoryWriter:
             result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
         return result
 
-    async def _write_one(self, conn, job: "PendingUpsert", hits: list[VectorHit],
-                         records: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any], float]:
+    def _write_one_plan(self, job: "PendingUpsert", hits: list[VectorHit],
+                        records: dict[str, dict[str, Any]]) -> WritePlan[tuple[str, dict[str, Any], float]]:
         """One upsert of a batch, inside the batch's transaction: merge decision, then insert or merge.
 
         ``hits`` are the job's neighbours (Chroma, staged and earlier writes of this batch) and ``records`` their
         rows as this batch last saw them (``MERGE_CHECK_COLUMNS`` at least). Returns (mode, stored record, novelty).
-        Only the final insert or update writes, and it runs inside the savepoint ``UPSERT_SAVEPOINT`` in the same
-        thread hop: a failing write leaves no rows and the batch's transaction goes on.
+        Only the final insert or update writes, and it runs inside the savepoint ``UPSERT_SAVEPOINT``: a failing
+        write leaves no rows and the batch's transaction goes on.
         """
         draft, vector = job.draft, job.vector
         target, novelty = None, 1.0
@@ -275,22 +299,22 @@ class MemoryWriter:
         if job.allow_merge and draft.memory_type == "person" and draft.person_id:
             # Same layer only: a current fact merged into an archived person record would vanish from retrieval.
             # Read through the transaction, so a person created earlier in this batch counts.
-            person = await self.rt.records.find_person(
+            person = yield from self.rt.records.find_person_plan(
                 draft.person_id, store_keys=[self.scope.writable_store_key],
-                statuses=("active",) if draft.status == "active" else ("archived", "expired"), conn=conn)
+                statuses=("active",) if draft.status == "active" else ("archived", "expired"))
             if person is not None:
                 target = person
         if target is not None:
             # Re-read inside the transaction: never merge into a record deleted meanwhile (bug B8).
-            target = await self.rt.records.get(target["memory_id"], conn=conn)
+            target = yield from self.rt.records.read_plan(target["memory_id"])
         if target is not None:
-            record = await self.rt.records.update(
-                conn, target["memory_id"], merge_changes(target, draft, novelty),
+            record = yield from self.rt.records.update_plan(
+                target["memory_id"], merge_changes(target, draft, novelty),
                 action="merge", actor=self.scope.context, note=f"合并写入：{draft.title[:60]}",
                 savepoint=UPSERT_SAVEPOINT,
             )
             return "merged", record, novelty
-        record = await self.rt.records.insert(conn, {
+        record = yield from self.rt.records.insert_plan({
             **draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}",
             "owner_uid": self.scope.owner_uid, "store_key": self.scope.writable_store_key,
             "novelty_energy": novelty,

@@ -28,18 +28,22 @@ from .storage.vector_index import VectorHit, VectorIndex
 
 logger = logging.getLogger(__name__)
 
-VECTOR_FLUSH_DELAY_SECONDS = 0.1
+VECTOR_FLUSH_DELAY_SECONDS = 0.25
 """How long the flusher lets deferred vector work gather before one batched drain.
 
-Why: a Chroma upsert call persists its batch and has a fixed cost (measured ~25 ms for a single vector on the 10k
-bench store, against ~1 ms per extra vector in a batch), so writers stage their vector and return, and the flusher
-pays the fixed cost once per burst. Reads see staged vectors meanwhile (``query_vectors``), so the delay bounds how
-long vectors live only in memory (and in the outbox), never what a read finds."""
+Why: a Chroma upsert call persists its batch and holds the GIL throughout, freezing the event loop and every
+writer: measured on the 10k bench store ~25 ms fixed per call plus ~0.5-1 ms per vector (1 vector 23-35 ms, 128
+vectors 70-140 ms). Writers therefore stage their vector and return, and the flusher pays the fixed cost once per
+burst; at 0.1 s a stream of writes paid it ten times a second. Longer gathers save less and less (the per-vector
+part stays) while each flush freezes the process longer, so the batch bound below caps the freeze. Reads see
+staged vectors meanwhile (``query_vectors``), and the outbox row committed with each write keeps a crash from
+losing one, so the delay bounds how long vectors live only in memory (and in the outbox), never what a read finds."""
 
 VECTOR_FLUSH_BATCH = 128
 """Staged vectors that start a flush at once, without waiting for ``VECTOR_FLUSH_DELAY_SECONDS``.
 
-Why: keeps the staged buffer (scanned exactly by every vector read) small under a sustained write stream."""
+Why: bounds both the staged buffer (scanned exactly by every vector read) and how long one flush holds the GIL
+(~0.1 s at 128 vectors on the 10k bench store); beyond that a Chroma upsert no longer gets cheaper per vector."""
 
 ChangeListener = Callable[[str, Sequence[str]], Awaitable[None] | None]
 
@@ -168,7 +172,8 @@ class BookuRuntime:
             logger.info("关键词索引已按新结构重建：%d 条记忆", rebuilt)
         inner = self._given_embedder or build_embedder(self.config.embedding, host_request_fn=self._host_embed_fn)
         if inner is not None:
-            self.embedder = CachedEmbedder(inner, self.embedding_cache)
+            # Cache rows from the embedder ride in the next write transaction (the upsert that embedded the text).
+            self.embedder = CachedEmbedder(inner, self.embedding_cache.deferring())
         else:
             self.embedder_error = "嵌入模型已在配置中关闭（embedding.provider = none）"
         await self.vectors.open()
@@ -354,8 +359,9 @@ class BookuRuntime:
         removal_seq = self.vector_sync.removal_seq
         hits = await self.vectors.query(vector, store_keys=store_keys, tiers=tiers, limit=limit,
                                         with_embeddings=with_embeddings)
-        return self.vector_sync.merge_staged(vector, hits, captured, removal_seq=removal_seq, store_keys=store_keys,
-                                             tiers=tiers, limit=limit, with_embeddings=with_embeddings)
+        return self.vector_sync.merge_staged([vector], [hits], captured, removal_seq=removal_seq,
+                                             store_keys=store_keys, tiers=tiers, limit=limit,
+                                             with_embeddings=with_embeddings)[0]
 
     async def query_vectors_many(
         self,
@@ -371,9 +377,8 @@ class BookuRuntime:
         removal_seq = self.vector_sync.removal_seq
         found = await self.vectors.query_many(vectors, store_keys=store_keys, tiers=tiers, limit=limit,
                                               with_embeddings=with_embeddings)
-        return [self.vector_sync.merge_staged(vector, hits, captured, removal_seq=removal_seq, store_keys=store_keys,
-                                              tiers=tiers, limit=limit, with_embeddings=with_embeddings)
-                for vector, hits in zip(vectors, found)]
+        return self.vector_sync.merge_staged(vectors, found, captured, removal_seq=removal_seq, store_keys=store_keys,
+                                             tiers=tiers, limit=limit, with_embeddings=with_embeddings)
 
     # ---------------------------------------------------------------- events
     def add_change_listener(self, listener: ChangeListener) -> None:

@@ -10,15 +10,45 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import re
 import sqlite3
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Iterable, Sequence, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Iterable, Protocol, Sequence, TypeVar
 
 import aiosqlite
 
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+logger = logging.getLogger(__name__)
+
+RiderRows = list[tuple[str, list[Sequence[Any]]]]
+"""What a rider hands a transaction: ``(sql, parameter rows)`` pairs, each run with ``executemany``."""
+
+
+class TransactionRider(Protocol):
+    """Deferred rows that ride along in the next write transaction instead of paying for one of their own.
+
+    Why: a transaction on the writer costs BEGIN, COMMIT and the wait for the writer lock; the embedding cache used
+    to pay that once per embedding request, in front of the very write that embedded the text. ``take`` hands over
+    the rows to write as a transaction starts (they are written right after BEGIN, in the same thread hop, so
+    anything the transaction itself does comes after them, e.g. a retraction's DELETE of a cache row) and
+    ``settle`` says whether they were committed; rows not committed stay with the rider for the next transaction.
+    """
+
+    @property
+    def pending(self) -> bool:
+        """Whether rows are waiting for a transaction."""
+        ...
+
+    def take(self) -> tuple[RiderRows, Any]:
+        """The statements to run now and a token identifying what was taken (passed back to ``settle``)."""
+        ...
+
+    def settle(self, token: Any, committed: bool) -> None:
+        """The taken rows were committed (forget them) or not (keep them for the next transaction)."""
+        ...
 
 
 def available_migrations() -> list[tuple[int, str, str]]:
@@ -40,6 +70,15 @@ class Database:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        self._riders: list[TransactionRider] = []
+
+    def add_rider(self, rider: TransactionRider) -> None:
+        """Let ``rider``'s deferred rows ride in every later transaction (see ``TransactionRider``)."""
+        self._riders.append(rider)
+
+    def riders_pending(self) -> bool:
+        """Whether some rider holds rows no transaction has committed yet."""
+        return any(rider.pending for rider in self._riders)
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -58,6 +97,12 @@ class Database:
         return conn
 
     async def close(self) -> None:
+        if self._writer is not None and self.riders_pending():
+            try:
+                async with self.transaction():
+                    pass  # the riders' rows go in right after BEGIN
+            except Exception:  # e.g. a read-only or full disk: the rows are a cache, losing them costs time only
+                logger.warning("关闭数据库时写入延迟数据失败", exc_info=True)
         for conn in (self._reader, self._writer):
             if conn is not None:
                 await conn.close()
@@ -114,31 +159,44 @@ class Database:
         """
         async with self._write_lock:
             conn = self.writer
+            # Riders' rows go in right after BEGIN, in the same thread hop, before anything the caller does.
+            riding = [(rider, *rider.take()) for rider in self._riders]
+            riding = [(rider, statements, token) for rider, statements, token in riding if statements]
             try:
-                await _to_completion(conn.execute("BEGIN IMMEDIATE"))
+                rider_error = await _to_completion(_begin(conn, [row for _, rows, _ in riding for row in rows]))
             except BaseException:
                 # BEGIN may have succeeded although this task was cancelled meanwhile.
                 await _rollback_if_open(conn)
+                _settle(riding, committed=False)
                 raise
+            if rider_error is not None:
+                # A rider never fails the transaction it rides in: its rows were rolled back to their savepoint
+                # and are dropped (a cache row is worth a model call, not a failed write, nor a retry forever).
+                logger.warning("延迟写入的数据未能随事务写入，已放弃：%s", rider_error)
+                _settle(riding, committed=True)
+                riding = []
             try:
                 yield conn
             except BaseException:
                 await _rollback_if_open(conn)
+                _settle(riding, committed=False)
                 raise
             try:
                 await _to_completion(conn.execute("COMMIT"))
             except BaseException:
                 # A failed COMMIT (e.g. SQLITE_BUSY) leaves the transaction open: undo it, then report the failure.
                 await _rollback_if_open(conn)
+                _settle(riding, committed=False)
                 raise
+            _settle(riding, committed=True)
 
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
-        async with self.reader.execute(sql, params) as cur:
-            return list(await cur.fetchall())
+        """Every row of a read on the reader connection (committed data only)."""
+        return await _fetch(self.reader, sql, params, first_only=False)
 
     async def fetch_one(self, sql: str, params: Sequence[Any] = ()) -> aiosqlite.Row | None:
-        async with self.reader.execute(sql, params) as cur:
-            return await cur.fetchone()
+        """The first row of a read on the reader connection, or None."""
+        return await _fetch(self.reader, sql, params, first_only=True)
 
     async def fetch_value(self, sql: str, params: Sequence[Any] = (), default: Any = None) -> Any:
         row = await self.fetch_one(sql, params)
@@ -146,6 +204,55 @@ class Database:
 
 
 T = TypeVar("T")
+
+_RIDER_SAVEPOINT = "booku_rider"
+
+
+def _settle(riding: list[tuple[TransactionRider, RiderRows, Any]], *, committed: bool) -> None:
+    for rider, _, token in riding:
+        rider.settle(token, committed)
+
+
+async def _begin(conn: aiosqlite.Connection, statements: RiderRows) -> Exception | None:
+    """BEGIN IMMEDIATE, then the riders' rows inside a savepoint, in one hop to aiosqlite's worker thread.
+
+    Raises what BEGIN raised; returns the error of a failing rider statement (its rows are rolled back, the
+    transaction stays open and usable), else None. Falls back to one public call per statement when aiosqlite's
+    ``_execute``/``_conn`` core is missing (see ``records._one_hop_runner`` for why a private method).
+    """
+    execute, raw = getattr(conn, "_execute", None), getattr(conn, "_conn", None)
+    if callable(execute) and isinstance(raw, sqlite3.Connection):
+        return await execute(_begin_here, raw, statements)
+    await conn.execute("BEGIN IMMEDIATE")
+    if not statements:
+        return None
+    await conn.execute(f"SAVEPOINT {_RIDER_SAVEPOINT}")
+    try:
+        for sql, rows in statements:
+            await conn.executemany(sql, rows)
+    except Exception as exc:
+        await conn.execute(f"ROLLBACK TO {_RIDER_SAVEPOINT}")
+        await conn.execute(f"RELEASE {_RIDER_SAVEPOINT}")
+        return exc
+    await conn.execute(f"RELEASE {_RIDER_SAVEPOINT}")
+    return None
+
+
+def _begin_here(raw: sqlite3.Connection, statements: RiderRows) -> Exception | None:
+    """``_begin`` on the worker thread."""
+    raw.execute("BEGIN IMMEDIATE")
+    if not statements:
+        return None
+    raw.execute(f"SAVEPOINT {_RIDER_SAVEPOINT}")
+    try:
+        for sql, rows in statements:
+            raw.executemany(sql, rows)
+    except Exception as exc:
+        raw.execute(f"ROLLBACK TO {_RIDER_SAVEPOINT}")
+        raw.execute(f"RELEASE {_RIDER_SAVEPOINT}")
+        return exc
+    raw.execute(f"RELEASE {_RIDER_SAVEPOINT}")
+    return None
 
 
 async def _to_completion(operation: Awaitable[T]) -> T:
@@ -247,5 +354,27 @@ async def fetch_rows(db: Database, conn: aiosqlite.Connection | None, sql: str,
     """Rows from the open transaction's connection when given (sees its own writes), else from the reader."""
     if conn is None:
         return await db.fetch_all(sql, params)
+    return await _fetch(conn, sql, params, first_only=False)
+
+
+async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any], *, first_only: bool) -> Any:
+    """A read in ONE hop to aiosqlite's worker thread: execute, fetch, close the cursor.
+
+    Why: ``async with conn.execute(...) as cur: await cur.fetchall()`` is three hops (execute, fetch, close), and
+    each hop is a hand-over of the GIL between the worker thread and the event loop, which under load (Chroma and
+    the other connection's thread busy) cost more than most reads themselves. Falls back to the public calls when
+    aiosqlite's ``_execute``/``_conn`` core is missing (see ``records._one_hop_runner``).
+    """
+    execute, raw = getattr(conn, "_execute", None), getattr(conn, "_conn", None)
+    if callable(execute) and isinstance(raw, sqlite3.Connection):
+        return await execute(_fetch_here, raw, sql, params, first_only)
     async with conn.execute(sql, params) as cur:
-        return list(await cur.fetchall())
+        return await cur.fetchone() if first_only else list(await cur.fetchall())
+
+
+def _fetch_here(raw: sqlite3.Connection, sql: str, params: Sequence[Any], first_only: bool) -> Any:
+    cursor = raw.execute(sql, params)
+    try:
+        return cursor.fetchone() if first_only else cursor.fetchall()
+    finally:
+        cursor.close()

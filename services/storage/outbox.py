@@ -109,15 +109,19 @@ class VectorSync:
         while len(self._removals) > REMOVAL_LOG_SIZE:
             self._removals.popitem(last=False)
 
-    def merge_staged(self, vector: np.ndarray, hits: list[VectorHit], captured: dict[str, StagedVector], *,
-                     removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
-                     with_embeddings: bool) -> list[VectorHit]:
-        """Chroma ``hits`` merged with staged vectors, best first, at most ``limit``.
+    def merge_staged(self, vectors: np.ndarray, found: Sequence[list[VectorHit]], captured: dict[str, StagedVector],
+                     *, removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
+                     with_embeddings: bool) -> list[list[VectorHit]]:
+        """Each row's Chroma hits (``found[i]`` for ``vectors[i]``) merged with staged vectors, best first, at most
+        ``limit`` per row.
 
         ``captured`` is ``dict(self.staged)`` and ``removal_seq`` the removal counter, both taken just before the
         Chroma query: an entry flushed while the query ran still counts (Chroma may have answered before the
         upsert), an entry dropped meanwhile does not, and a staged entry replaces Chroma's copy of the same id.
         Ids removed since the query started are dropped from Chroma's answer as well.
+
+        Why all rows at once: the staged buffer (up to a flush batch of vectors) is sorted out and stacked once
+        per call, not once per row, and only each row's best ``limit`` staged entries become hits.
         """
         current: dict[str, StagedVector] = {}
         for memory_id in {*captured, *self.staged}:
@@ -129,18 +133,24 @@ class VectorSync:
                 current[memory_id] = entry
         removed = {memory_id for memory_id, seq in self._removals.items() if seq > removal_seq} \
             if self.removal_seq > removal_seq else set()
-        merged = [hit for hit in hits if hit.memory_id not in current and hit.memory_id not in removed]
         wanted_stores, wanted_tiers = set(store_keys), set(tiers)
         matching = [(memory_id, entry) for memory_id, entry in current.items()
                     if entry.store_key in wanted_stores and entry.tier in wanted_tiers]
-        if matching:
-            query = np.asarray(vector, dtype=np.float32).reshape(-1)
-            similarities = np.stack([entry.vector for _, entry in matching]) @ query
-            merged += [VectorHit(memory_id, float(similarity), entry.tier,
-                                 entry.vector if with_embeddings else None)
-                       for (memory_id, entry), similarity in zip(matching, similarities)]
-        merged.sort(key=lambda hit: hit.similarity, reverse=True)
-        return merged[:limit]
+        staged_matrix = np.stack([entry.vector for _, entry in matching]) if matching else None
+        results: list[list[VectorHit]] = []
+        for vector, hits in zip(vectors, found):
+            merged = [hit for hit in hits if hit.memory_id not in current and hit.memory_id not in removed]
+            if staged_matrix is not None:
+                similarities = staged_matrix @ np.asarray(vector, dtype=np.float32).reshape(-1)
+                # A stable sort keeps equal similarities in buffer order, so the hits are exactly those of
+                # sorting every staged entry: no staged entry beyond a row's best ``limit`` can make its top.
+                for index in np.argsort(-similarities, kind="stable")[:limit]:
+                    memory_id, entry = matching[index]
+                    merged.append(VectorHit(memory_id, float(similarities[index]), entry.tier,
+                                            entry.vector if with_embeddings else None))
+            merged.sort(key=lambda hit: hit.similarity, reverse=True)
+            results.append(merged[:limit])
+        return results
 
     async def pending_count(self) -> int:
         return int(await self.db.fetch_value("SELECT COUNT(*) FROM booku_vector_outbox", (), 0))
@@ -226,12 +236,13 @@ class VectorSync:
                     groups[(tier, record["store_key"])].append(index)
                     hashes[record["memory_id"]] = text_hash(texts[index])
                 for (tier, store_key), indexes in groups.items():
+                    # No Chroma metadata: nothing filters or reads it (the partition is the collection, and every
+                    # other field lives in SQLite), and writing it made each upsert ~1.5-2x slower on the 10k
+                    # bench store, all of it with the GIL held (see runtime.VECTOR_FLUSH_DELAY_SECONDS).
                     await self.vectors.upsert(
                         tier, store_key,
                         [wanted[i][0]["memory_id"] for i in indexes],
                         np.stack([matrix[i] for i in indexes]),
-                        [{"folder_id": wanted[i][0]["folder_id"], "memory_type": wanted[i][0]["memory_type"]}
-                         for i in indexes],
                     )
                 handled |= {record["memory_id"] for record, _ in wanted}
         placed = {record["memory_id"]: (record["store_key"], tier) for record, tier in wanted
@@ -259,6 +270,5 @@ class VectorSync:
                     f"WHERE outbox_id IN ({placeholders(len(failed_ids))})",
                     [error, *failed_ids],
                 )
-            for memory_id, digest in hashes.items():
-                await self.records.set_embedded_hash(conn, memory_id, digest)
+            await self.records.set_embedded_hashes(conn, hashes)
         return len(done_ids), max(failed_ids, default=0), error

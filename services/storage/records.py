@@ -13,11 +13,13 @@ import hashlib
 import json
 import sqlite3
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Generator, Iterable, Sequence, TypeVar
 
 import aiosqlite
 
+from ..logic.shape import QUESTION_MARKS, TRAILING_CLOSERS
 from ..logic.segmentation import segment_for_index
 from ..scope import WriteContext
 from .database import Database, fetch_rows, placeholders
@@ -47,10 +49,18 @@ KEYWORD_INDEX_COLUMNS = (*EMBEDDED_COLUMNS, "store_key")
 # Inner FTS page of a keyword search, in multiples of the requested limit: first try, then the one deeper retry.
 KEYWORD_SHALLOW_DEPTH = 3
 KEYWORD_DEEP_DEPTH = 10
-# What ranking reads of a candidate (``RecordRepository.candidates``): filters, partition, person, write order.
+# ``logic.shape.ends_with_question`` in SQL.
+ENDS_WITH_QUESTION_SQL = (
+    "substr(rtrim(content, '" + TRAILING_CLOSERS.replace("'", "''") + "'), -1) IN ("
+    + ", ".join(f"'{mark}'" for mark in QUESTION_MARKS) + ")"
+)
+# What ranking reads of a candidate (``RecordRepository.candidates``): filters, partition, person, write order, time
+# and the text shape (``logic.shape``): the text only of the candidates that end with a question, the length of all.
 CANDIDATE_COLUMNS = ("memory_id", "rid", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
-                     "relation_memory_ids")
-# What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates``): the eligibility
+                     "relation_memory_ids", "created_at", "event_start_at", "event_end_at",
+                     f"CASE WHEN {ENDS_WITH_QUESTION_SQL} THEN content END AS question_text",
+                     "length(content) AS content_chars")
+# What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
 # checks (folder, type, person) and the text overlap test.
 MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content")
 # booku_meta key a migration sets when the keyword index must be refilled from the records at the next start
@@ -350,15 +360,67 @@ def _keyword_row_plan(record: dict[str, Any], *, replace: bool = True) -> WriteP
         yield _Statement("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
     yield _Statement(
         "INSERT INTO booku_memory_fts (rowid, title, content, tags, store) VALUES (?, ?, ?, ?, ?)",
-        [record["rid"], segment_for_index(record["title"]), segment_for_index(record["content"]),
-         segment_for_index(tags), store_token(record["store_key"])],
+        [record["rid"], _segmented(record["title"]), _segmented(record["content"]), _segmented(tags),
+         store_token(record["store_key"])],
     )
+
+
+SEGMENT_MEMO_SIZE = 512
+"""Texts whose keyword-index segmentation ``presegment`` keeps for the write about to use it.
+
+Why: jieba runs in Python (~0.3 ms for a 280-character memory), and inside a write plan it runs on the writer's
+thread while the group commit waits. The group commit segments its batch's texts beforehand instead, while its
+Chroma neighbour query runs (that query releases the GIL), so the plan finds them here. A few hundred entries cover
+a batch (two texts per write) with room to spare; any text not found is segmented as before."""
+
+_segment_memo: "OrderedDict[str, str]" = OrderedDict()
+
+
+def presegment(texts: Iterable[str]) -> None:
+    """Segment ``texts`` for the keyword index now, so a write plan that indexes them finds the result.
+
+    The result is exactly ``segment_for_index(text)``; a text that fails to segment is left for the plan, which
+    then fails as it would have (inside its savepoint).
+    """
+    for text in texts:
+        if not text or text in _segment_memo:
+            continue
+        try:
+            segmented = segment_for_index(text)
+        except Exception:
+            continue
+        _segment_memo[text] = segmented
+        while len(_segment_memo) > SEGMENT_MEMO_SIZE:
+            try:
+                _segment_memo.popitem(last=False)
+            except KeyError:  # a plan on the writer's thread took the last entries meanwhile
+                break
+
+
+def _segmented(text: str) -> str:
+    """``segment_for_index(text)``, from the ``presegment`` memo when the text was segmented beforehand."""
+    found = _segment_memo.pop(text, None)  # a memo entry serves one write: the memo never goes stale
+    return segment_for_index(text) if found is None else found
 
 
 def _keyword_rows_plan(records: Iterable[dict[str, Any]]) -> WritePlan[None]:
     """Keyword rows of many records into an emptied index (the rebuild)."""
     for record in records:
         yield from _keyword_row_plan(record, replace=False)
+
+
+def _live_columns_query(columns: Sequence[str], memory_ids: Sequence[str]) -> tuple[str, list[str]]:
+    """``columns`` of the live (not deleted) records among ``memory_ids`` (at most 500 ids)."""
+    return (f"SELECT {', '.join(columns)} FROM booku_memory_records "
+            f"WHERE memory_id IN ({placeholders(len(memory_ids))}) AND is_deleted = 0", list(memory_ids))
+
+
+def _find_person_query(person_id: str, store_keys: Sequence[str] | None,
+                       statuses: Sequence[str] | None) -> tuple[str, list[Any]]:
+    """The id of the most recently updated person record of ``person_id`` (``find_person``)."""
+    flt = RecordFilter(store_keys=store_keys, memory_types=("person",), person_id=person_id, statuses=statuses)
+    where, params = flt.where()
+    return f"SELECT r.memory_id FROM booku_memory_records r WHERE {where} ORDER BY r.updated_at DESC LIMIT 1", params
 
 
 def _outbox_statement(memory_id: str, store_key: str, op: str, now: float) -> _Statement:
@@ -414,26 +476,53 @@ class RecordRepository:
             await self._attach_tags({key: row for key, row in found.items() if key in wanted})
         return found
 
-    async def merge_candidates(self, memory_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """What a write's merge decision needs of each live neighbour (``MERGE_CHECK_COLUMNS``), by id.
+    async def ids_in_time_windows(self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *,
+                                  limit: int) -> list[str]:
+        """Ids of the records whose time falls in one of ``windows`` (epoch ``[start, end)``), newest first.
+
+        A record's time is its event window when it has one (any overlap counts), else its creation time; the two
+        kinds are read separately so each uses its (store_key, time) index (migration 0009).
+        """
+        if not windows or limit <= 0:
+            return []
+        where, params = flt.where()
+        created = " OR ".join("(r.created_at >= ? AND r.created_at < ?)" for _ in windows)
+        events = " OR ".join("(r.event_start_at < ? AND max(r.event_end_at, r.event_start_at) >= ?)" for _ in windows)
+        rows = await self.db.fetch_all(
+            f"SELECT r.memory_id, r.created_at AS t FROM booku_memory_records r WHERE {where} "
+            f"AND r.event_start_at <= 0 AND ({created}) ORDER BY r.created_at DESC LIMIT ?",
+            [*params, *(bound for window in windows for bound in window), limit],
+        )
+        rows += await self.db.fetch_all(
+            f"SELECT r.memory_id, r.event_start_at AS t FROM booku_memory_records r WHERE {where} "
+            f"AND r.event_start_at > 0 AND ({events}) ORDER BY r.event_start_at DESC LIMIT ?",
+            [*params, *(bound for start, end in windows for bound in (end, start)), limit],
+        )
+        rows = sorted(rows, key=lambda row: -row["t"])[:limit]
+        return [row["memory_id"] for row in rows]
+
+    @staticmethod
+    def merge_candidates_plan(memory_ids: Iterable[str]) -> WritePlan[dict[str, dict[str, Any]]]:
+        """What a write's merge decision needs of each live neighbour (``MERGE_CHECK_COLUMNS``), by id, read as a
+        step of the group commit's plan (inside its transaction, in the same thread hop as its writes).
 
         Why not ``get_many``: a group commit checks up to eight neighbours per write, and decoding every column and
         the tags of each was a large share of a batch's Python time; the chosen target is re-read in full inside
         the write's transaction anyway.
         """
-        return await self._live_columns(memory_ids, MERGE_CHECK_COLUMNS)
+        ids = list(dict.fromkeys(i for i in memory_ids if i))
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), 500):
+            rows = yield _Statement(*_live_columns_query(MERGE_CHECK_COLUMNS, ids[start : start + 500]), fetch=True)
+            found.update((row["memory_id"], dict(row)) for row in rows)
+        return found
 
     async def _live_columns(self, memory_ids: Iterable[str], columns: Sequence[str]) -> dict[str, dict[str, Any]]:
         """``columns`` of each live (not deleted) record by id, undecoded; one query per 500 ids."""
         ids = list(dict.fromkeys(i for i in memory_ids if i))
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            rows = await self.db.fetch_all(
-                f"SELECT {', '.join(columns)} FROM booku_memory_records "
-                f"WHERE memory_id IN ({placeholders(len(chunk))}) AND is_deleted = 0",
-                chunk,
-            )
+            rows = await self.db.fetch_all(*_live_columns_query(columns, ids[start : start + 500]))
             found.update((row["memory_id"], dict(row)) for row in rows)
         return found
 
@@ -620,12 +709,25 @@ class RecordRepository:
 
     async def find_person(self, person_id: str, *, store_keys: Sequence[str] | None,
                           statuses: Sequence[str] | None = None, conn=None) -> dict[str, Any] | None:
-        flt = RecordFilter(store_keys=store_keys, memory_types=("person",), person_id=person_id, statuses=statuses)
-        where, params = flt.where()
-        rows = await fetch_rows(self.db, 
-            conn, f"SELECT r.memory_id FROM booku_memory_records r WHERE {where} ORDER BY r.updated_at DESC LIMIT 1", params
-        )
+        """The most recently updated live person record of ``person_id`` (with tags), or None."""
+        sql, params = _find_person_query(person_id, store_keys, statuses)
+        rows = await fetch_rows(self.db, conn, sql, params)
         return await self.get(rows[0]["memory_id"], conn=conn) if rows else None
+
+    def find_person_plan(self, person_id: str, *, store_keys: Sequence[str] | None,
+                         statuses: Sequence[str] | None = None) -> WritePlan[dict[str, Any] | None]:
+        """``find_person`` as a plan step, read inside the running transaction (``run_plan``)."""
+        sql, params = _find_person_query(person_id, store_keys, statuses)
+        rows = yield _Statement(sql, params, fetch=True)
+        return (yield from self.read_plan(rows[0]["memory_id"])) if rows else None
+
+    @staticmethod
+    def read_plan(memory_id: str, *, include_deleted: bool = False) -> WritePlan[dict[str, Any] | None]:
+        """``get`` as a plan step, read inside the running transaction (``run_plan``)."""
+        record = yield from _read_plan(memory_id)
+        if record is None or (record["is_deleted"] and not include_deleted):
+            return None
+        return record
 
     async def history(self, memory_id: str) -> list[dict[str, Any]]:
         rows = await self.db.fetch_all(
@@ -656,6 +758,14 @@ class RecordRepository:
         With ``savepoint`` the insert runs inside a savepoint of that name and a failure leaves none of its rows
         (see ``_savepoint_plan``).
         """
+        return await run_plan(conn, self.insert_plan(record, action=action, actor=actor, note=note,
+                                                     savepoint=savepoint))
+
+    def insert_plan(
+        self, record: dict[str, Any], *, action: str = "create", actor: str | WriteContext = "agent",
+        note: str = "", savepoint: str | None = None,
+    ) -> WritePlan[dict[str, Any]]:
+        """``insert`` as a plan, for a caller that runs several writes in one thread hop (``run_plan``)."""
         now = time.time()
         ctx = WriteContext.of(actor)
         values = {column: record[column] for column in WRITABLE_COLUMNS if column in record}
@@ -666,8 +776,7 @@ class RecordRepository:
         values.setdefault("author", ctx.actor)
         values.setdefault("created_at", now)
         values.setdefault("updated_at", now)
-        return await run_plan(conn, _savepoint_plan(self._create_plan(values, record, action, ctx, note, now),
-                                                    savepoint))
+        return _savepoint_plan(self._create_plan(values, record, action, ctx, note, now), savepoint)
 
     def _create_plan(self, values: dict[str, Any], record: dict[str, Any], action: str, ctx: WriteContext,
                      note: str, now: float) -> WritePlan[dict[str, Any]]:
@@ -711,8 +820,15 @@ class RecordRepository:
         does not exist. The vector is queued for a refresh only when embedded text or its partition changed. With
         ``savepoint`` the update runs inside a savepoint of that name and a failure leaves none of its rows.
         """
+        return await run_plan(conn, self.update_plan(memory_id, changes, action=action, actor=actor, note=note,
+                                                     touch=touch, savepoint=savepoint))
+
+    def update_plan(self, memory_id: str, changes: dict[str, Any], *, action: str,
+                    actor: str | WriteContext = "agent", note: str = "", touch: bool = True,
+                    savepoint: str | None = None) -> WritePlan[dict[str, Any] | None]:
+        """``update`` as a plan, for a caller that runs several writes in one thread hop (``run_plan``)."""
         plan = self._update_plan(memory_id, changes, action, WriteContext.of(actor), note, touch)
-        return await run_plan(conn, _savepoint_plan(plan, savepoint))
+        return _savepoint_plan(plan, savepoint)
 
     def _update_plan(self, memory_id: str, changes: dict[str, Any], action: str, ctx: WriteContext, note: str,
                      touch: bool) -> WritePlan[dict[str, Any] | None]:
@@ -774,10 +890,17 @@ class RecordRepository:
             )
             return cur.rowcount
 
-    async def set_embedded_hash(self, conn: aiosqlite.Connection, memory_id: str, text_hash: str) -> None:
-        await conn.execute(
-            "UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?", [text_hash, memory_id]
-        )
+    async def set_embedded_hashes(self, conn: aiosqlite.Connection, hashes: dict[str, str]) -> None:
+        """Record which text each record's stored vector embeds (``{memory_id: text_hash}``), in one statement.
+
+        Why one statement: the vector drain settles a whole flush (a hundred records or more) at once, and a
+        statement per record was a thread hop per record inside the writer's transaction.
+        """
+        if hashes:
+            await conn.executemany(
+                "UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?",
+                [(digest, memory_id) for memory_id, digest in hashes.items()],
+            )
 
     def _revision_plan(
         self, record: dict[str, Any], action: str, ctx: WriteContext, note: str, now: float, *,
