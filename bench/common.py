@@ -19,6 +19,7 @@ import resource
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -351,6 +352,17 @@ class Conversation:
     sample_id: str
     turns: list[Turn]
     questions: list[Question]
+
+
+def locomo_session_time(text: str) -> float:
+    """A session's ``"1:56 pm on 8 May, 2023"`` as epoch seconds in local time (0.0 when absent or unreadable).
+
+    The protocol's timestamp of a turn; local time, because the service reads a query's dates in its zone, which
+    defaults to this machine's."""
+    try:
+        return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").timestamp()
+    except ValueError:
+        return 0.0
 
 
 def normalise_evidence(raw: Sequence[str], valid: set[str]) -> list[str]:

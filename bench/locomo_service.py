@@ -12,8 +12,9 @@ when the turn shows an image; every question with evidence is a query; gold = it
 zero padding stripped, ids that are not turns of that conversation dropped; recall@k = |gold ∩ top-k| / |gold|,
 averaged per category and overall. The memory id returned by each write is mapped back to its ``dia_id`` (the
 title is left to the service, so the id never leaks into the embedded or indexed text); a write the service merged
-into an earlier memory maps that memory to both turns. The service offers no way to set a memory's timestamp, so
-session dates are not written (no route here uses time).
+into an earlier memory maps that memory to both turns. Each turn carries its session's date as ``event_start_at``
+(the protocol's timestamp: when it was said), so a question naming a date ("on 8 May, 2023", "in June") is matched
+against it by the hybrid route's time anchors.
 
 Routes, all on the same stores:
 
@@ -48,7 +49,7 @@ from booku_memory.services.embedding.deterministic import UnavailableEmbedder  #
 
 from common import (  # noqa: E402
     BENCH_CONFIG, LOCOMO_CATEGORIES, MEMORY_SERVICE, RESULTS_DIR, Conversation, PrecomputedEmbedder, load_locomo,
-    machine_line, markdown_table, memory_embedding_text, parse_range, percentiles,
+    locomo_session_time, machine_line, markdown_table, memory_embedding_text, parse_range, percentiles,
 )
 
 KS = (1, 5, 10, 25)
@@ -81,7 +82,7 @@ async def write_conversation(conv: Conversation, directory: Path, embedder: Prec
             duplicates += is_duplicate
             seen_texts.add(turn.text)
             t0 = time.perf_counter()
-            result = await svc.upsert_memory(turn.text)
+            result = await svc.upsert_memory(turn.text, event_start_at=locomo_session_time(turn.date_time))
             latencies.append((time.perf_counter() - t0) * 1000.0)
             turns_of[result["id"]].add(turn.dia_id)
             if result["mode"] == "merged":

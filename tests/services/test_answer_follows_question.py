@@ -1,0 +1,36 @@
+"""In a stored conversation the answer to a question is the memory written right after it: retrieval lifts it to
+the question that repeats the query's words (``logic.neighbours.answer_lift``), and for a query whose words are
+exact (English here) the question itself, which only asks, drops below the answer (``logic.shape``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .memory_support import MEMORY_SERVICE, open_store
+
+CHAT = [
+    "Caroline: I went hiking with my sister on Saturday morning.",
+    "Melanie: Sounds lovely, the weather was great for it.",
+    "Caroline: What did you paint for the art fair this year?",
+    "Melanie: A sunset over the lake behind our cabin.",
+    "Caroline: My dog learned to fetch the newspaper.",
+    "Melanie: I bought new running shoes yesterday.",
+    "Caroline: We are planning a trip to Lisbon in spring.",
+    "Melanie: My kids started piano lessons last month.",
+]
+
+
+async def test_the_answer_to_a_matching_question_follows_it(tmp_path: Path) -> None:
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        ids = [(await svc.upsert_memory(text))["id"] for text in CHAT]
+        result = await svc.retrieve_memories("What did Melanie paint for the art fair?", top_k=len(CHAT))
+        rows = await handle.runtime.records.candidates(ids, with_tags=False)
+    parts = {item["id"]: item["score_parts"] for item in result["results"]}
+    assert result["results"][0]["id"] == ids[3]  # the answer comes first
+    answer, question = parts[ids[3]], parts[ids[2]]
+    assert answer["neighbour"] > 0  # lifted by the question it answers
+    assert question["shape"] < answer["shape"] - 1.0  # the question only asks: demoted for an English query
+    assert [rows[memory_id]["question_text"] is not None for memory_id in ids] == [
+        False, False, True, False, False, False, False, False]
+    assert rows[ids[2]]["question_text"] == CHAT[2] and rows[ids[3]]["content_chars"] == len(CHAT[3])
