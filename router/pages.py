@@ -92,6 +92,13 @@ SCORE_PART_LABELS: dict[str, str] = {
     "epa": "EPA 重塑",
     "recency": "时间",
     "activation": "激活",
+    "time": "日期匹配",
+    "neighbour": "相邻与问答加成",
+    "shape": "文本形态",
+    "cosine": "余弦相似度",
+    "bm25": "BM25",
+    "keyword_weight": "关键词权重",
+    "fused": "融合分",
 }
 
 

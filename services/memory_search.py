@@ -182,7 +182,8 @@ class MemorySearch:
         # The memory written right after one that ends with a question is usually its answer: it follows it; and a
         # memory's own text shape (asking or telling, short or long) weighs in (``logic.shape``).
         asking = [memory_id for memory_id in positions if candidates[memory_id]["question_text"] is not None]
-        shapes = {memory_id: TextShape(question_share(row["question_text"] or ""), int(row["content_chars"] or 0))
+        shapes = {memory_id: TextShape(question_share(asks) if (asks := row["question_text"]) else 0.0,
+                                       int(row["content_chars"] or 0))
                   for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
         fused = fuse_routes(dense, keyword_hits, keyword_reliability=keyword_reliability(query_text), params=params,
                             neighbours=write_neighbours(positions, params.neighbour_radius), time_matches=matches,

@@ -62,6 +62,8 @@ def text_shape(text: str) -> TextShape:
 def shape_prior(shape: TextShape, keyword_reliability: float, *, question_penalty: float, length_weight: float,
                 length_cap: int) -> float:
     """``length_weight · ln(max(1, min(length, cap))) − question_penalty · reliability · question_share``."""
+    length = math.log(max(1, min(shape.length, length_cap)))
+    if not shape.question_share:
+        return length_weight * length
     reliability = min(max(keyword_reliability, 0.0), 1.0) if math.isfinite(keyword_reliability) else 0.0
-    length = max(1, min(int(shape.length), max(int(length_cap), 1)))
-    return length_weight * math.log(length) - question_penalty * reliability * shape.question_share
+    return length_weight * length - question_penalty * reliability * shape.question_share
