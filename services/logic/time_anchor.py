@@ -11,8 +11,10 @@ local zone), because people name days in their own calendar.
 
 Anchors are calendar patterns: a field left ``None`` matches any value, so "5月2日" matches May 2nd of any year and
 "in June" any June (chat memories rarely span years, and guessing the year wrongly would hide the answer). Relative
-words ("昨天", "上周", "last month") resolve against ``now`` to a span of days. Only a capitalised English month name
-counts, and a bare one only after a preposition ("in June"), so the verb "may" is never read as a month.
+words ("昨天", "上周", "last month") resolve against ``now`` to a span of days. "今天" / "today" is deliberately not
+an anchor: in a chat it is said about the conversation at hand ("今天好累"), which the bot already sees, and lifting
+today's memories would crowd older ones out of its recall. Only a capitalised English month name counts, and a bare
+one only after a preposition ("in June"), so the verb "may" is never read as a month.
 """
 
 from __future__ import annotations
@@ -82,9 +84,7 @@ _ZH_DAYS_AGO = re.compile(rf"(?P<n>{_ZH_NUMBER})\s*天(?:之)?前")
 _EN_DAYS_AGO = re.compile(r"\b(?P<n>\d{1,3})\s+days?\s+ago\b", re.IGNORECASE)
 _RELATIVE_DAYS = (
     (re.compile("大前天"), -3), (re.compile("(?<!大)前天"), -2), (re.compile("昨天|昨日|昨晚"), -1),
-    (re.compile("今天|今日|今晚"), 0),
     (re.compile(r"\bday before yesterday\b", re.IGNORECASE), -2), (re.compile(r"\byesterday\b", re.IGNORECASE), -1),
-    (re.compile(r"\btoday\b|\btonight\b", re.IGNORECASE), 0),
 )
 _RELATIVE_WEEKS = ((re.compile(r"上(?:个)?(?:周|星期|礼拜)|\blast week\b", re.IGNORECASE), -1),
                    (re.compile(r"(?:这|本)(?:个)?(?:周|星期|礼拜)|\bthis week\b", re.IGNORECASE), 0))
