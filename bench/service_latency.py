@@ -45,6 +45,7 @@ import argparse
 import asyncio
 import copy
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -292,7 +293,9 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> di
 async def measure_writes(size: int, writes: int, embedded_writes: int, concurrency: int) -> dict[str, Any]:
     """upsert_memory throughput on a scratch copy of the ``size`` store: precomputed vectors, then the real model."""
     source = store_dir(size)
-    scratch = RESULTS_DIR / f"scratch_writes_{size_label(size)}"
+    # One scratch copy per process: two write benches running at once (e.g. before/after a change, side by
+    # side) must not copy over each other's store.
+    scratch = RESULTS_DIR / f"scratch_writes_{size_label(size)}_{os.getpid()}"
     shutil.rmtree(scratch, ignore_errors=True)
     shutil.copytree(source, scratch)
     rows: list[dict[str, Any]] = []

@@ -188,7 +188,7 @@ class VectorSync:
         by_memory: dict[str, list] = defaultdict(list)
         for row in rows:
             by_memory[row["memory_id"]].append(row)
-        records = await self.records.get_many(list(by_memory), include_deleted=True)
+        records = await self.records.vector_sources(by_memory)
 
         removals: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
         wanted: list[tuple[dict[str, Any], str]] = []

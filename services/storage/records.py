@@ -63,6 +63,8 @@ CANDIDATE_COLUMNS = ("memory_id", "rid", "store_key", "bucket", "status", "memor
 # What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
 # checks (folder, type, person) and the text overlap test.
 MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content")
+# What the vector drain reads of each record (``RecordRepository.vector_sources``): its partition and embedded text.
+VECTOR_SOURCE_COLUMNS = ("memory_id", "store_key", "bucket", "status", "is_deleted", "title", "content")
 # booku_meta key a migration sets when the keyword index must be refilled from the records at the next start
 # (segmentation needs jieba, which SQL cannot run).
 KEYWORD_REBUILD_META_KEY = "keyword_index_rebuild"
@@ -515,6 +517,25 @@ class RecordRepository:
         for start in range(0, len(ids), 500):
             rows = yield _Statement(*_live_columns_query(MERGE_CHECK_COLUMNS, ids[start : start + 500]), fetch=True)
             found.update((row["memory_id"], dict(row)) for row in rows)
+        return found
+
+    async def vector_sources(self, memory_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """``VECTOR_SOURCE_COLUMNS`` of each record by id, deleted ones included (``is_deleted`` as a bool).
+
+        Why not ``get_many``: the vector drain settles every write's outbox row, and decoding every column and the
+        tags of each record was a share of the write path's cost; ``tier_of`` and the embedded text need these.
+        """
+        ids = list(dict.fromkeys(i for i in memory_ids if i))
+        found: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = await self.db.fetch_all(
+                f"SELECT {', '.join(VECTOR_SOURCE_COLUMNS)} FROM booku_memory_records "
+                f"WHERE memory_id IN ({placeholders(len(chunk))})", chunk)
+            for row in rows:
+                record = dict(row)
+                record["is_deleted"] = bool(record["is_deleted"])
+                found[record["memory_id"]] = record
         return found
 
     async def _live_columns(self, memory_ids: Iterable[str], columns: Sequence[str]) -> dict[str, dict[str, Any]]:

@@ -71,3 +71,39 @@ def test_keyword_coverage_counts_query_terms_present_in_document():
     assert keyword_coverage("Caroline support group", document) == 1.0
     assert keyword_coverage("Caroline painting", document) == 0.5
     assert keyword_coverage("Caroline", None) == 0.0
+
+
+def _uncached_tokens(text: str) -> list[str]:
+    """The tokens as segmentation produced them before runs were cached: jieba called on every Han run."""
+    import re
+    import unicodedata
+
+    import jieba
+
+    from booku_memory.services.logic import segmentation
+
+    normalised = segmentation._APOSTROPHE_TAIL.sub("", unicodedata.normalize("NFKC", text)).lower()
+    tokens: list[str] = []
+    for run in re.findall(r"[^\W_]+", normalised):
+        for piece in segmentation._HAN_SPLIT.split(run):
+            if piece and segmentation._HAN_SPLIT.fullmatch(piece):
+                tokens.extend(word for word in jieba.cut_for_search(piece) if word.strip())
+            elif piece:
+                tokens.append(piece)
+    return tokens
+
+
+def test_cached_han_runs_give_exactly_jiebas_tokens_every_time():
+    from booku_memory.services.logic.segmentation import _han_run_tokens
+
+    content = ("用户：好的，我会考虑尝试这些活动。谢谢你的建议和关心，让我感到自己不再那么无助和沮丧。\n"
+               "AI：没有关系，小琳。我总是在这里支持和帮助你。中华人民共和国成立于1949年，Caroline's 2024 plan。")
+    title = content.splitlines()[0][:30]  # a title repeats the start of its content, cut mid-run
+    unpunctuated = "我们今天一起去了城市东边新开的那家很大的图书馆看书" * 4  # one run longer than the cache keeps
+    before = _han_run_tokens.cache_info().hits
+    for text in (title, content, content, title + "再加一句新的话"):
+        assert tokenize(text) == _uncached_tokens(text)
+    assert _han_run_tokens.cache_info().hits > before  # the repeated runs were answered from the cache
+    size = _han_run_tokens.cache_info().currsize
+    assert tokenize(unpunctuated + "。") == _uncached_tokens(unpunctuated)
+    assert _han_run_tokens.cache_info().currsize == size  # a run that long is segmented but never kept
