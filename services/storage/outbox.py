@@ -109,6 +109,19 @@ class VectorSync:
         while len(self._removals) > REMOVAL_LOG_SIZE:
             self._removals.popitem(last=False)
 
+    def current_staged(self, captured: dict[str, StagedVector]) -> dict[str, StagedVector]:
+        """The staged entries a reader that captured ``captured`` must see: what is staged now, plus entries of
+        ``captured`` flushed since (Chroma may have answered before their upsert); entries dropped since are gone."""
+        current: dict[str, StagedVector] = {}
+        for memory_id in {*captured, *self.staged}:
+            entry = self.staged.get(memory_id)
+            if entry is None:
+                old = captured.get(memory_id)
+                entry = old if old is not None and old.state == "flushed" else None
+            if entry is not None:
+                current[memory_id] = entry
+        return current
+
     def merge_staged(self, vectors: np.ndarray, found: Sequence[list[VectorHit]], captured: dict[str, StagedVector],
                      *, removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
                      with_embeddings: bool) -> list[list[VectorHit]]:
@@ -123,14 +136,7 @@ class VectorSync:
         Why all rows at once: the staged buffer (up to a flush batch of vectors) is sorted out and stacked once
         per call, not once per row, and only each row's best ``limit`` staged entries become hits.
         """
-        current: dict[str, StagedVector] = {}
-        for memory_id in {*captured, *self.staged}:
-            entry = self.staged.get(memory_id)
-            if entry is None:
-                old = captured.get(memory_id)
-                entry = old if old is not None and old.state == "flushed" else None
-            if entry is not None:
-                current[memory_id] = entry
+        current = self.current_staged(captured)
         removed = {memory_id for memory_id, seq in self._removals.items() if seq > removal_seq} \
             if self.removal_seq > removal_seq else set()
         wanted_stores, wanted_tiers = set(store_keys), set(tiers)

@@ -22,14 +22,7 @@ def reference_merge(sync: VectorSync, vector: np.ndarray, hits: list[VectorHit],
                     *, removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
                     with_embeddings: bool) -> list[VectorHit]:
     """The one-row merge as it was first written: every matching staged entry becomes a hit, then sort and cut."""
-    current = {}
-    for memory_id in {*captured, *sync.staged}:
-        entry = sync.staged.get(memory_id)
-        if entry is None:
-            old = captured.get(memory_id)
-            entry = old if old is not None and old.state == "flushed" else None
-        if entry is not None:
-            current[memory_id] = entry
+    current = sync.current_staged(captured)
     removed = {m for m, seq in sync._removals.items() if seq > removal_seq}
     merged = [hit for hit in hits if hit.memory_id not in current and hit.memory_id not in removed]
     matching = [(m, e) for m, e in current.items() if e.store_key in store_keys and e.tier in tiers]
