@@ -182,7 +182,11 @@ MEMORY_COMMANDS: tuple[CommandSpec, ...] = (
             FlagSpec("include_related", ("include_related", "related"), FlagKind.BOOL, "附带关联记忆"),
             *TAG_FLAGS,
         ),
-        notes=("不带 -q 也不带标签时，按最近活跃列出",),
+        notes=(
+            "不带 -q 也不带标签时，按最近活跃列出",
+            "查询里可以写时间：-q \"5月2日 博物馆\"、-q \"昨天聊了什么\"、-q 上周；那段时间的记忆排在前面"
+            "（记忆的时间是事件起止时间，没有则为记下的时间，所以记事件时请填 -start_at/-end_at）",
+        ),
     ),
     CommandSpec(
         name="read",
