@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from zoneinfo import ZoneInfo
 from typing import Any, Sequence
@@ -64,6 +64,12 @@ def searchable_filter(scope: Scope, *, include_archived: bool, include_knowledge
         clauses.append("(r.bucket = 'knowledge')")
     return RecordFilter(store_keys=scope.readable_store_keys, buckets=None,
                         extra_sql=[f"({' OR '.join(clauses) or '0'})"])
+
+
+def memories_only(flt: RecordFilter) -> RecordFilter:
+    """``flt`` narrowed to memories: a knowledge chunk's time is when its document was ingested, not a time the
+    user lived, so a date in the query never lifts or fetches knowledge chunks."""
+    return replace(flt, extra_sql=[*flt.extra_sql, "r.bucket = 'memory'"], extra_params=list(flt.extra_params))
 
 
 def tiers_for(*, include_archived: bool, include_knowledge: bool, include_memories: bool = True) -> list[str]:
@@ -157,7 +163,8 @@ class MemorySearch:
                     self.rt.records.search_terms(query_terms(query_text), flt, limit=pool))
                 first_task = group.create_task(self._first_pass(query_text, tiers, pool))
                 time_task = group.create_task(
-                    self.rt.records.ids_in_time_windows(time_windows(anchors, zone), flt, limit=pool))
+                    self.rt.records.ids_in_time_windows(time_windows(anchors, zone), memories_only(flt),
+                                                        limit=pool))
         except BaseExceptionGroup as failed:  # callers expect the route's own error, not a group
             raise failed.exceptions[0] from None
         keyword_hits = dict(keyword_task.result())
@@ -176,8 +183,9 @@ class MemorySearch:
         ranked_ids = dict.fromkeys([*dense, *keyword_hits, *time_ids])
         positions = {memory_id: ((row["store_key"], row["bucket"]), row["rid"])
                      for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
-        matches = time_matches(anchors, {memory_id: candidates[memory_id] for memory_id in ranked_ids
-                                         if memory_id in candidates}, zone)
+        matches = time_matches(anchors, {memory_id: row for memory_id in ranked_ids
+                                         if (row := candidates.get(memory_id)) is not None
+                                         and row["bucket"] == "memory"}, zone)
         params = FusionParams(time_weight=time_weight)
         # The memory written right after one that ends with a question is usually its answer: it follows it; and a
         # memory's own text shape (asking or telling, short or long) weighs in (``logic.shape``).

@@ -113,3 +113,20 @@ async def test_the_time_route_never_reads_another_owners_memories(tmp_path: Path
         result = await bob.retrieve_memories("我昨天说了什么？", top_k=10)
     assert secret not in [item["id"] for item in result["results"]]
     assert [item["id"] for item in result["results"]] == [mine]
+
+
+async def test_a_date_never_lifts_or_fetches_knowledge_chunks(tmp_path: Path) -> None:
+    """A chunk's time is when its document was ingested, not a time the user lived."""
+    async with open_store(tmp_path, config={"retrieval": {"candidate_pool": 5}}) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        probe = Probe(handle.runtime)
+        target = await _store_with_one_memory_from_yesterday(svc, probe)
+        manual = "\n\n".join(f"## 第{n}节\n\n设备维护说明第{n}条：定期清洁滤网并检查电源线。" for n in range(12))
+        await handle.get_service("booku_memory:service:booku_knowledge").ingest_document(title="维护手册",
+                                                                                      content=manual)
+        await probe.execute("UPDATE booku_memory_records SET created_at = created_at - 86400 "
+                            "WHERE bucket = 'knowledge'")
+        result = await svc.retrieve_memories("我昨天说了什么？", top_k=5, include_knowledge=True)
+    assert result["results"][0]["id"] == target
+    chunks = [item for item in result["results"] if item["metadata"]["bucket"] == "knowledge"]
+    assert all(item["score_parts"]["time"] == 0 for item in chunks)
