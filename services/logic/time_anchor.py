@@ -11,10 +11,10 @@ local zone), because people name days in their own calendar.
 
 Anchors are calendar patterns: a field left ``None`` matches any value, so "5月2日" matches May 2nd of any year and
 "in June" any June (chat memories rarely span years, and guessing the year wrongly would hide the answer). Relative
-words ("昨天", "上周", "last month") resolve against ``now`` to a span of days. "今天" / "today" is deliberately not
-an anchor: in a chat it is said about the conversation at hand ("今天好累"), which the bot already sees, and lifting
-today's memories would crowd older ones out of its recall. Only a capitalised English month name counts, and a bare
-one only after a preposition ("in June"), so the verb "may" is never read as a month.
+words ("昨天", "上周", "last month", "三个月前", "2 weeks ago") resolve against ``now`` to a span of days. "今天" /
+"today" is deliberately not an anchor: in a chat it is said about the conversation at hand ("今天好累"), which the
+bot already sees, and lifting today's memories would crowd older ones out of its recall. Only a capitalised English
+month name counts, and a bare one only after a preposition ("in June"), so the verb "may" is never read as a month.
 """
 
 from __future__ import annotations
@@ -80,8 +80,13 @@ _EN_BARE_MONTH = re.compile(
 )
 _EN_YEAR = re.compile(r"\b(?:in|during|since|from|before|after|until|by)\s+(?P<year>(?:19|20)\d{2})\b")
 
-_ZH_DAYS_AGO = re.compile(rf"(?P<n>{_ZH_NUMBER})\s*天(?:之)?前")
-_EN_DAYS_AGO = re.compile(r"\b(?P<n>\d{1,3})\s+days?\s+ago\b", re.IGNORECASE)
+# "N units ago", Chinese and English, per unit (day, week, month, year).
+_AGO = {
+    unit: (re.compile(rf"(?P<n>{_ZH_NUMBER})\s*{zh}(?:之)?前"),
+           re.compile(rf"\b(?P<n>\d{{1,3}})\s+{en}s?\s+ago\b", re.IGNORECASE))
+    for unit, zh, en in (("day", "天", "day"), ("week", "(?:个)?(?:周|星期|礼拜)", "week"),
+                         ("month", "个月", "month"), ("year", "年", "year"))
+}
 _RELATIVE_DAYS = (
     (re.compile("大前天"), -3), (re.compile("(?<!大)前天"), -2), (re.compile("昨天|昨日|昨晚"), -1),
     (re.compile(r"\bday before yesterday\b", re.IGNORECASE), -2), (re.compile(r"\byesterday\b", re.IGNORECASE), -1),
@@ -121,31 +126,38 @@ def _calendar(year: int | None, month: int | None, day: int | None) -> CalendarA
     return CalendarAnchor(year, month, day)
 
 
+def _week(today: date, offset: int) -> SpanAnchor:
+    first = today - timedelta(days=today.weekday()) + timedelta(weeks=offset)
+    return SpanAnchor(first, min(first + timedelta(days=6), today))
+
+
+def _month(today: date, offset: int) -> SpanAnchor:
+    index = today.year * 12 + today.month - 1 + offset
+    after = date((index + 1) // 12, (index + 1) % 12 + 1, 1)
+    return SpanAnchor(date(index // 12, index % 12 + 1, 1), min(after - timedelta(days=1), today))
+
+
+def _year(today: date, offset: int) -> SpanAnchor:
+    year = today.year + offset
+    return SpanAnchor(date(year, 1, 1), min(date(year, 12, 31), today))
+
+
+def _day(today: date, offset: int) -> SpanAnchor:
+    day = today + timedelta(days=offset)
+    return SpanAnchor(day, day)
+
+
+_SPANS = {"day": (_day, _RELATIVE_DAYS), "week": (_week, _RELATIVE_WEEKS), "month": (_month, _RELATIVE_MONTHS),
+          "year": (_year, _RELATIVE_YEARS)}
+
+
 def _relative_spans(text: str, today: date) -> list[SpanAnchor]:
+    """Spans of the relative words ("昨天", "上个月") and of "N units ago" ("三天前", "2 weeks ago")."""
     spans: list[SpanAnchor] = []
-    for pattern, offset in _RELATIVE_DAYS:
-        if pattern.search(text):
-            day = today + timedelta(days=offset)
-            spans.append(SpanAnchor(day, day))
-    for pattern in (_ZH_DAYS_AGO, _EN_DAYS_AGO):
-        for match in pattern.finditer(text):
-            day = today - timedelta(days=_zh_number(match.group("n")))
-            spans.append(SpanAnchor(day, day))
-    monday = today - timedelta(days=today.weekday())
-    for pattern, offset in _RELATIVE_WEEKS:
-        if pattern.search(text):
-            first = monday + timedelta(weeks=offset)
-            spans.append(SpanAnchor(first, min(first + timedelta(days=6), today)))
-    for pattern, offset in _RELATIVE_MONTHS:
-        if pattern.search(text):
-            index = today.year * 12 + today.month - 1 + offset
-            first = date(index // 12, index % 12 + 1, 1)
-            after = date((index + 1) // 12, (index + 1) % 12 + 1, 1)
-            spans.append(SpanAnchor(first, min(after - timedelta(days=1), today)))
-    for pattern, offset in _RELATIVE_YEARS:
-        if pattern.search(text):
-            year = today.year + offset
-            spans.append(SpanAnchor(date(year, 1, 1), min(date(year, 12, 31), today)))
+    for unit, (span, words) in _SPANS.items():
+        spans.extend(span(today, offset) for pattern, offset in words if pattern.search(text))
+        for pattern in _AGO[unit]:
+            spans.extend(span(today, -_zh_number(match.group("n"))) for match in pattern.finditer(text))
     return spans
 
 

@@ -51,6 +51,11 @@ def test_absolute_dates_are_read_as_calendar_patterns(query: str, expected: list
     ("上个月", date(2026, 11, 1), date(2026, 11, 30)),
     ("去年", date(2025, 1, 1), date(2025, 12, 31)),
     ("last month", date(2026, 11, 1), date(2026, 11, 30)),
+    ("两周前我说过", date(2026, 11, 16), date(2026, 11, 22)),
+    ("三个月前开始学钢琴", date(2026, 9, 1), date(2026, 9, 30)),
+    ("两年前的旅行", date(2024, 1, 1), date(2024, 12, 31)),
+    ("3 months ago", date(2026, 9, 1), date(2026, 9, 30)),
+    ("1 year ago", date(2025, 1, 1), date(2025, 12, 31)),
 ])
 def test_relative_words_resolve_against_now(query: str, first: date, last: date) -> None:
     assert parse_time_anchors(query, NOW) == [SpanAnchor(first, last)]
@@ -59,7 +64,7 @@ def test_relative_words_resolve_against_now(query: str, first: date, last: date)
 @pytest.mark.parametrize("query", [
     "What may I bring to the party?",       # the verb, not the month
     "I march every morning",                # lowercase month words are ordinary words
-    "三个月前开始学钢琴",                     # a duration, not a month
+    "学了三个月的钢琴",                       # a duration, not March
     "13月5日", "2月30日",                     # no such days
     "用户喜欢喝咖啡",
     "今天好累啊", "what should I cook today?",   # the present conversation, which the bot already sees
