@@ -205,28 +205,10 @@ class VectorIndex:
         limit: int,
         with_embeddings: bool = False,
     ) -> list[VectorHit]:
-        """Nearest neighbours across the chosen partitions, best first."""
-        def work():
-            hits: list[VectorHit] = []
-            include = ["distances", "embeddings"] if with_embeddings else ["distances"]
-            for store_key in store_keys:
-                for tier in tiers:
-                    col = self._collection_sync(tier, store_key, create=False)
-                    if col is None:
-                        continue
-                    # No count() first: it cost ~10 ms at 100k vectors, and Chroma already returns fewer
-                    # results (none for an empty partition) when asked for more than it holds.
-                    res = col.query(query_embeddings=np.asarray([vector], dtype=np.float32),
-                                    n_results=limit, include=include)
-                    ids = res["ids"][0]
-                    dists = res["distances"][0]
-                    embs = res["embeddings"][0] if with_embeddings and res.get("embeddings") is not None else None
-                    for i, memory_id in enumerate(ids):
-                        emb = np.asarray(embs[i], dtype=np.float32) if embs is not None else None
-                        hits.append(VectorHit(memory_id, 1.0 - float(dists[i]), tier, emb))
-            hits.sort(key=lambda h: h.similarity, reverse=True)
-            return hits[:limit]
-        return await self._run(work)
+        """Nearest neighbours across the chosen partitions, best first (``query_many`` with one row)."""
+        found = await self.query_many(np.asarray(vector, dtype=np.float32).reshape(1, -1), store_keys=store_keys,
+                                      tiers=tiers, limit=limit, with_embeddings=with_embeddings)
+        return found[0]
 
     async def query_many(
         self,
@@ -254,6 +236,8 @@ class VectorIndex:
                     col = self._collection_sync(tier, store_key, create=False)
                     if col is None:
                         continue
+                    # No count() first: it cost ~10 ms at 100k vectors, and Chroma already returns fewer
+                    # results (none for an empty partition) when asked for more than it holds.
                     res = col.query(query_embeddings=matrix, n_results=limit, include=include)
                     for row, ids in enumerate(res["ids"]):
                         dists = res["distances"][row]
