@@ -2,8 +2,9 @@
 
 Retrieval runs two routes inside the caller's scope: the vector route (EPA: pass 1 gathers evidence, the query is
 reshaped by the tag triplet, pass 2 re-queries and scores with tag bonuses) and the FTS5 keyword route over
-jieba-segmented text. ``logic.fusion.fuse_routes`` weighs them by how confident each is for this query, and
-``logic.dedup.select_distinct`` drops near-copies while keeping relevance order. Soft-deleted records have no vector
+jieba-segmented text, plus a time route when the query names definite days (``logic.time_anchor``).
+``logic.fusion.fuse_routes`` weighs them by how confident each is for this query and adds the date, write-order and
+text-shape steps, and ``logic.dedup.select_distinct`` drops near-copies while keeping relevance order. Soft-deleted records have no vector
 and are filtered out of the keyword route in SQL, so they never take a result slot.
 """
 
@@ -233,7 +234,7 @@ class MemorySearch:
         """Cosine of the time route's memories that the vector route did not return, so they rank by meaning too.
 
         A memory whose vector is not readable yet (still staged by the write-behind flusher) keeps no dense score
-        and ranks on its time match alone.
+        and ranks on its time match alone. These scores carry no tag bonus: the time route reads no tags.
         """
         by_store: dict[str, list[str]] = {}
         for memory_id in time_ids:
