@@ -411,15 +411,17 @@ def _keyword_rows_plan(records: Iterable[dict[str, Any]]) -> WritePlan[None]:
         yield from _keyword_row_plan(record, replace=False)
 
 
-def _live_columns_query(columns: Sequence[str], memory_ids: Sequence[str]) -> tuple[str, list[str]]:
-    """``columns`` of the live (not deleted) records among ``memory_ids`` (at most 500 ids)."""
+def _columns_query(columns: Sequence[str], memory_ids: Sequence[str], *,
+                   include_deleted: bool = False) -> tuple[str, list[str]]:
+    """``columns`` of the records among ``memory_ids`` (at most 500 ids), live ones only unless ``include_deleted``."""
+    live = "" if include_deleted else " AND is_deleted = 0"
     return (f"SELECT {', '.join(columns)} FROM booku_memory_records "
-            f"WHERE memory_id IN ({placeholders(len(memory_ids))}) AND is_deleted = 0", list(memory_ids))
+            f"WHERE memory_id IN ({placeholders(len(memory_ids))}){live}", list(memory_ids))
 
 
 def _find_person_query(person_id: str, store_keys: Sequence[str] | None,
                        statuses: Sequence[str] | None) -> tuple[str, list[Any]]:
-    """The id of the most recently updated person record of ``person_id`` (``find_person``)."""
+    """The id of the most recently updated person record of ``person_id`` (``find_person_plan``)."""
     flt = RecordFilter(store_keys=store_keys, memory_types=("person",), person_id=person_id, statuses=statuses)
     where, params = flt.where()
     return f"SELECT r.memory_id FROM booku_memory_records r WHERE {where} ORDER BY r.updated_at DESC LIMIT 1", params
@@ -470,7 +472,7 @@ class RecordRepository:
         of every candidate was the largest cost left in a 100k-memory retrieval (~7 ms of Python per call); the
         full rows are read for the results only.
         """
-        found = await self._live_columns(memory_ids, CANDIDATE_COLUMNS)
+        found = await self._columns(memory_ids, CANDIDATE_COLUMNS)
         for record in found.values():
             record["relation_memory_ids"] = _decode_list(record["relation_memory_ids"])
         if with_tags and found:
@@ -515,7 +517,7 @@ class RecordRepository:
         ids = list(dict.fromkeys(i for i in memory_ids if i))
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), 500):
-            rows = yield _Statement(*_live_columns_query(MERGE_CHECK_COLUMNS, ids[start : start + 500]), fetch=True)
+            rows = yield _Statement(*_columns_query(MERGE_CHECK_COLUMNS, ids[start : start + 500]), fetch=True)
             found.update((row["memory_id"], dict(row)) for row in rows)
         return found
 
@@ -525,26 +527,20 @@ class RecordRepository:
         Why not ``get_many``: the vector drain settles every write's outbox row, and decoding every column and the
         tags of each record was a share of the write path's cost; ``tier_of`` and the embedded text need these.
         """
-        ids = list(dict.fromkeys(i for i in memory_ids if i))
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            rows = await self.db.fetch_all(
-                f"SELECT {', '.join(VECTOR_SOURCE_COLUMNS)} FROM booku_memory_records "
-                f"WHERE memory_id IN ({placeholders(len(chunk))})", chunk)
-            for row in rows:
-                record = dict(row)
-                record["is_deleted"] = bool(record["is_deleted"])
-                found[record["memory_id"]] = record
+        found = await self._columns(memory_ids, VECTOR_SOURCE_COLUMNS, include_deleted=True)
+        for record in found.values():
+            record["is_deleted"] = bool(record["is_deleted"])
         return found
 
-    async def _live_columns(self, memory_ids: Iterable[str], columns: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """``columns`` of each live (not deleted) record by id, undecoded; one query per 500 ids."""
+    async def _columns(self, memory_ids: Iterable[str], columns: Sequence[str], *,
+                       include_deleted: bool = False) -> dict[str, dict[str, Any]]:
+        """``columns`` of each record by id, undecoded, live ones only unless ``include_deleted``; one query per
+        500 ids."""
         ids = list(dict.fromkeys(i for i in memory_ids if i))
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(ids), 500):
-            rows = await self.db.fetch_all(*_live_columns_query(columns, ids[start : start + 500]))
-            found.update((row["memory_id"], dict(row)) for row in rows)
+            query = _columns_query(columns, ids[start : start + 500], include_deleted=include_deleted)
+            found.update((row["memory_id"], dict(row)) for row in await self.db.fetch_all(*query))
         return found
 
     async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
@@ -728,16 +724,10 @@ class RecordRepository:
         )
         return [row["folder_id"] for row in rows]
 
-    async def find_person(self, person_id: str, *, store_keys: Sequence[str] | None,
-                          statuses: Sequence[str] | None = None, conn=None) -> dict[str, Any] | None:
-        """The most recently updated live person record of ``person_id`` (with tags), or None."""
-        sql, params = _find_person_query(person_id, store_keys, statuses)
-        rows = await fetch_rows(self.db, conn, sql, params)
-        return await self.get(rows[0]["memory_id"], conn=conn) if rows else None
-
     def find_person_plan(self, person_id: str, *, store_keys: Sequence[str] | None,
                          statuses: Sequence[str] | None = None) -> WritePlan[dict[str, Any] | None]:
-        """``find_person`` as a plan step, read inside the running transaction (``run_plan``)."""
+        """The most recently updated live person record of ``person_id`` (with tags), or None, read inside the
+        running transaction (``run_plan``), so a person created earlier in the same batch counts."""
         sql, params = _find_person_query(person_id, store_keys, statuses)
         rows = yield _Statement(sql, params, fetch=True)
         return (yield from self.read_plan(rows[0]["memory_id"])) if rows else None
