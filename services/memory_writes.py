@@ -27,7 +27,9 @@ from .logic.similarity import bigram_overlap
 from .logic.text import compose_embedding_text
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
-from .storage.records import RecordFilter, WritePlan, presegment, run_plan
+from .storage.records import (
+    KeywordRow, RecordFilter, WritePlan, deferred_keyword_rows_plan, presegment, run_plan_in_transaction,
+)
 from .storage.vector_index import VectorHit, tier_of
 
 EXACT_DUPLICATE_SIMILARITY = 0.9999
@@ -156,11 +158,11 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
             task.cancel()
         raise
     neighbour_ids = [hit.memory_id for hits in hits_of.values() for hit in hits]
-    async with runtime.db.transaction() as conn:
-        # The whole batch is one plan: one hop to the writer thread for its neighbours' rows and every write of the
-        # batch, where a hop per write used to cost more than the write's SQL once other threads held the GIL.
-        outcomes, written = await run_plan(conn, _batch_plan(runtime, batch, hits_of, neighbour_ids,
-                                                             limit=wc.top_n))
+    # The whole batch is one plan in one transaction, and BEGIN, the plan and COMMIT take one hop to the writer
+    # thread: a hop per write (or per BEGIN and COMMIT) used to cost more than the SQL once other threads held the
+    # GIL, most of all for a writer on its own, whose batch is one write.
+    outcomes, written = await run_plan_in_transaction(
+        runtime.db, _batch_plan(runtime, batch, hits_of, neighbour_ids, limit=wc.top_n))
     # After COMMIT (a rolled-back record must leave no staged vector) and still under the lock.
     for job, record in written:
         if job.vector is not None:
@@ -176,24 +178,34 @@ def _batch_plan(runtime, batch: list[PendingUpsert], hits_of: dict[int, list[Vec
     Returns (one outcome per job: (mode, record, novelty) or the exception it failed with; the jobs that created
     a record, with that record). The neighbours' rows are read first, inside the transaction (slim rows: the merge
     decision reads a few columns of each; its chosen target is re-read in full), and updated as the batch goes,
-    so each write judges against the versions the earlier writes of its batch left.
+    so each write judges against the versions the earlier writes of its batch left. The keyword-index rows of the
+    writes that succeeded are written last, after every savepoint (``storage.records.deferred_keyword_rows_plan``).
     """
     records = (yield from runtime.records.merge_candidates_plan(neighbour_ids)) if neighbour_ids else {}
     outcomes: list[Any] = []
     written: list[tuple[PendingUpsert, dict[str, Any]]] = []
-    for index, job in enumerate(batch):
-        hits = hits_of.get(index, [])
-        if index in hits_of:
-            hits = _with_batch_neighbours(job, hits, written, limit=limit)
-        try:
-            mode, record, novelty = yield from job.writer._write_one_plan(job, hits, records)
-        except Exception as exc:  # its savepoint rolled back whatever it wrote (see ``_write_one_plan``)
-            outcomes.append(exc)
-            continue
-        records[record["memory_id"]] = record  # later writes of the batch judge against this version
-        if mode == "created":
-            written.append((job, record))
-        outcomes.append((mode, record, novelty))
+    keyword_rows: list[KeywordRow] = []
+    # One BLAS limit for the whole batch's novelty checks (``MemoryWriter._merge_decision``), not one per write:
+    # setting and restoring the thread count cost about half as much as the novelty computation itself. The limit
+    # is process-wide either way (other threads' BLAS calls meanwhile run on one thread too, as they did during
+    # each write's own limit), and every novelty check still runs under it.
+    with single_threaded_blas():
+        for index, job in enumerate(batch):
+            hits = hits_of.get(index, [])
+            if index in hits_of:
+                hits = _with_batch_neighbours(job, hits, written, limit=limit)
+            rows_of_write: list[KeywordRow] = []
+            try:
+                mode, record, novelty = yield from job.writer._write_one_plan(job, hits, records, rows_of_write)
+            except Exception as exc:  # its savepoint rolled back whatever it wrote (see ``_write_one_plan``)
+                outcomes.append(exc)
+                continue
+            keyword_rows.extend(rows_of_write)  # only a write that stands gets its keyword row
+            records[record["memory_id"]] = record  # later writes of the batch judge against this version
+            if mode == "created":
+                written.append((job, record))
+            outcomes.append((mode, record, novelty))
+    yield from deferred_keyword_rows_plan(keyword_rows)
     return outcomes, written
 
 
@@ -283,14 +295,15 @@ class MemoryWriter:
             result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
         return result
 
-    def _write_one_plan(self, job: "PendingUpsert", hits: list[VectorHit],
-                        records: dict[str, dict[str, Any]]) -> WritePlan[tuple[str, dict[str, Any], float]]:
+    def _write_one_plan(self, job: "PendingUpsert", hits: list[VectorHit], records: dict[str, dict[str, Any]],
+                        keyword_rows: list[KeywordRow]) -> WritePlan[tuple[str, dict[str, Any], float]]:
         """One upsert of a batch, inside the batch's transaction: merge decision, then insert or merge.
 
         ``hits`` are the job's neighbours (Chroma, staged and earlier writes of this batch) and ``records`` their
         rows as this batch last saw them (``MERGE_CHECK_COLUMNS`` at least). Returns (mode, stored record, novelty).
         Only the final insert or update writes, and it runs inside the savepoint ``UPSERT_SAVEPOINT``: a failing
-        write leaves no rows and the batch's transaction goes on.
+        write leaves no rows and the batch's transaction goes on. Its keyword-index row is appended to
+        ``keyword_rows`` for the batch to write after its savepoints.
         """
         draft, vector = job.draft, job.vector
         target, novelty = None, 1.0
@@ -311,27 +324,29 @@ class MemoryWriter:
             record = yield from self.rt.records.update_plan(
                 target["memory_id"], merge_changes(target, draft, novelty),
                 action="merge", actor=self.scope.context, note=f"合并写入：{draft.title[:60]}",
-                savepoint=UPSERT_SAVEPOINT,
+                savepoint=UPSERT_SAVEPOINT, keyword_rows=keyword_rows,
             )
             return "merged", record, novelty
         record = yield from self.rt.records.insert_plan({
             **draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}",
             "owner_uid": self.scope.owner_uid, "store_key": self.scope.writable_store_key,
             "novelty_energy": novelty,
-        }, action="create", actor=self.scope.context, savepoint=UPSERT_SAVEPOINT)
+        }, action="create", actor=self.scope.context, savepoint=UPSERT_SAVEPOINT, keyword_rows=keyword_rows)
         return "created", record, novelty
 
     def _merge_decision(self, draft: MemoryDraft, vector: np.ndarray, hits: list[VectorHit],
                         records: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, float]:
-        """The record a write should merge into (same store, folder and type, very similar), and the novelty."""
+        """The record a write should merge into (same store, folder and type, very similar), and the novelty.
+
+        The caller holds ``single_threaded_blas`` (the batch does, once for all its writes).
+        """
         wc = self.rt.config.write_conflict
         eligible = [h for h in hits if h.memory_id in records
                     and records[h.memory_id]["folder_id"] == draft.folder_id
                     and records[h.memory_id]["memory_type"] == draft.memory_type
                     # Two people described in the same words are still two people.
                     and (draft.memory_type != "person" or records[h.memory_id]["person_id"] == draft.person_id)]
-        with single_threaded_blas():
-            novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
+        novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
         if not eligible:
             return None, novelty
         best = eligible[0]

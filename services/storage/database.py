@@ -15,7 +15,7 @@ import re
 import sqlite3
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Iterable, Protocol, Sequence, TypeVar
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
 
 import aiosqlite
 
@@ -190,6 +190,43 @@ class Database:
                 raise
             _settle(riding, committed=True)
 
+    def one_hop_transactions(self) -> bool:
+        """Whether ``run_in_transaction`` is available (aiosqlite's ``_execute``/``_conn`` core is present)."""
+        return _raw_runner(self.writer) is not None
+
+    async def run_in_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work(raw connection)`` as one atomic write, in ONE hop to the writer's thread; returns its result.
+
+        The hop runs BEGIN IMMEDIATE, the riders' rows, ``work`` and COMMIT, or ROLLBACK when ``work`` (or COMMIT)
+        raises, and the error propagates: the same transaction as ``transaction()`` with ``work``'s statements
+        inside, including its care that a cancelled caller never leaves the connection inside a transaction (the
+        hop always runs to its end). Why: ``transaction()`` costs a hop for BEGIN and one for COMMIT besides the
+        caller's own, and for a single write each hop (a hand-over to the worker thread and back to the event
+        loop) cost about as much as the write's SQL once other threads held the GIL. ``work`` runs on the worker
+        thread and must not touch the event loop. Only when ``one_hop_transactions()``.
+        """
+        runner = _raw_runner(self.writer)
+        if runner is None:
+            raise RuntimeError("aiosqlite 缺少 _execute/_conn，无法在一次线程切换内完成事务")
+        execute, raw = runner
+        async with self._write_lock:
+            riding = [(rider, *rider.take()) for rider in self._riders]
+            riding = [(rider, statements, token) for rider, statements, token in riding if statements]
+            try:
+                rider_error, result = await _to_completion(
+                    execute(_transaction_here, raw, [row for _, rows, _ in riding for row in rows], work))
+            except BaseException:
+                # The hop rolled back whatever it began; a cancellation arriving while it ran is re-raised here
+                # only after it ended, and then its COMMIT may have happened: the riders' rows are kept either way
+                # (writing a cache row twice replaces it with the same vector).
+                await _rollback_if_open(self.writer)
+                _settle(riding, committed=False)
+                raise
+            if rider_error is not None:
+                logger.warning("延迟写入的数据未能随事务写入，已放弃：%s", rider_error)
+            _settle(riding, committed=True)
+            return result
+
     async def fetch_all(self, sql: str, params: Sequence[Any] = ()) -> list[aiosqlite.Row]:
         """Every row of a read on the reader connection (committed data only)."""
         return await _fetch(self.reader, sql, params, first_only=False)
@@ -238,9 +275,38 @@ async def _begin(conn: aiosqlite.Connection, statements: RiderRows) -> Exception
     return None
 
 
+def _raw_runner(conn: aiosqlite.Connection) -> tuple[Callable[..., Awaitable[Any]], sqlite3.Connection] | None:
+    """aiosqlite's ``_execute`` and raw connection of ``conn``, or None (see ``records._one_hop_runner``)."""
+    execute, raw = getattr(conn, "_execute", None), getattr(conn, "_conn", None)
+    if callable(execute) and isinstance(raw, sqlite3.Connection):
+        return execute, raw
+    return None
+
+
+def _transaction_here(raw: sqlite3.Connection, statements: RiderRows,
+                      work: Callable[[sqlite3.Connection], T]) -> tuple[Exception | None, T]:
+    """``Database.run_in_transaction`` on the worker thread: (the riders' error or None, ``work``'s result)."""
+    raw.execute("BEGIN IMMEDIATE")
+    try:
+        rider_error = _riders_here(raw, statements)
+        result = work(raw)
+        raw.execute("COMMIT")
+    except BaseException:
+        # A failed COMMIT (e.g. SQLITE_BUSY) leaves the transaction open as well; some errors end it inside SQLite.
+        if raw.in_transaction:
+            raw.execute("ROLLBACK")
+        raise
+    return rider_error, result
+
+
 def _begin_here(raw: sqlite3.Connection, statements: RiderRows) -> Exception | None:
     """``_begin`` on the worker thread."""
     raw.execute("BEGIN IMMEDIATE")
+    return _riders_here(raw, statements)
+
+
+def _riders_here(raw: sqlite3.Connection, statements: RiderRows) -> Exception | None:
+    """The riders' rows inside a savepoint of the open transaction; their error (rolled back), or None."""
     if not statements:
         return None
     raw.execute(f"SAVEPOINT {_RIDER_SAVEPOINT}")

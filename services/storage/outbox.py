@@ -84,6 +84,9 @@ class VectorSync:
         # query started before the removal can still drop them.
         self._removals: OrderedDict[str, int] = OrderedDict()
         self.removal_seq = 0
+        # The staged vectors stacked in staging order (``_staged_rows``): rows [:len(self._rows)] of the buffer.
+        self._rows: list[tuple[str, StagedVector]] = []
+        self._row_buffer = np.zeros((0, 0), dtype=np.float32)
 
     def stage(self, record: dict[str, Any], vector: np.ndarray) -> None:
         """Stage a just-committed record's vector (call after COMMIT: a rolled-back record must leave no trace)."""
@@ -110,17 +113,46 @@ class VectorSync:
             self._removals.popitem(last=False)
 
     def current_staged(self, captured: dict[str, StagedVector]) -> dict[str, StagedVector]:
-        """The staged entries a reader that captured ``captured`` must see: what is staged now, plus entries of
-        ``captured`` flushed since (Chroma may have answered before their upsert); entries dropped since are gone."""
-        current: dict[str, StagedVector] = {}
-        for memory_id in {*captured, *self.staged}:
-            entry = self.staged.get(memory_id)
-            if entry is None:
-                old = captured.get(memory_id)
-                entry = old if old is not None and old.state == "flushed" else None
-            if entry is not None:
-                current[memory_id] = entry
+        """The staged entries a reader that captured ``captured`` must see: what is staged now (in staging order),
+        then entries of ``captured`` flushed since (Chroma may have answered before their upsert); entries dropped
+        since are gone."""
+        current = dict(self.staged)
+        for memory_id, old in captured.items():
+            if memory_id not in current and old.state == "flushed":
+                current[memory_id] = old
         return current
+
+    def _staged_rows(self) -> tuple[list[tuple[str, StagedVector]], np.ndarray]:
+        """Every staged entry in staging order, with their vectors stacked in that order (a view, not a copy).
+
+        Why kept between calls: every vector read stacks the staged buffer, and between two reads a writer on its
+        own stages one vector, so the stack grows by a row instead of being rebuilt (up to a flush batch of
+        vectors per write). Rebuilt whenever the buffer changed otherwise (a flush, a replaced entry).
+        """
+        rows, staged = self._rows, self.staged
+        keys = list(staged)
+        if keys[: len(rows)] != [memory_id for memory_id, _ in rows] or any(
+                staged[memory_id] is not entry for memory_id, entry in rows):
+            rows = []
+        new = [(memory_id, staged[memory_id]) for memory_id in keys[len(rows):]]
+        if not rows and not new:
+            self._rows = []
+            return [], self._row_buffer[:0]
+        dimension = (rows or new)[0][1].vector.shape[0]
+        if any(entry.vector.shape != (dimension,) for _, entry in new):
+            # Not one matrix (a model change mid-buffer): stacking fails as it always did.
+            np.stack([entry.vector for _, entry in rows + new])
+        buffer = self._row_buffer
+        if not rows or buffer.shape[1] != dimension or buffer.shape[0] < len(rows) + len(new):
+            capacity = max(64, 2 * (len(rows) + len(new)))
+            grown = np.empty((capacity, dimension), dtype=np.float32)
+            if rows:
+                grown[: len(rows)] = buffer[: len(rows)]
+            buffer = self._row_buffer = grown
+        for offset, (_, entry) in enumerate(new, start=len(rows)):
+            buffer[offset] = entry.vector
+        self._rows = rows + new
+        return self._rows, buffer[: len(self._rows)]
 
     def merge_staged(self, vectors: np.ndarray, found: Sequence[list[VectorHit]], captured: dict[str, StagedVector],
                      *, removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
@@ -134,15 +166,26 @@ class VectorSync:
         Ids removed since the query started are dropped from Chroma's answer as well.
 
         Why all rows at once: the staged buffer (up to a flush batch of vectors) is sorted out and stacked once
-        per call, not once per row, and only each row's best ``limit`` staged entries become hits.
+        per call, not once per row, and only each row's best ``limit`` staged entries become hits. When nothing
+        was flushed while the query ran (the usual case), the stack kept by ``_staged_rows`` serves.
         """
-        current = self.current_staged(captured)
+        wanted_stores, wanted_tiers = set(store_keys), set(tiers)
+        staged_matrix: np.ndarray | None = None
+        if captured == self.staged:
+            current = self.staged
+            rows, stacked = self._staged_rows()
+            chosen = [index for index, (_, entry) in enumerate(rows)
+                      if entry.store_key in wanted_stores and entry.tier in wanted_tiers]
+            matching = [rows[index] for index in chosen]
+            if matching:
+                staged_matrix = stacked if len(chosen) == len(rows) else stacked[chosen]
+        else:
+            current = self.current_staged(captured)
+            matching = [(memory_id, entry) for memory_id, entry in current.items()
+                        if entry.store_key in wanted_stores and entry.tier in wanted_tiers]
+            staged_matrix = np.stack([entry.vector for _, entry in matching]) if matching else None
         removed = {memory_id for memory_id, seq in self._removals.items() if seq > removal_seq} \
             if self.removal_seq > removal_seq else set()
-        wanted_stores, wanted_tiers = set(store_keys), set(tiers)
-        matching = [(memory_id, entry) for memory_id, entry in current.items()
-                    if entry.store_key in wanted_stores and entry.tier in wanted_tiers]
-        staged_matrix = np.stack([entry.vector for _, entry in matching]) if matching else None
         results: list[list[VectorHit]] = []
         for vector, hits in zip(vectors, found):
             merged = [hit for hit in hits if hit.memory_id not in current and hit.memory_id not in removed]
@@ -201,9 +244,14 @@ class VectorSync:
         for memory_id, items in by_memory.items():
             record = records.get(memory_id)
             target = tier_of(record) if record else None
-            for store_key in {item["store_key"] for item in items} | ({record["store_key"]} if record else set()):
-                keep = target if (record and store_key == record["store_key"]) else None
-                removals[store_key].append((memory_id, tuple(t for t in TIERS if t != keep)))
+            entry = seen_staged.get(memory_id)
+            # A vector that is still only staged belongs to a record created here and never flushed (only new
+            # records are staged, and a flush unstages them), so no partition holds a copy to remove: skipping
+            # the delete saves a Chroma call per partition, each holding the GIL, on every flush of new writes.
+            if entry is None or entry.state != "staged":
+                for store_key in {item["store_key"] for item in items} | ({record["store_key"]} if record else set()):
+                    keep = target if (record and store_key == record["store_key"]) else None
+                    removals[store_key].append((memory_id, tuple(t for t in TIERS if t != keep)))
             if record is not None and target is not None:
                 wanted.append((record, target))
 

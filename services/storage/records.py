@@ -291,6 +291,19 @@ async def run_plan(conn: aiosqlite.Connection, plan: WritePlan[T]) -> T:
         return done.value
 
 
+async def run_plan_in_transaction(db: Database, plan: WritePlan[T]) -> T:
+    """Run a write plan as a transaction of its own; returns the plan's result.
+
+    BEGIN, the plan's statements and COMMIT take one hop to the writer's thread (``Database.run_in_transaction``),
+    not three; an error raised by a statement or by the plan rolls the whole transaction back and propagates.
+    Falls back to ``Database.transaction`` and ``run_plan`` when aiosqlite's one-hop core is missing.
+    """
+    if db.one_hop_transactions():
+        return await db.run_in_transaction(functools.partial(_run_plan_here, plan=plan))
+    async with db.transaction() as conn:
+        return await run_plan(conn, plan)
+
+
 def _savepoint_plan(plan: WritePlan[T], savepoint: str | None) -> WritePlan[T]:
     """``plan`` inside ``SAVEPOINT savepoint``: when any of its statements (or its own code) fails, everything it
     wrote is rolled back to the savepoint and the error propagates; the enclosing transaction stays usable.
@@ -352,19 +365,50 @@ def _replace_tags_plan(memory_id: str, source: dict[str, Any]) -> WritePlan[dict
     return written
 
 
-def _keyword_row_plan(record: dict[str, Any], *, replace: bool = True) -> WritePlan[None]:
+_KEYWORD_DELETE_SQL = "DELETE FROM booku_memory_fts WHERE rowid = ?"
+_KEYWORD_INSERT_SQL = "INSERT INTO booku_memory_fts (rowid, title, content, tags, store) VALUES (?, ?, ?, ?, ?)"
+
+KeywordRow = tuple[int, bool, list[Any]]
+"""A keyword-index row held back for ``deferred_keyword_rows_plan``: (rid, replace an existing row first, values)."""
+
+
+def _keyword_row_plan(record: dict[str, Any], *, replace: bool = True,
+                      deferred: list[KeywordRow] | None = None) -> WritePlan[None]:
     """The record's keyword row: segmented title, content and tags, plus its store's token.
 
-    ``replace=False`` skips deleting an old row (the full rebuild has emptied the table already).
+    ``replace=False`` skips deleting an old row (the full rebuild has emptied the table already). With
+    ``deferred`` the row is segmented now but appended there, not written (see ``deferred_keyword_rows_plan``).
     """
     tags = " ".join(record.get("tags", []) + record.get("core_tags", []) + record.get("diffusion_tags", []))
+    values = [record["rid"], _segmented(record["title"]), _segmented(record["content"]), _segmented(tags),
+              store_token(record["store_key"])]
+    if deferred is not None:
+        deferred.append((record["rid"], replace, values))
+        return
     if replace:
-        yield _Statement("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
-    yield _Statement(
-        "INSERT INTO booku_memory_fts (rowid, title, content, tags, store) VALUES (?, ?, ?, ?, ?)",
-        [record["rid"], _segmented(record["title"]), _segmented(record["content"]), _segmented(tags),
-         store_token(record["store_key"])],
-    )
+        yield _Statement(_KEYWORD_DELETE_SQL, [record["rid"]])
+    yield _Statement(_KEYWORD_INSERT_SQL, values)
+
+
+def deferred_keyword_rows_plan(rows: Sequence[KeywordRow]) -> WritePlan[None]:
+    """Write keyword rows held back by a group commit (``deferred`` above), after its writes' savepoints.
+
+    Why held back: FTS5 flushes its pending rows into a new segment at every SAVEPOINT and RELEASE, so a batch that
+    wrote each keyword row inside its write's savepoint flushed (and later merged) one segment per write, about
+    twice the cost of the row itself. Written here, the batch's rows reach FTS5 together and are flushed once, at
+    COMMIT. The result is what writing them in order would leave: a record whose row is written twice in the batch
+    (created, then merged into) ends with its last row, and an existing row is deleted first when the first of its
+    writes asked for that.
+    """
+    final: dict[int, tuple[bool, list[Any]]] = {}
+    for rid, replace, values in rows:
+        earlier = final.get(rid)
+        final[rid] = (replace if earlier is None else earlier[0], values)
+    deletes = [(rid,) for rid, (replace, _) in final.items() if replace]
+    if deletes:
+        yield _Statement(_KEYWORD_DELETE_SQL, deletes, many=True)
+    if final:
+        yield _Statement(_KEYWORD_INSERT_SQL, [values for _, values in final.values()], many=True)
 
 
 SEGMENT_MEMO_SIZE = 512
@@ -774,9 +818,13 @@ class RecordRepository:
 
     def insert_plan(
         self, record: dict[str, Any], *, action: str = "create", actor: str | WriteContext = "agent",
-        note: str = "", savepoint: str | None = None,
+        note: str = "", savepoint: str | None = None, keyword_rows: list[KeywordRow] | None = None,
     ) -> WritePlan[dict[str, Any]]:
-        """``insert`` as a plan, for a caller that runs several writes in one thread hop (``run_plan``)."""
+        """``insert`` as a plan, for a caller that runs several writes in one thread hop (``run_plan``).
+
+        With ``keyword_rows`` the keyword-index row is appended there for the caller to write after its
+        savepoints (``deferred_keyword_rows_plan``), not written here.
+        """
         now = time.time()
         ctx = WriteContext.of(actor)
         values = {column: record[column] for column in WRITABLE_COLUMNS if column in record}
@@ -787,16 +835,17 @@ class RecordRepository:
         values.setdefault("author", ctx.actor)
         values.setdefault("created_at", now)
         values.setdefault("updated_at", now)
-        return _savepoint_plan(self._create_plan(values, record, action, ctx, note, now), savepoint)
+        return _savepoint_plan(self._create_plan(values, record, action, ctx, note, now, keyword_rows), savepoint)
 
     def _create_plan(self, values: dict[str, Any], record: dict[str, Any], action: str, ctx: WriteContext,
-                     note: str, now: float) -> WritePlan[dict[str, Any]]:
-        stored = yield from self._insert_row_plan(values, record)
+                     note: str, now: float, keyword_rows: list[KeywordRow] | None) -> WritePlan[dict[str, Any]]:
+        stored = yield from self._insert_row_plan(values, record, keyword_rows)
         yield from self._revision_plan(stored, action, ctx, note, now, before=None)
         yield _outbox_statement(stored["memory_id"], stored["store_key"], "upsert", now)
         return stored
 
-    def _insert_row_plan(self, values: dict[str, Any], record: dict[str, Any]) -> WritePlan[dict[str, Any]]:
+    def _insert_row_plan(self, values: dict[str, Any], record: dict[str, Any],
+                         keyword_rows: list[KeywordRow] | None = None) -> WritePlan[dict[str, Any]]:
         """Insert the row, its tags and its keyword-index row; returns the stored record.
 
         The stored record is built from the inserted row (``RETURNING *`` brings the defaults and the rid) and the
@@ -810,7 +859,7 @@ class RecordRepository:
         )
         stored = row_to_record(rows[0])
         stored.update((yield from _replace_tags_plan(stored["memory_id"], record)))
-        yield from _keyword_row_plan(stored)
+        yield from _keyword_row_plan(stored, deferred=keyword_rows)
         return stored
 
     async def update(
@@ -836,13 +885,17 @@ class RecordRepository:
 
     def update_plan(self, memory_id: str, changes: dict[str, Any], *, action: str,
                     actor: str | WriteContext = "agent", note: str = "", touch: bool = True,
-                    savepoint: str | None = None) -> WritePlan[dict[str, Any] | None]:
-        """``update`` as a plan, for a caller that runs several writes in one thread hop (``run_plan``)."""
-        plan = self._update_plan(memory_id, changes, action, WriteContext.of(actor), note, touch)
+                    savepoint: str | None = None,
+                    keyword_rows: list[KeywordRow] | None = None) -> WritePlan[dict[str, Any] | None]:
+        """``update`` as a plan, for a caller that runs several writes in one thread hop (``run_plan``).
+
+        ``keyword_rows`` as in ``insert_plan``.
+        """
+        plan = self._update_plan(memory_id, changes, action, WriteContext.of(actor), note, touch, keyword_rows)
         return _savepoint_plan(plan, savepoint)
 
     def _update_plan(self, memory_id: str, changes: dict[str, Any], action: str, ctx: WriteContext, note: str,
-                     touch: bool) -> WritePlan[dict[str, Any] | None]:
+                     touch: bool, keyword_rows: list[KeywordRow] | None = None) -> WritePlan[dict[str, Any] | None]:
         before = yield from _read_plan(memory_id)
         if before is None:
             return None
@@ -864,7 +917,7 @@ class RecordRepository:
             after.update({g: list(before[g]) for g in TAG_GROUPS.values()})
         if any(before.get(c) != after.get(c) for c in KEYWORD_INDEX_COLUMNS) or tag_changes:
             # A move to another store changes the row's store token, not only its text.
-            yield from _keyword_row_plan(after)
+            yield from _keyword_row_plan(after, deferred=keyword_rows)
         yield from self._revision_plan(after, action, ctx, note, now, before=before)
         if any(before.get(c) != after.get(c) for c in (*EMBEDDED_COLUMNS, *PARTITION_COLUMNS)):
             yield _outbox_statement(memory_id, before["store_key"], "upsert", now)
