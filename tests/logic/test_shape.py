@@ -5,7 +5,10 @@ import math
 import pytest
 
 from booku_memory.services.logic.fusion import FusionParams, fuse_routes
-from booku_memory.services.logic.shape import TextShape, ends_with_question, question_share, shape_prior, text_shape
+from booku_memory.services.logic.neighbours import answers_to_questions
+from booku_memory.services.logic.shape import (
+    TextShape, ends_with_question, length_prior, question_prior, question_share, shape_prior, text_shape,
+)
 
 
 @pytest.mark.parametrize(("text", "asks"), [
@@ -54,3 +57,41 @@ def test_fusion_adds_the_shape_part_after_the_lifts():
         assert hit.parts["shape"] == pytest.approx(expected)
         assert hit.score == pytest.approx(plain[hit.id].score + expected)
     assert [hit.id for hit in shaped][0] == "a"
+
+
+def test_the_question_penalty_grows_with_the_square_of_the_reliability():
+    asking = TextShape(0.5, 40)
+    assert question_prior(asking, 1.0, question_penalty=2.0) == pytest.approx(-1.0)
+    assert question_prior(asking, 0.5, question_penalty=2.0) == pytest.approx(-0.25)
+    # A Chinese question with one four-character word (reliability 0.2) keeps only a trace of the penalty.
+    assert question_prior(asking, 0.2, question_penalty=2.0) == pytest.approx(-0.04)
+    assert question_prior(TextShape(0.0, 40), 1.0, question_penalty=2.0) == 0.0
+    assert question_prior(asking, float("nan"), question_penalty=2.0) == 0.0
+    for reliability in (0.0, 0.3, 1.0):
+        assert shape_prior(asking, reliability, question_penalty=2.0, length_weight=0.4, length_cap=250) == \
+            pytest.approx(length_prior(asking, length_weight=0.4, length_cap=250)
+                          + question_prior(asking, reliability, question_penalty=2.0))
+
+
+def _question_then_longer_answer(reliability):
+    """A memory that ends with a (follow-up) question, then a much longer memory written right after it."""
+    dense = {"question": 0.90, "answer": 0.70, "other": 0.80, "far": 0.60}
+    positions = {"question": ("conv", 1), "answer": ("conv", 2), "other": ("conv", 40), "far": ("conv", 80)}
+    shapes = {"question": TextShape(0.5, 60), "answer": TextShape(0.0, 240), "other": TextShape(0.0, 60),
+              "far": TextShape(0.0, 60)}
+    answers = answers_to_questions(positions, ["question"], radius=2)
+    return fuse_routes(dense, {}, keyword_reliability=reliability, answers=answers, shapes=shapes)
+
+
+def test_a_longer_answer_stays_the_margin_behind_its_question_when_the_penalty_is_off():
+    hits = _question_then_longer_answer(0.0)
+    assert [hit.id for hit in hits][:2] == ["question", "answer"]
+    assert hits[0].score - hits[1].score == pytest.approx(FusionParams().answer_margin)
+    assert hits[1].parts["shape"] > hits[0].parts["shape"]  # its length alone would have put it first
+
+
+def test_the_answer_passes_a_question_only_through_the_question_penalty():
+    hits = {hit.id: hit for hit in _question_then_longer_answer(1.0)}
+    assert _question_then_longer_answer(1.0)[0].id == "answer"
+    penalty = question_prior(TextShape(0.5, 60), 1.0, question_penalty=FusionParams().question_penalty)
+    assert hits["answer"].score - hits["question"].score == pytest.approx(-penalty - FusionParams().answer_margin)
