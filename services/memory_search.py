@@ -24,6 +24,7 @@ from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
 from .logic.fusion import FusionParams, fuse_routes
+from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
 from .logic.segmentation import keyword_reliability, query_terms
 from .logic.shape import TextShape, question_share
@@ -161,7 +162,7 @@ class MemorySearch:
         try:
             async with asyncio.TaskGroup() as group:
                 keyword_task = group.create_task(
-                    self.rt.records.search_terms(query_terms(query_text), flt, limit=pool))
+                    self.rt.records.search_terms(with_inflections(query_terms(query_text)), flt, limit=pool))
                 first_task = group.create_task(self._first_pass(query_text, tiers, pool))
                 time_task = group.create_task(
                     self.rt.records.ids_in_time_windows(time_windows(anchors, zone), memories_only(flt),

@@ -8,6 +8,8 @@ the work. The planner therefore:
 * keeps the query's terms rarest first while their summed document frequency stays within ``POSTING_BUDGET``
   (the rarest term is always kept, so a query never loses its keyword route). A store smaller than the budget keeps
   every term, i.e. small stores rank exactly as plain bm25 over all terms;
+* counts a prefix term (``stem*``, ``logic.inflection``) as the summed document frequency of every word it covers,
+  which is what FTS5 walks to answer it;
 * drops the store clause from the MATCH when the readable stores hold nearly every indexed row
   (``SCOPE_SKIP_SHARE``): intersecting with a store token that matches every row costs a walk over a doclist as
   long as the store, and filters nothing. The outer SQL of the search still filters by store, so skipping the
@@ -24,6 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Sequence
 
+from ..logic.inflection import PREFIX_MARK, is_prefix_term, prefix_upper_bound
 from ..logic.segmentation import quote_fts_term
 from .database import Database, placeholders
 
@@ -50,8 +53,16 @@ class KeywordPlan:
 
     @property
     def expression(self) -> str:
-        """``"t1" OR "t2" …`` over the kept terms (each a quoted FTS5 string, so user input stays plain text)."""
-        return " OR ".join(quote_fts_term(term) for term in self.terms)
+        """``"t1" OR "t2" …`` over the kept terms (each a quoted FTS5 string, so user input stays plain text); a
+        prefix term ``stem*`` (``logic.inflection``) becomes ``"stem"*``, which matches every word starting with it."""
+        return " OR ".join(fts_term(term) for term in self.terms)
+
+
+def fts_term(term: str) -> str:
+    """One term of the MATCH expression: a quoted string, followed by FTS5's prefix operator for a prefix term."""
+    if is_prefix_term(term):
+        return quote_fts_term(term[: -len(PREFIX_MARK)]) + PREFIX_MARK
+    return quote_fts_term(term)
 
 
 def choose_terms(terms: Sequence[str], frequencies: dict[str, int], budget: int) -> tuple[list[str], list[str]]:
@@ -112,9 +123,19 @@ class KeywordPlanner:
                 missing.append(term)
         if missing:
             await self._ensure_vocabulary()
-            rows = await self.db.fetch_all(
-                f"SELECT term, doc FROM {VOCABULARY_TABLE} WHERE term IN ({placeholders(len(missing))})", missing)
-            counted = {row["term"]: int(row["doc"]) for row in rows}
+            exact = [term for term in missing if not is_prefix_term(term)]
+            counted: dict[str, int] = {}
+            if exact:
+                rows = await self.db.fetch_all(
+                    f"SELECT term, doc FROM {VOCABULARY_TABLE} WHERE term IN ({placeholders(len(exact))})", exact)
+                counted = {row["term"]: int(row["doc"]) for row in rows}
+            for term in missing:
+                if is_prefix_term(term):
+                    # A prefix walks the doclist of every word it covers: its cost is their summed frequency.
+                    stem = term[: -len(PREFIX_MARK)]
+                    counted[term] = int(await self.db.fetch_value(
+                        f"SELECT COALESCE(SUM(doc), 0) FROM {VOCABULARY_TABLE} WHERE term >= ? AND term < ?",
+                        (stem, prefix_upper_bound(stem)), 0))
             for term in missing:
                 found[term] = counted.get(term, 0)
                 self._frequencies[term] = (found[term], now)

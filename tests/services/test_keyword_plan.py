@@ -8,6 +8,7 @@ store, so a caller never sees another owner's rows either way.
 import booku_memory
 from booku_memory.config import load_config
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
+from booku_memory.services.logic.inflection import with_inflections
 from booku_memory.services.logic.segmentation import build_fts_query, query_terms
 from booku_memory.services.memory_search import searchable_filter
 from booku_memory.services.scoping import scope_for_chat
@@ -105,3 +106,24 @@ async def test_planner_recreates_its_vocabulary_table_after_the_database_reopens
         await runtime.db.open()
         runtime.records.keyword_planner.forget()
         assert [m for m, _ in await runtime.records.search_terms(query_terms("绿茶"), flt, limit=5)] == [target]
+
+
+async def test_an_inflected_query_word_finds_the_other_forms_and_its_prefix_cost_counts_every_form(tmp_path) -> None:
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        service = memory.get_service(booku_memory.MEMORY_SERVICE, scope=ALICE)
+        hobby = (await service.upsert_memory("Painting is my favourite hobby"))["id"]
+        hobbies = (await service.upsert_memory("Evan has many hobbies"))["id"]
+        await service.upsert_memory("Evan went to the lake")
+        records = memory.runtime.records
+        flt = searchable_filter(ALICE, include_archived=False, include_knowledge=False)
+        exact = {memory_id for memory_id, _ in await records.search_terms(["hobbies"], flt, limit=10)}
+        assert exact == {hobbies}
+        terms = with_inflections(query_terms("What hobbies?"))
+        assert terms == ["hobb*"]
+        found = {memory_id for memory_id, _ in await records.search_terms(terms, flt, limit=10)}
+        assert found == {hobby, hobbies}
+        frequencies = await records.keyword_planner.document_frequencies(["hobb*", "hobby", "hobbies"])
+        assert frequencies["hobb*"] == frequencies["hobby"] + frequencies["hobbies"] == 2
+        tokens = [store_token(key) for key in ALICE.readable_store_keys]
+        plan = await records.keyword_planner.plan(['say"*', "evan"], ALICE.readable_store_keys, tokens)
+        assert plan is not None and plan.expression.startswith('"say"""*')
