@@ -192,7 +192,7 @@ class Database:
 
     def one_hop_transactions(self) -> bool:
         """Whether ``run_in_transaction`` is available (aiosqlite's ``_execute``/``_conn`` core is present)."""
-        return _raw_runner(self.writer) is not None
+        return aiosqlite_core(self.writer) is not None
 
     async def run_in_transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work(raw connection)`` as one atomic write, in ONE hop to the writer's thread; returns its result.
@@ -205,7 +205,7 @@ class Database:
         loop) cost about as much as the write's SQL once other threads held the GIL. ``work`` runs on the worker
         thread and must not touch the event loop. Only when ``one_hop_transactions()``.
         """
-        runner = _raw_runner(self.writer)
+        runner = aiosqlite_core(self.writer)
         if runner is None:
             raise RuntimeError("aiosqlite 缺少 _execute/_conn，无法在一次线程切换内完成事务")
         execute, raw = runner
@@ -255,10 +255,11 @@ async def _begin(conn: aiosqlite.Connection, statements: RiderRows) -> Exception
 
     Raises what BEGIN raised; returns the error of a failing rider statement (its rows are rolled back, the
     transaction stays open and usable), else None. Falls back to one public call per statement when aiosqlite's
-    ``_execute``/``_conn`` core is missing (see ``records._one_hop_runner`` for why a private method).
+    ``_execute``/``_conn`` core is missing (see ``aiosqlite_core``).
     """
-    execute, raw = getattr(conn, "_execute", None), getattr(conn, "_conn", None)
-    if callable(execute) and isinstance(raw, sqlite3.Connection):
+    core = aiosqlite_core(conn)
+    if core is not None:
+        execute, raw = core
         return await execute(_begin_here, raw, statements)
     await conn.execute("BEGIN IMMEDIATE")
     if not statements:
@@ -275,8 +276,16 @@ async def _begin(conn: aiosqlite.Connection, statements: RiderRows) -> Exception
     return None
 
 
-def _raw_runner(conn: aiosqlite.Connection) -> tuple[Callable[..., Awaitable[Any]], sqlite3.Connection] | None:
-    """aiosqlite's ``_execute`` and raw connection of ``conn``, or None (see ``records._one_hop_runner``)."""
+def aiosqlite_core(conn: aiosqlite.Connection) -> tuple[Callable[..., Awaitable[Any]], sqlite3.Connection] | None:
+    """aiosqlite's ``_execute(fn, *args)`` (runs ``fn`` on the connection's worker thread) and its raw connection,
+    or None when a release lacks them.
+
+    Why private attributes: aiosqlite has no public way to run several statements in one thread hop, and each hop
+    (a hand-over of the GIL between the worker thread and the event loop) cost more than most statements under
+    load. ``_execute`` and ``_conn`` are the core of every aiosqlite release in use here (0.22.1 in every
+    environment of this project), and every public method is built on them. Without them every caller falls back
+    to one public call per statement: slower, same result.
+    """
     execute, raw = getattr(conn, "_execute", None), getattr(conn, "_conn", None)
     if callable(execute) and isinstance(raw, sqlite3.Connection):
         return execute, raw
@@ -429,10 +438,11 @@ async def _fetch(conn: aiosqlite.Connection, sql: str, params: Sequence[Any], *,
     Why: ``async with conn.execute(...) as cur: await cur.fetchall()`` is three hops (execute, fetch, close), and
     each hop is a hand-over of the GIL between the worker thread and the event loop, which under load (Chroma and
     the other connection's thread busy) cost more than most reads themselves. Falls back to the public calls when
-    aiosqlite's ``_execute``/``_conn`` core is missing (see ``records._one_hop_runner``).
+    aiosqlite's ``_execute``/``_conn`` core is missing (see ``aiosqlite_core``).
     """
-    execute, raw = getattr(conn, "_execute", None), getattr(conn, "_conn", None)
-    if callable(execute) and isinstance(raw, sqlite3.Connection):
+    core = aiosqlite_core(conn)
+    if core is not None:
+        execute, raw = core
         return await execute(_fetch_here, raw, sql, params, first_only)
     async with conn.execute(sql, params) as cur:
         return await cur.fetchone() if first_only else list(await cur.fetchall())

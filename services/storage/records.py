@@ -22,7 +22,7 @@ import aiosqlite
 from ..logic.shape import QUESTION_MARKS, TRAILING_CLOSERS
 from ..logic.segmentation import segment_for_index
 from ..scope import WriteContext
-from .database import Database, fetch_rows, placeholders
+from .database import Database, aiosqlite_core, fetch_rows, placeholders
 from .keyword_plan import KeywordPlanner
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -249,18 +249,12 @@ def _run_plan_here(raw: sqlite3.Connection, plan: WritePlan[T]) -> T:
 
 
 def _one_hop_runner(conn: aiosqlite.Connection) -> Callable[..., Awaitable[Any]] | None:
-    """aiosqlite's own ``_execute(fn, *args)`` (runs ``fn`` on the connection's worker thread), when available.
-
-    Why a private method: aiosqlite has no public way to run several statements in one thread hop. ``_execute`` and
-    ``_conn`` are the core of every aiosqlite release in use here (0.22.1 in every environment of this project),
-    and every public method is built on them. Should a release drop them, ``run_plan`` falls back to one public
-    call per statement: slower, same result.
-    """
-    execute = getattr(conn, "_execute", None)
-    raw = getattr(conn, "_conn", None)
-    if callable(execute) and isinstance(raw, sqlite3.Connection):
-        return functools.partial(execute, _run_plan_here, raw)
-    return None
+    """A runner that sends a whole plan to ``conn``'s worker thread in one hop, or None (see ``aiosqlite_core``)."""
+    core = aiosqlite_core(conn)
+    if core is None:
+        return None
+    execute, raw = core
+    return functools.partial(execute, _run_plan_here, raw)
 
 
 async def run_plan(conn: aiosqlite.Connection, plan: WritePlan[T]) -> T:
