@@ -50,8 +50,7 @@ from booku_memory.services.logic.fusion import FusionParams, fuse_routes, recipr
 from booku_memory.services.logic.inflection import with_inflections
 from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
 from booku_memory.services.logic.shape import ends_with_question, text_shape
-from booku_memory.services.logic.segmentation import keyword_reliability, query_terms, segment_for_index
-from booku_memory.services.storage.keyword_plan import fts_term
+from booku_memory.services.logic.segmentation import fts_expression, keyword_reliability, query_terms, segment_for_index
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -234,7 +233,7 @@ class KeywordIndex:
         terms = with_inflections(query_terms(query))
         if not terms:
             return []
-        expression = " OR ".join(fts_term(term) for term in terms)
+        expression = fts_expression(terms)
         rows = self._db.execute(
             "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?", (expression, depth)
         ).fetchall()

@@ -18,8 +18,11 @@ import logging
 import re
 import threading
 import unicodedata
+from collections.abc import Sequence
 
 import jieba
+
+from .inflection import PREFIX_MARK, is_prefix_term
 
 # Runs of letters/digits (Unicode-aware, underscore excluded); inside a run, Han characters are split off for jieba.
 _WORD_RUN = re.compile(r"[^\W_]+", re.UNICODE)
@@ -139,7 +142,15 @@ def build_fts_query(query: str | None, *, max_terms: int = 32) -> str | None:
     terms = query_terms(query)[: max(1, max_terms)]
     if not terms:
         return None
-    return " OR ".join(quote_fts_term(term) for term in terms)
+    return fts_expression(terms)
+
+
+def fts_expression(terms: Sequence[str]) -> str:
+    """``"t1" OR "t2" …`` over ``terms``, each a quoted FTS5 string (user input stays plain text); a prefix term
+    ``stem*`` (``logic.inflection``) becomes ``"stem"*``, which matches every indexed word starting with it."""
+    return " OR ".join(
+        quote_fts_term(term[: -len(PREFIX_MARK)]) + PREFIX_MARK if is_prefix_term(term) else quote_fts_term(term)
+        for term in terms)
 
 
 def is_exact_term(term: str) -> bool:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..logic.inflection import PREFIX_MARK, is_prefix_term, prefix_upper_bound
-from ..logic.segmentation import quote_fts_term
+from ..logic.segmentation import fts_expression
 from .database import Database, placeholders
 
 # Postings an OR query may walk (sum of the kept terms' document frequencies). Measured on the 100k-memory bench
@@ -55,14 +55,7 @@ class KeywordPlan:
     def expression(self) -> str:
         """``"t1" OR "t2" …`` over the kept terms (each a quoted FTS5 string, so user input stays plain text); a
         prefix term ``stem*`` (``logic.inflection``) becomes ``"stem"*``, which matches every word starting with it."""
-        return " OR ".join(fts_term(term) for term in self.terms)
-
-
-def fts_term(term: str) -> str:
-    """One term of the MATCH expression: a quoted string, followed by FTS5's prefix operator for a prefix term."""
-    if is_prefix_term(term):
-        return quote_fts_term(term[: -len(PREFIX_MARK)]) + PREFIX_MARK
-    return quote_fts_term(term)
+        return fts_expression(self.terms)
 
 
 def choose_terms(terms: Sequence[str], frequencies: dict[str, int], budget: int) -> tuple[list[str], list[str]]:
@@ -129,13 +122,16 @@ class KeywordPlanner:
                 rows = await self.db.fetch_all(
                     f"SELECT term, doc FROM {VOCABULARY_TABLE} WHERE term IN ({placeholders(len(exact))})", exact)
                 counted = {row["term"]: int(row["doc"]) for row in rows}
-            for term in missing:
-                if is_prefix_term(term):
-                    # A prefix walks the doclist of every word it covers: its cost is their summed frequency.
-                    stem = term[: -len(PREFIX_MARK)]
-                    counted[term] = int(await self.db.fetch_value(
-                        f"SELECT COALESCE(SUM(doc), 0) FROM {VOCABULARY_TABLE} WHERE term >= ? AND term < ?",
-                        (stem, prefix_upper_bound(stem)), 0))
+            prefixes = [term for term in missing if is_prefix_term(term)]
+            if prefixes:
+                # A prefix walks the doclist of every word it covers: its cost is their summed frequency. One read
+                # for all of the query's prefixes (a range sum each), not one per prefix.
+                stems = [term[: -len(PREFIX_MARK)] for term in prefixes]
+                range_sum = f"(SELECT COALESCE(SUM(doc), 0) FROM {VOCABULARY_TABLE} WHERE term >= ? AND term < ?)"
+                row = await self.db.fetch_one(
+                    "SELECT " + ", ".join([range_sum] * len(stems)),
+                    [bound for stem in stems for bound in (stem, prefix_upper_bound(stem))])
+                counted.update((term, int(row[index])) for index, term in enumerate(prefixes))
             for term in missing:
                 found[term] = counted.get(term, 0)
                 self._frequencies[term] = (found[term], now)
