@@ -28,7 +28,7 @@ from ..embedding.cached import text_hash
 from ..errors import EmbeddingUnavailableError
 from ..logic.text import compose_embedding_text
 from .database import Database, placeholders
-from .records import RecordRepository
+from .records import PlanStatement, RecordRepository, WritePlan, run_plan_in_transaction
 from .vector_index import TIERS, VectorHit, VectorIndex, tier_of
 
 logger = logging.getLogger(__name__)
@@ -313,16 +313,19 @@ class VectorSync:
 
         done_ids = [row["outbox_id"] for m in handled for row in by_memory[m]]
         failed_ids = [row["outbox_id"] for m in by_memory if m not in handled for row in by_memory[m]]
-        async with self.db.transaction() as conn:
-            if done_ids:
-                await conn.execute(
-                    f"DELETE FROM booku_vector_outbox WHERE outbox_id IN ({placeholders(len(done_ids))})", done_ids
-                )
-            if failed_ids:
-                await conn.execute(
-                    f"UPDATE booku_vector_outbox SET attempts = attempts + 1, last_error = ? "
-                    f"WHERE outbox_id IN ({placeholders(len(failed_ids))})",
-                    [error, *failed_ids],
-                )
-            await self.records.set_embedded_hashes(conn, hashes)
+        # One hop to the writer for BEGIN, the three statements and COMMIT: the drain runs while writers wait for
+        # the database's write lock, and a hop per statement held it four times as long.
+        await run_plan_in_transaction(self.db, self._settle_plan(done_ids, failed_ids, error, hashes))
         return len(done_ids), max(failed_ids, default=0), error
+
+    def _settle_plan(self, done_ids: list[int], failed_ids: list[int], error: str,
+                     hashes: dict[str, str]) -> WritePlan[None]:
+        """Forget the outbox rows a drain batch handled, count an attempt on the rest, and record which text each
+        stored vector embeds (``RecordRepository.set_embedded_hashes_plan``)."""
+        if done_ids:
+            yield PlanStatement(
+                f"DELETE FROM booku_vector_outbox WHERE outbox_id IN ({placeholders(len(done_ids))})", done_ids)
+        if failed_ids:
+            yield PlanStatement(f"UPDATE booku_vector_outbox SET attempts = attempts + 1, last_error = ? "
+                                f"WHERE outbox_id IN ({placeholders(len(failed_ids))})", [error, *failed_ids])
+        yield from self.records.set_embedded_hashes_plan(hashes)

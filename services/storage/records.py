@@ -221,6 +221,9 @@ class _Statement:
 
 WritePlan = Generator[_Statement, list[sqlite3.Row], T]
 
+PlanStatement = _Statement
+"""A statement of a write plan, for plans other store modules write (e.g. the vector outbox's settling)."""
+
 
 def _run_plan_here(raw: sqlite3.Connection, plan: WritePlan[T]) -> T:
     """Run every statement of ``plan`` on ``raw`` in the calling thread (aiosqlite's worker thread).
@@ -948,17 +951,16 @@ class RecordRepository:
             )
             return cur.rowcount
 
-    async def set_embedded_hashes(self, conn: aiosqlite.Connection, hashes: dict[str, str]) -> None:
+    @staticmethod
+    def set_embedded_hashes_plan(hashes: dict[str, str]) -> WritePlan[None]:
         """Record which text each record's stored vector embeds (``{memory_id: text_hash}``), in one statement.
 
         Why one statement: the vector drain settles a whole flush (a hundred records or more) at once, and a
         statement per record was a thread hop per record inside the writer's transaction.
         """
         if hashes:
-            await conn.executemany(
-                "UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?",
-                [(digest, memory_id) for memory_id, digest in hashes.items()],
-            )
+            yield _Statement("UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?",
+                             [(digest, memory_id) for memory_id, digest in hashes.items()], many=True)
 
     def _revision_plan(
         self, record: dict[str, Any], action: str, ctx: WriteContext, note: str, now: float, *,
