@@ -34,8 +34,8 @@ Method (per query):
    the query's words, the answer carries what the query asks for, so the two end up next to each other.
    Both lifts are the ``neighbour`` part.
 6. With ``shapes`` (``shape.TextShape`` per candidate), each candidate gains
-   ``length_weight · ln(min(length, length_cap)) − question_penalty · λ_r² · question_share`` (``shape.shape_prior``,
-   λ_r = the query's keyword reliability): statements that say more rise, memories that only ask sink, for
+   ``length_weight · ln(min(length, length_cap)) − question_penalty · λ_r² · question_share`` (``shape.length_prior``
+   and ``shape.question_prior``, λ_r = the query's keyword reliability): statements that say more rise, memories that only ask sink, for
    queries in a language where a trailing question means the memory only asks. This is the ``shape`` part; it
    comes after the lifts, so a question still lifts its answer before it sinks below it. The answer lift of step 5
    already counts both memories' length part, so a lifted answer ends ``answer_margin`` below its question in the

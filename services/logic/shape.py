@@ -78,11 +78,3 @@ def question_prior(shape: TextShape, keyword_reliability: float, *, question_pen
         return 0.0
     reliability = min(max(keyword_reliability, 0.0), 1.0) if math.isfinite(keyword_reliability) else 0.0
     return -question_penalty * reliability * reliability * shape.question_share
-
-
-def shape_prior(shape: TextShape, keyword_reliability: float, *, question_penalty: float, length_weight: float,
-                length_cap: int) -> float:
-    """``length_prior + question_prior``: ``length_weight · ln(max(1, min(length, cap))) − question_penalty ·
-    reliability² · question_share``."""
-    return (length_prior(shape, length_weight=length_weight, length_cap=length_cap)
-            + question_prior(shape, keyword_reliability, question_penalty=question_penalty))
