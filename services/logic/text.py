@@ -1,7 +1,8 @@
 """Text helpers shared by the write path, the output formatter and the keyword index.
 
 These reproduce the reference behaviour (spec §3) that callers and the admin UI observe: how a title is guessed
-from the first line, how title and body are framed for embedding, and how long a preview snippet is.
+from the first line, how title and body are framed for embedding (and which titles the keyword index weighs), and
+how long a preview snippet is.
 """
 
 from __future__ import annotations
@@ -24,6 +25,21 @@ def extract_title(text: str | None) -> str:
         if line:
             return line[:TITLE_MAX_CHARS].rstrip()
     return UNTITLED
+
+
+def keyword_title(title: str | None, content: str | None) -> str:
+    """The title as the keyword index weighs it: ``""`` when it is only the guess from the content's first line.
+
+    Why: the index weighs the title column three times the content. A title the caller chose names the memory's
+    topic; a guessed one (``extract_title``) is merely the first line of the content again, so weighting it tripled
+    the first line's words against the rest of the memory (on LoCoMo, where every turn is one line, it tripled the
+    whole turn and made long turns rank above the short turns that hold the answer). The content column still
+    holds those words once. A caller-given title equal to the content's first line is treated the same way.
+    """
+    clean = (title or "").strip()
+    if not clean or clean == extract_title(content):
+        return ""
+    return clean
 
 
 def compose_embedding_text(title: str | None, body: str | None) -> str:

@@ -21,6 +21,7 @@ import aiosqlite
 
 from ..logic.shape import QUESTION_MARKS, TRAILING_CLOSERS
 from ..logic.segmentation import segment_for_index
+from ..logic.text import keyword_title
 from ..scope import WriteContext
 from .database import Database, aiosqlite_core, fetch_rows, placeholders
 from .keyword_plan import KeywordPlanner
@@ -371,13 +372,15 @@ KeywordRow = tuple[int, bool, list[Any]]
 
 def _keyword_row_plan(record: dict[str, Any], *, replace: bool = True,
                       deferred: list[KeywordRow] | None = None) -> WritePlan[None]:
-    """The record's keyword row: segmented title, content and tags, plus its store's token.
+    """The record's keyword row: segmented title (unless only guessed, ``keyword_title``), content and tags, plus
+    its store's token.
 
     ``replace=False`` skips deleting an old row (the full rebuild has emptied the table already). With
     ``deferred`` the row is segmented now but appended there, not written (see ``deferred_keyword_rows_plan``).
     """
     tags = " ".join(record.get("tags", []) + record.get("core_tags", []) + record.get("diffusion_tags", []))
-    values = [record["rid"], _segmented(record["title"]), _segmented(record["content"]), _segmented(tags),
+    values = [record["rid"], _segmented(keyword_title(record["title"], record["content"])),
+              _segmented(record["content"]), _segmented(tags),
               store_token(record["store_key"])]
     if deferred is not None:
         deferred.append((record["rid"], replace, values))

@@ -1,6 +1,7 @@
 from booku_memory.services.logic.text import (
     compose_embedding_text,
     extract_title,
+    keyword_title,
     make_snippet,
     normalise_folder_id,
 )
@@ -44,3 +45,15 @@ def test_normalise_folder_id_lowercases_and_defaults():
     assert normalise_folder_id("  Work ", "default") == "work"
     assert normalise_folder_id("", "default") == "default"
     assert normalise_folder_id(None, "Default") == "default"
+
+
+def test_keyword_title_drops_a_title_guessed_from_the_first_line():
+    assert keyword_title("周末计划", "## 周末计划\n去爬山") == ""
+    assert keyword_title("长" * 80, "长" * 120) == ""  # the guess is cut to 80 characters
+    assert keyword_title("未命名记忆", "") == ""
+
+
+def test_keyword_title_keeps_a_title_the_caller_chose():
+    assert keyword_title(" 书法课安排 ", "每周二晚上练习书法") == "书法课安排"
+    assert keyword_title("书法课安排", None) == "书法课安排"
+    assert keyword_title(None, "正文") == ""

@@ -14,6 +14,7 @@ import pytest
 import booku_memory
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.logic.segmentation import segment_for_index
+from booku_memory.services.logic.text import keyword_title
 from booku_memory.services.storage import records as records_module
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
@@ -34,8 +35,8 @@ async def keyword_rows_match_records(runtime) -> dict[str, tuple[str, str]]:
     found = {}
     for record in records:
         row = rows[record["rid"]]
-        assert (row["title"], row["content"]) == (segment_for_index(record["title"]),
-                                                  segment_for_index(record["content"]))
+        assert (row["title"], row["content"]) == (
+            segment_for_index(keyword_title(record["title"], record["content"])), segment_for_index(record["content"]))
         found[record["memory_id"]] = (row["title"], row["content"])
     return found
 
@@ -82,3 +83,34 @@ async def test_a_failing_batch_transaction_leaves_no_keyword_rows(runtime, monke
     assert await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records") == 0
     assert await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_fts") == 0
     assert await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_vector_outbox") == 0
+
+
+async def test_a_given_title_is_indexed_and_a_guessed_one_is_not(runtime):
+    service = runtime.memory_service()
+    guessed = await service.upsert_memory("周末去爬了香山\n山顶的红叶很好看")
+    given = await service.upsert_memory("每周二晚上练习书法", title="书法课安排")
+    rows = await keyword_rows_match_records(runtime)
+    assert rows[guessed["id"]][0] == ""  # the first line is already in the content column, once
+    assert rows[given["id"]][0] == segment_for_index("书法课安排")
+    stored = await service.get_memory_detail(memory_id=guessed["id"])
+    assert stored["item"]["title"] == "周末去爬了香山"  # the record keeps its guessed title; only the index skips it
+
+
+async def test_migration_0010_rebuilds_keyword_rows_without_guessed_titles(tmp_path):
+    data = tmp_path / "old"
+    async with booku_memory.open(data, QUIET, embedder=DeterministicTestEmbedder()) as handle:
+        runtime = handle.runtime
+        created = await runtime.memory_service().upsert_memory("周末去爬了香山\n山顶的红叶很好看")
+        # The row as a store written before 0010 held it: the guessed title indexed in the title column.
+        rid = await runtime.db.fetch_value("SELECT rid FROM booku_memory_records WHERE memory_id = ?", [created["id"]])
+        async with runtime.db.transaction() as conn:
+            await conn.execute("UPDATE booku_memory_fts SET title = ? WHERE rowid = ?",
+                               [segment_for_index("周末去爬了香山"), rid])
+            await conn.execute("PRAGMA user_version = 9")
+    async with booku_memory.open(data, QUIET, embedder=DeterministicTestEmbedder()) as handle:
+        runtime = handle.runtime
+        assert await runtime.db.schema_version() >= 10
+        rows = await keyword_rows_match_records(runtime)
+        assert rows[created["id"]][0] == ""
+        assert await runtime.db.fetch_value(
+            "SELECT COUNT(*) FROM booku_meta WHERE key = 'keyword_index_rebuild'") == 0
