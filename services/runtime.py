@@ -17,6 +17,7 @@ from .embedding.base import Embedder
 from .embedding.cached import CachedEmbedder
 from .embedding.factory import build_embedder
 from .errors import EmbeddingUnavailableError
+from .logic.segmentation import warm_up as warm_up_segmentation
 from .scope import DEFAULT_SCOPE, Scope
 from .storage.audit import AuditLog
 from .storage.database import Database
@@ -198,6 +199,7 @@ class BookuRuntime:
         if self.config.maintenance.enabled:
             self._maintenance_task = asyncio.create_task(self._maintenance_loop(), name="booku-maintenance")
             self.spawn(self.vectors.warm_up(), name="booku-vector-warmup")
+            self.spawn(asyncio.to_thread(warm_up_segmentation), name="booku-segmentation-warmup")
             # Chat-evidence upkeep and dreaming (stage A/B run only when [dreaming] is enabled).
             from .evidence.scheduler import DreamingScheduler
 
