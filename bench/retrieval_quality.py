@@ -32,13 +32,14 @@ recall@k of a query = |gold ∩ top-k| / |gold|; tables print the mean per categ
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import re
 import sqlite3
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -46,11 +47,13 @@ from pathlib import Path
 
 import numpy as np
 
-from booku_memory.services.logic.fusion import FusionParams, fuse_routes, reciprocal_rank_fusion
-from booku_memory.services.logic.inflection import with_inflections
+from booku_memory.services.logic.fusion import (
+    FusedHit, FusionParams, fuse_routes, keyword_challenge, lead_with, reciprocal_rank_fusion)
+from booku_memory.services.logic.inflection import is_prefix_term, with_inflections
 from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
 from booku_memory.services.logic.shape import ends_with_question, text_shape
-from booku_memory.services.logic.segmentation import fts_expression, keyword_reliability, query_terms, segment_for_index
+from booku_memory.services.logic.segmentation import (
+    document_idf, fts_expression, keyword_reliability, query_terms, segment_for_index, term_coverage)
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -314,9 +317,38 @@ def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False,
         hits = fuse_routes(route.dense, route.keyword, keyword_reliability=reliability, params=params,
                            neighbours=neighbours, time_matches=matches, answers=answers,
                            shapes=shapes)
+        if shapes is not None:
+            hits = settle_keyword_challenge(hits, query, stores[query.store], reliability, params)
         return [hit.id for hit in hits]
 
     return rank
+
+
+@functools.lru_cache(maxsize=None)
+def _keyword_statistics(store_name: str, texts: tuple[str, ...]) -> tuple[list[str], Counter[str]]:
+    """Each memory's segmented text (as the keyword index holds it) and each token's document frequency."""
+    segmented = [segment_for_index(text) for text in texts]
+    return segmented, Counter(token for document in segmented for token in set(document.split()))
+
+
+def settle_keyword_challenge(hits: list[FusedHit], query: Query, store: Store, reliability: float,
+                             params: FusionParams) -> list[FusedHit]:
+    """Step 7 as the service settles it (``MemorySearch._settle_keyword_challenge``): the keyword route's best hit
+    takes rank 1 when ``keyword_challenge`` says it may and it covers the query's terms (idf-weighted) better than
+    the fused best. A prefix term's frequency is the summed frequency of the words it covers, as
+    ``KeywordPlanner`` counts it."""
+    challenge = keyword_challenge(hits, reliability, params)
+    if challenge is None:
+        return hits
+    segmented, frequencies = _keyword_statistics(store.name, tuple(store.texts))
+    terms = with_inflections(query_terms(query.text))
+    counts = {term: (sum(df for word, df in frequencies.items() if word.startswith(term[:-1]))
+                     if is_prefix_term(term) else frequencies.get(term, 0)) for term in terms}
+    weights = document_idf(counts, len(segmented))
+    if term_coverage(terms, segmented[challenge.challenger], weights) \
+            <= term_coverage(terms, segmented[challenge.incumbent], weights):
+        return hits
+    return lead_with(hits, challenge.challenger)
 
 
 def evaluate(dataset: Dataset, routes: list[RouteHits], ranker: Ranker) -> dict[str, dict[int, float]]:

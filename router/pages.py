@@ -95,8 +95,10 @@ SCORE_PART_LABELS: dict[str, str] = {
     "time": "日期匹配",
     "neighbour": "相邻与问答加成",
     "shape": "文本形态",
+    "lead": "关键词挑战领先",
     "cosine": "余弦相似度",
     "bm25": "BM25",
+    "keyword_z": "关键词标准分",
     "keyword_weight": "关键词权重",
     "fused": "融合分",
 }

@@ -4,7 +4,8 @@ Retrieval runs two routes inside the caller's scope: the vector route (EPA: pass
 reshaped by the tag triplet, pass 2 re-queries and scores with tag bonuses) and the FTS5 keyword route over
 jieba-segmented text, plus a time route when the query names definite days (``logic.time_anchor``).
 ``logic.fusion.fuse_routes`` weighs them by how confident each is for this query and adds the date, write-order and
-text-shape steps, and ``logic.dedup.select_distinct`` drops near-copies while keeping relevance order. Soft-deleted records have no vector
+text-shape steps, the keyword route's sure best may then take rank 1 (``logic.fusion.keyword_challenge``), and
+``logic.dedup.select_distinct`` drops near-copies while keeping relevance order. Soft-deleted records have no vector
 and are filtered out of the keyword route in SQL, so they never take a result slot.
 """
 
@@ -23,10 +24,10 @@ from .errors import EmbeddingUnavailableError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
-from .logic.fusion import FusionParams, fuse_routes
+from .logic.fusion import FusedHit, FusionParams, fuse_routes, keyword_challenge, lead_with
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
-from .logic.segmentation import keyword_reliability, query_terms
+from .logic.segmentation import document_idf, keyword_reliability, query_terms, term_coverage
 from .logic.shape import TextShape, question_share
 from .logic.tags import CandidateTags, TagTriplet
 from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
@@ -159,10 +160,10 @@ class MemorySearch:
         zone = self._zone()
         time_weight = self.rt.config.retrieval.time_anchor_weight
         anchors = parse_time_anchors(query_text, datetime.now(zone)) if time_weight > 0 else []
+        search_terms = with_inflections(query_terms(query_text))
         try:
             async with asyncio.TaskGroup() as group:
-                keyword_task = group.create_task(
-                    self.rt.records.search_terms(with_inflections(query_terms(query_text)), flt, limit=pool))
+                keyword_task = group.create_task(self.rt.records.search_terms(search_terms, flt, limit=pool))
                 first_task = group.create_task(self._first_pass(query_text, tiers, pool))
                 time_task = group.create_task(
                     self.rt.records.ids_in_time_windows(time_windows(anchors, zone), memories_only(flt),
@@ -195,9 +196,11 @@ class MemorySearch:
         shapes = {memory_id: TextShape(question_share(asks) if (asks := row["question_text"]) else 0.0,
                                        int(row["content_chars"] or 0))
                   for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
-        fused = fuse_routes(dense, keyword_hits, keyword_reliability=keyword_reliability(query_text), params=params,
+        reliability = keyword_reliability(query_text)
+        fused = fuse_routes(dense, keyword_hits, keyword_reliability=reliability, params=params,
                             neighbours=write_neighbours(positions, params.neighbour_radius), time_matches=matches,
                             answers=answers_to_questions(positions, asking, params.neighbour_radius), shapes=shapes)
+        fused = await self._settle_keyword_challenge(fused, search_terms, reliability, params)
         if not fused:
             return result
         scale = calibration(fused, dense)
@@ -223,6 +226,24 @@ class MemorySearch:
             parts = {**hit.parts, "fused": float(hit.score)}
             result.hits.append(RankedHit(hit.id, float(hit.score) * scale, parts, tier))
         return result
+
+    async def _settle_keyword_challenge(self, fused: list[FusedHit], terms: Sequence[str], reliability: float,
+                                        params: FusionParams) -> list[FusedHit]:
+        """``fused`` with the keyword route's best hit moved to rank 1 when it wins its challenge
+        (``fusion.keyword_challenge``, step 7): it must also cover the query's ``terms``, weighed by their idf in
+        the keyword index, better than the fused best does (a tie keeps the fused order). Reads the two rows'
+        keyword-index text in one query; the terms' document frequencies were counted when the keyword search was
+        planned. Returns the (possibly reordered) hits."""
+        challenge = keyword_challenge(fused, reliability, params)
+        if challenge is None:
+            return fused
+        texts = await self.rt.records.keyword_texts([challenge.challenger, challenge.incumbent])
+        frequencies, documents = await self.rt.records.term_statistics(terms)
+        weights = document_idf(frequencies, documents)
+        if term_coverage(terms, texts.get(challenge.challenger), weights) \
+                <= term_coverage(terms, texts.get(challenge.incumbent), weights):
+            return fused
+        return lead_with(fused, challenge.challenger)
 
     def _zone(self) -> tzinfo | None:
         """The zone a query's dates are read in: ``retrieval.timezone``, else this machine's (``None``)."""

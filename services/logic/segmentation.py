@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import re
 import threading
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import jieba
 
@@ -189,16 +190,52 @@ def keyword_reliability(query: str | None) -> float:
     return sum(1 for term in terms if is_exact_term(term)) / len(terms)
 
 
-def keyword_coverage(query: str | None, document_tokens: str | list[str] | None) -> float:
+def keyword_coverage(query: str | None, document_tokens: str | Sequence[str] | None) -> float:
     """Share of the query's distinct terms that occur in a document, in ``[0, 1]``.
 
-    ``document_tokens`` is the segmented text (``segment_for_index`` output or a token list). Used by fusion to
-    judge how much of the query a keyword hit really explains; 0.0 when the query has no terms.
+    ``document_tokens`` is the segmented text (``segment_for_index`` output or a token list). Every term counts
+    the same (``term_coverage`` without weights); 0.0 when the query has no terms.
     """
-    terms = query_terms(query)
-    if not terms:
-        return 0.0
-    if document_tokens is None:
+    return term_coverage(query_terms(query), document_tokens)
+
+
+def document_idf(document_frequencies: Mapping[str, int], documents: int) -> dict[str, float]:
+    """bm25's inverse document frequency of each term, ``ln(1 + (N − df + 0.5) / (df + 0.5))`` (always > 0).
+
+    ``document_frequencies``: term → how many of the ``documents`` indexed rows hold it (``KeywordPlanner`` gives
+    a prefix term the summed frequency of the words it covers, an upper bound, so a prefix weighs a little less).
+    """
+    total = max(int(documents), 0)
+    weights: dict[str, float] = {}
+    for term, frequency in document_frequencies.items():
+        df = min(max(int(frequency), 0), total)
+        weights[term] = math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+    return weights
+
+
+def term_coverage(terms: Sequence[str], document_tokens: str | Sequence[str] | None,
+                  weights: Mapping[str, float] | None = None) -> float:
+    """Weighted share of ``terms`` that occur in a document, in ``[0, 1]``.
+
+    ``terms``: search terms (``query_terms``, optionally ``with_inflections``: a prefix term ``stem*`` is covered by
+    any document token starting with ``stem``). ``document_tokens``: the document's segmented text
+    (``segment_for_index`` output, as the keyword index holds it) or its tokens. ``weights``: term → weight, e.g.
+    ``document_idf`` so a rare term counts more than a common one; ``None`` weighs every term 1, and a term missing
+    from ``weights`` weighs 0. 0.0 without terms, without a document or when every weight is 0.
+    """
+    distinct = list(dict.fromkeys(terms))
+    if not distinct or document_tokens is None:
         return 0.0
     vocabulary = set(document_tokens.split() if isinstance(document_tokens, str) else document_tokens)
-    return sum(1 for term in terms if term in vocabulary) / len(terms)
+
+    def covered(term: str) -> bool:
+        if is_prefix_term(term):
+            stem = term[: -len(PREFIX_MARK)]
+            return any(token.startswith(stem) for token in vocabulary)
+        return term in vocabulary
+
+    weight = {term: 1.0 if weights is None else max(float(weights.get(term, 0.0)), 0.0) for term in distinct}
+    total = sum(weight.values())
+    if total <= 0.0:
+        return 0.0
+    return sum(weight[term] for term in distinct if covered(term)) / total

@@ -652,6 +652,25 @@ class RecordRepository:
             return []
         return await self.keyword_search(plan.expression, flt, limit=limit, scope_in_index=plan.scope_in_index)
 
+    async def keyword_texts(self, memory_ids: Iterable[str]) -> dict[str, str]:
+        """The segmented text each record holds in the keyword index (title, content and tags, space-joined), by id;
+        live records only, one query. A record whose keyword row is not written yet is absent."""
+        ids = list(dict.fromkeys(i for i in memory_ids if i))
+        if not ids:
+            return {}
+        rows = await self.db.fetch_all(
+            f"SELECT r.memory_id, f.title, f.content, f.tags FROM booku_memory_records r "
+            f"JOIN booku_memory_fts f ON f.rowid = r.rid "
+            f"WHERE r.memory_id IN ({placeholders(len(ids))}) AND r.is_deleted = 0", ids)
+        return {row["memory_id"]: " ".join(part for part in (row["title"], row["content"], row["tags"]) if part)
+                for row in rows}
+
+    async def term_statistics(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(term → document frequency, indexed rows) of the keyword index, as the keyword planner counts them (so
+        the query's terms, already counted to plan its search, cost no read)."""
+        return (await self.keyword_planner.document_frequencies(terms),
+                await self.keyword_planner.indexed_rows())
+
     async def keyword_search(self, fts_query: str, flt: RecordFilter, *, limit: int,
                              scope_in_index: bool = True) -> list[tuple[str, float]]:
         """FTS5 route: (memory_id, score) best first; score = -bm25 so that higher is better.

@@ -2,7 +2,8 @@ import math
 
 import pytest
 
-from booku_memory.services.logic.fusion import FusionParams, fuse_routes, keyword_weight, reciprocal_rank_fusion
+from booku_memory.services.logic.fusion import (
+    LEAD_MARGIN, FusionParams, fuse_routes, keyword_challenge, keyword_weight, lead_with, reciprocal_rank_fusion)
 
 
 def _ids(hits):
@@ -96,3 +97,75 @@ def test_time_weight_zero_changes_nothing():
     off = fuse_routes(DENSE, KEYWORD, keyword_reliability=0.5, params=FusionParams(time_weight=0.0),
                       time_matches={"d": 1.0})
     assert _ids(off) == _ids(plain)
+
+
+# Dense prefers "a"; the keyword route is sure about "k" (1.7 standard deviations ahead of its runner-up "a").
+CHALLENGE_DENSE = {"a": 0.90, "b": 0.86, "k": 0.84, "c": 0.83, "d": 0.80}
+CHALLENGE_KEYWORD = {"k": 15.0, "a": 9.0, "b": 7.0, "c": 6.0}
+
+
+def _parts_sum(hit):
+    return sum(hit.parts[name] for name in ("vector", "keyword", "time", "neighbour", "shape", "lead"))
+
+
+def test_keyword_z_is_the_keyword_standing_before_the_weight():
+    hits = {hit.id: hit for hit in fuse_routes(CHALLENGE_DENSE, CHALLENGE_KEYWORD, keyword_reliability=0.6)}
+    values = list(CHALLENGE_KEYWORD.values())
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((value - mean) ** 2 for value in values) / len(values))
+    assert hits["k"].parts["keyword_z"] == pytest.approx((15.0 - 6.0) / std)
+    assert hits["c"].parts["keyword_z"] == 0.0  # the route's floor
+    assert hits["d"].parts["keyword_z"] is None  # not returned by the keyword route
+    assert hits["k"].parts["keyword"] == pytest.approx(hits["k"].parts["keyword_weight"] * hits["k"].parts["keyword_z"])
+    assert all(hit.parts["lead"] == 0.0 and hit.score == pytest.approx(_parts_sum(hit)) for hit in hits.values())
+
+
+def test_a_sure_keyword_best_close_behind_the_fused_best_challenges_it():
+    hits = fuse_routes(CHALLENGE_DENSE, CHALLENGE_KEYWORD, keyword_reliability=1.0)
+    assert _ids(hits)[:2] == ["a", "k"]
+    challenge = keyword_challenge(hits, 1.0)
+    assert challenge is not None
+    assert (challenge.challenger, challenge.incumbent) == ("k", "a")
+    assert challenge.keyword_lead == pytest.approx(hits[1].parts["keyword_z"] - hits[0].parts["keyword_z"])
+    assert challenge.fused_gap == pytest.approx(hits[0].score - hits[1].score)
+    assert 0 < challenge.fused_gap <= FusionParams().fused_lead_max
+
+
+def test_the_keyword_lead_required_grows_as_reliability_drops():
+    wide = FusionParams(fused_lead_max=10.0)  # only the keyword lead decides here
+    lead = 1.7186757  # k over a, in standard deviations of the keyword route
+    for reliability, expected in ((1.0, True), (0.95, True), (0.5, False), (0.2, False), (0.0, False)):
+        hits = fuse_routes(CHALLENGE_DENSE, CHALLENGE_KEYWORD, keyword_reliability=reliability, params=wide)
+        assert (keyword_challenge(hits, reliability, wide) is not None) is expected, reliability
+        assert expected is (reliability > 0 and lead >= wide.keyword_lead_min / reliability**2)
+    strict = FusionParams(keyword_lead_min=1.8)
+    hits = fuse_routes(CHALLENGE_DENSE, CHALLENGE_KEYWORD, keyword_reliability=1.0, params=strict)
+    assert keyword_challenge(hits, 1.0, strict) is None
+
+
+def test_no_challenge_when_the_fused_best_leads_too_far_or_already_agrees():
+    tight = FusionParams(fused_lead_max=0.03)  # the fused gap is 0.044
+    hits = fuse_routes(CHALLENGE_DENSE, CHALLENGE_KEYWORD, keyword_reliability=1.0, params=tight)
+    assert keyword_challenge(hits, 1.0, tight) is None
+    agreeing = fuse_routes(DENSE, KEYWORD, keyword_reliability=1.0)
+    assert _ids(agreeing)[0] == "c" and keyword_challenge(agreeing, 1.0) is None
+
+
+def test_no_challenge_when_only_one_route_answered():
+    keyword_only = fuse_routes({}, CHALLENGE_KEYWORD, keyword_reliability=1.0)
+    dense_only = fuse_routes(CHALLENGE_DENSE, {}, keyword_reliability=1.0)
+    assert keyword_challenge(keyword_only, 1.0) is None
+    assert keyword_challenge(dense_only, 1.0) is None
+    assert keyword_challenge([], 1.0) is None
+
+
+def test_lead_with_moves_the_challenger_first_and_keeps_the_rest():
+    hits = fuse_routes(CHALLENGE_DENSE, CHALLENGE_KEYWORD, keyword_reliability=1.0)
+    led = lead_with(hits, "k")
+    assert _ids(led) == ["k", "a", "b", "c", "d"]
+    assert led[0].score == pytest.approx(hits[0].score + LEAD_MARGIN)
+    assert led[0].parts["lead"] == pytest.approx(hits[0].score - hits[1].score + LEAD_MARGIN)
+    assert led[0].score == pytest.approx(_parts_sum(led[0]))
+    assert [hit.score for hit in led[1:]] == [hit.score for hit in hits if hit.id != "k"]
+    assert hits[1].parts["lead"] == 0.0  # the input is not modified
+    assert _ids(lead_with(hits, "a")) == _ids(hits) and _ids(lead_with(hits, "zz")) == _ids(hits)

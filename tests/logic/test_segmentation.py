@@ -1,11 +1,16 @@
+import math
 import sqlite3
+
+import pytest
 
 from booku_memory.services.logic.segmentation import (
     build_fts_query,
+    document_idf,
     keyword_coverage,
     keyword_reliability,
     query_terms,
     segment_for_index,
+    term_coverage,
     tokenize,
 )
 
@@ -71,6 +76,25 @@ def test_keyword_coverage_counts_query_terms_present_in_document():
     assert keyword_coverage("Caroline support group", document) == 1.0
     assert keyword_coverage("Caroline painting", document) == 0.5
     assert keyword_coverage("Caroline", None) == 0.0
+
+
+def test_document_idf_weighs_rare_terms_above_common_ones():
+    weights = document_idf({"caroline": 90, "pottery": 2, "missing": 0}, 100)
+    assert weights["pottery"] > weights["caroline"] > 0
+    assert weights["missing"] == pytest.approx(math.log(1 + 100.5 / 0.5))
+    assert document_idf({"everywhere": 100}, 100)["everywhere"] == pytest.approx(math.log(1 + 0.5 / 100.5))
+
+
+def test_term_coverage_weighs_terms_and_matches_prefixes():
+    document = segment_for_index("Melanie took a pottery class with her kids")
+    terms = ["melanie", "pottery", "paint*", "kid*"]
+    assert term_coverage(terms, document) == 0.75  # unweighted: 3 of 4, "kid*" matches "kids"
+    weights = {"melanie": 0.1, "pottery": 3.0, "paint*": 2.0, "kid*": 1.0}
+    assert term_coverage(terms, document, weights) == pytest.approx(4.1 / 6.1)
+    assert term_coverage(terms, segment_for_index("Melanie painted a sunset"), weights) == pytest.approx(2.1 / 6.1)
+    assert term_coverage(terms, document.split(), weights) == term_coverage(terms, document, weights)
+    assert term_coverage(["pottery"], document, {}) == 0.0  # no term weighs anything
+    assert term_coverage([], document) == 0.0 and term_coverage(terms, None) == 0.0
 
 
 def _uncached_tokens(text: str) -> list[str]:
