@@ -23,7 +23,7 @@ from ..logic.shape import QUESTION_MARKS, TRAILING_CLOSERS
 from ..logic.segmentation import segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
-from .database import Database, aiosqlite_core, fetch_rows, placeholders
+from .database import Database, aiosqlite_core, placeholders
 from .keyword_plan import KeywordPlanner
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -463,6 +463,37 @@ def _columns_query(columns: Sequence[str], memory_ids: Sequence[str], *,
             f"WHERE memory_id IN ({placeholders(len(memory_ids))}){live}", list(memory_ids))
 
 
+def _columns_plan(memory_ids: Iterable[str], columns: Sequence[str], *, include_deleted: bool = False,
+                  decode: Callable[[sqlite3.Row], dict[str, Any]] = dict) -> WritePlan[dict[str, dict[str, Any]]]:
+    """``columns`` of each record among ``memory_ids`` by id (each row through ``decode``: undecoded by default),
+    live ones only unless ``include_deleted``; one statement per 500 ids."""
+    ids = list(dict.fromkeys(i for i in memory_ids if i))
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(ids), 500):
+        rows = yield _Statement(*_columns_query(columns, ids[start : start + 500], include_deleted=include_deleted),
+                                fetch=True)
+        found.update((row["memory_id"], decode(row)) for row in rows)
+    return found
+
+
+def _tags_plan(records: dict[str, dict[str, Any]]) -> WritePlan[None]:
+    """Set the four tag lists (``TAG_GROUPS``) of each of ``records`` (by id) from ``booku_memory_tags``, in stored
+    order; one statement per 500 records."""
+    ids = list(records)
+    for record in records.values():
+        for group in TAG_GROUPS.values():
+            record[group] = []
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        rows = yield _Statement(
+            f"SELECT memory_id, tag_type, tag_value FROM booku_memory_tags "
+            f"WHERE memory_id IN ({placeholders(len(chunk))}) ORDER BY memory_id, tag_type, position",
+            chunk, fetch=True,
+        )
+        for row in rows:
+            records[row["memory_id"]][TAG_GROUPS[row["tag_type"]]].append(row["tag_value"])
+
+
 def _find_person_query(person_id: str, store_keys: Sequence[str] | None,
                        statuses: Sequence[str] | None) -> tuple[str, list[Any]]:
     """The id of the most recently updated person record of ``person_id`` (``find_person_plan``)."""
@@ -489,22 +520,19 @@ class RecordRepository:
     async def get_many(
         self, memory_ids: Iterable[str], *, include_deleted: bool = False, conn: aiosqlite.Connection | None = None
     ) -> dict[str, dict[str, Any]]:
-        """Records (with tags) by id; unknown ids are simply absent. Two queries whatever the count."""
+        """Records (with tags) by id; unknown ids are simply absent. Two queries whatever the count (per 500 ids),
+        run in one hop to the connection's worker thread (``run_plan``): every retrieval reads its results here,
+        and under load a hop costs about as much as one of these queries."""
         ids = list(dict.fromkeys(i for i in memory_ids if i))
         if not ids:
             return {}
-        deleted_clause = "" if include_deleted else " AND is_deleted = 0"
-        records: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            rows = await fetch_rows(
-                self.db, conn,
-                f"SELECT * FROM booku_memory_records WHERE memory_id IN ({placeholders(len(chunk))}){deleted_clause}",
-                chunk,
-            )
-            for row in rows:
-                records[row["memory_id"]] = row_to_record(row)
-        await self._attach_tags(records, conn)
+        return await run_plan(conn or self.db.reader, self._get_many_plan(ids, include_deleted=include_deleted))
+
+    @staticmethod
+    def _get_many_plan(ids: Sequence[str], *, include_deleted: bool) -> WritePlan[dict[str, dict[str, Any]]]:
+        """``get_many`` as a plan: every column, then the tags."""
+        records = yield from _columns_plan(ids, ("*",), include_deleted=include_deleted, decode=row_to_record)
+        yield from _tags_plan(records)
         return records
 
     async def candidates(self, memory_ids: Iterable[str], *, with_tags: bool,
@@ -514,14 +542,25 @@ class RecordRepository:
 
         Why not ``get_many``: a retrieval weighs about a hundred candidates and returns ten. Decoding every column
         of every candidate was the largest cost left in a 100k-memory retrieval (~7 ms of Python per call); the
-        full rows are read for the results only.
+        full rows are read for the results only. The rows and the tags are read in one hop to the reader's worker
+        thread (``run_plan``): an EPA retrieval reads candidates twice on its critical path (before and after its
+        second vector pass), and under load each hop saved (a hand-over of the GIL) is worth as much as a query.
         """
-        found = await self._columns(memory_ids, CANDIDATE_COLUMNS)
+        ids = list(memory_ids)
+        tags_for = None if not with_tags else set(ids) if tags_only_for is None else set(tags_only_for)
+        return await run_plan(self.db.reader, self._candidates_plan(ids, tags_for))
+
+    @staticmethod
+    def _candidates_plan(memory_ids: Sequence[str],
+                         tags_for: set[str] | None) -> WritePlan[dict[str, dict[str, Any]]]:
+        """``candidates`` as a plan: the columns, then the tags of the rows found among ``tags_for`` (no tags read
+        when it is None)."""
+        found = yield from _columns_plan(memory_ids, CANDIDATE_COLUMNS)
         for record in found.values():
             record["relation_memory_ids"] = _decode_list(record["relation_memory_ids"])
-        if with_tags and found:
-            wanted = set(found) if tags_only_for is None else set(tags_only_for)
-            await self._attach_tags({key: row for key, row in found.items() if key in wanted})
+        tagged = {key: row for key, row in found.items() if key in tags_for} if tags_for is not None else {}
+        if tagged:
+            yield from _tags_plan(tagged)
         return found
 
     async def ids_in_time_windows(self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *,
@@ -558,12 +597,7 @@ class RecordRepository:
         the tags of each was a large share of a batch's Python time; the chosen target is re-read in full inside
         the write's transaction anyway.
         """
-        ids = list(dict.fromkeys(i for i in memory_ids if i))
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), 500):
-            rows = yield _Statement(*_columns_query(MERGE_CHECK_COLUMNS, ids[start : start + 500]), fetch=True)
-            found.update((row["memory_id"], dict(row)) for row in rows)
-        return found
+        return (yield from _columns_plan(memory_ids, MERGE_CHECK_COLUMNS))
 
     async def vector_sources(self, memory_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """``VECTOR_SOURCE_COLUMNS`` of each record by id, deleted ones included (``is_deleted`` as a bool).
@@ -579,32 +613,15 @@ class RecordRepository:
     async def _columns(self, memory_ids: Iterable[str], columns: Sequence[str], *,
                        include_deleted: bool = False) -> dict[str, dict[str, Any]]:
         """``columns`` of each record by id, undecoded, live ones only unless ``include_deleted``; one query per
-        500 ids."""
-        ids = list(dict.fromkeys(i for i in memory_ids if i))
-        found: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(ids), 500):
-            query = _columns_query(columns, ids[start : start + 500], include_deleted=include_deleted)
-            found.update((row["memory_id"], dict(row)) for row in await self.db.fetch_all(*query))
-        return found
+        500 ids, all in one hop (``_columns_plan``)."""
+        return await run_plan(self.db.reader, _columns_plan(memory_ids, columns, include_deleted=include_deleted))
 
     async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
         return (await self.get_many([memory_id], include_deleted=include_deleted, conn=conn)).get(memory_id)
 
     async def _attach_tags(self, records: dict[str, dict[str, Any]], conn=None) -> None:
-        ids = list(records)
-        for record in records.values():
-            for group in TAG_GROUPS.values():
-                record[group] = []
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            rows = await fetch_rows(
-                self.db, conn,
-                f"SELECT memory_id, tag_type, tag_value FROM booku_memory_tags "
-                f"WHERE memory_id IN ({placeholders(len(chunk))}) ORDER BY memory_id, tag_type, position",
-                chunk,
-            )
-            for row in rows:
-                records[row["memory_id"]][TAG_GROUPS[row["tag_type"]]].append(row["tag_value"])
+        """Set the four tag lists of each of ``records`` (``_tags_plan``), read on ``conn`` or the reader."""
+        await run_plan(conn or self.db.reader, _tags_plan(records))
 
     async def list_records(
         self,

@@ -202,6 +202,28 @@ async def test_retrieve_memories_with_tag_triplet(svc) -> None:
     assert result["results"][0]["id"] == hike
 
 
+async def test_query_vector_lookup_is_not_queued_behind_the_keyword_search(svc, rt) -> None:
+    """The vector route starts with a lookup of the query's vector in the embedding cache, on the reader connection
+    the keyword search also uses: it must reach that connection's queue first, or the whole vector route waits for
+    the keyword search instead of running beside it."""
+    await seed(svc, CAT, HIKE)
+    await svc.retrieve_memories("小橘 鱼干", top_k=2)  # the keyword planner now knows these terms' frequencies
+    order: list[str] = []
+    fetch_all = rt.db.fetch_all
+
+    async def recorded(sql: str, params: Any = ()) -> Any:
+        if "booku_embedding_cache" in sql:
+            order.append("vector lookup")
+        elif "MATCH" in sql:
+            order.append("keyword search")
+        return await fetch_all(sql, params)
+
+    rt.db.fetch_all = recorded
+    result = await svc.retrieve_memories("小橘 鱼干？", top_k=2)  # same terms, new text: its vector is looked up
+    assert result["results"]
+    assert order[:2] == ["vector lookup", "keyword search"]
+
+
 async def test_retrieve_include_archived(svc, probe: Probe) -> None:
     cat, hike = await seed(svc, CAT, HIKE)
     await svc.archive_memories([cat])
