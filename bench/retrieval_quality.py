@@ -48,12 +48,13 @@ from pathlib import Path
 import numpy as np
 
 from booku_memory.services.logic.fusion import (
-    FusedHit, FusionParams, fuse_routes, keyword_challenge, lead_with, reciprocal_rank_fusion)
+    FusedHit, FusionParams, fuse_routes, keyword_challenge, reciprocal_rank_fusion)
+from booku_memory.services.logic.fusion import settle_keyword_challenge as fusion_settle
 from booku_memory.services.logic.inflection import is_prefix_term, with_inflections
 from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
 from booku_memory.services.logic.shape import ends_with_question, text_shape
 from booku_memory.services.logic.segmentation import (
-    document_idf, fts_expression, keyword_reliability, query_terms, segment_for_index, term_coverage)
+    document_idf, fts_expression, keyword_reliability, query_terms, segment_for_index)
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -344,11 +345,8 @@ def settle_keyword_challenge(hits: list[FusedHit], query: Query, store: Store, r
     terms = with_inflections(query_terms(query.text))
     counts = {term: (sum(df for word, df in frequencies.items() if word.startswith(term[:-1]))
                      if is_prefix_term(term) else frequencies.get(term, 0)) for term in terms}
-    weights = document_idf(counts, len(segmented))
-    if term_coverage(terms, segmented[challenge.challenger], weights) \
-            <= term_coverage(terms, segmented[challenge.incumbent], weights):
-        return hits
-    return lead_with(hits, challenge.challenger)
+    texts = {key: segmented[key] for key in (challenge.challenger, challenge.incumbent)}
+    return fusion_settle(hits, challenge, terms, texts, document_idf(counts, len(segmented)))
 
 
 def evaluate(dataset: Dataset, routes: list[RouteHits], ranker: Ranker) -> dict[str, dict[int, float]]:

@@ -24,10 +24,10 @@ from .errors import EmbeddingUnavailableError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
-from .logic.fusion import FusedHit, FusionParams, fuse_routes, keyword_challenge, lead_with
+from .logic.fusion import FusedHit, FusionParams, fuse_routes, keyword_challenge, settle_keyword_challenge
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
-from .logic.segmentation import document_idf, keyword_reliability, query_terms, term_coverage
+from .logic.segmentation import document_idf, query_terms, terms_reliability
 from .logic.shape import TextShape, question_share
 from .logic.tags import CandidateTags, TagTriplet
 from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
@@ -164,7 +164,8 @@ class MemorySearch:
         zone = self._zone()
         time_weight = self.rt.config.retrieval.time_anchor_weight
         anchors = parse_time_anchors(query_text, datetime.now(zone)) if time_weight > 0 else []
-        search_terms = with_inflections(query_terms(query_text))
+        terms = query_terms(query_text)
+        search_terms = with_inflections(terms)
         try:
             async with asyncio.TaskGroup() as group:
                 first_task = group.create_task(self._first_pass(query_text, tiers, pool))
@@ -200,7 +201,7 @@ class MemorySearch:
         shapes = {memory_id: TextShape(question_share(asks) if (asks := row["question_text"]) else 0.0,
                                        int(row["content_chars"] or 0))
                   for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
-        reliability = keyword_reliability(query_text)
+        reliability = terms_reliability(terms)
         fused = fuse_routes(dense, keyword_hits, keyword_reliability=reliability, params=params,
                             neighbours=write_neighbours(positions, params.neighbour_radius), time_matches=matches,
                             answers=answers_to_questions(positions, asking, params.neighbour_radius), shapes=shapes)
@@ -243,11 +244,7 @@ class MemorySearch:
             return fused
         texts = await self.rt.records.keyword_texts([challenge.challenger, challenge.incumbent])
         frequencies, documents = await self.rt.records.term_statistics(terms)
-        weights = document_idf(frequencies, documents)
-        if term_coverage(terms, texts.get(challenge.challenger), weights) \
-                <= term_coverage(terms, texts.get(challenge.incumbent), weights):
-            return fused
-        return lead_with(fused, challenge.challenger)
+        return settle_keyword_challenge(fused, challenge, terms, texts, document_idf(frequencies, documents))
 
     def _zone(self) -> tzinfo | None:
         """The zone a query's dates are read in: ``retrieval.timezone``, else this machine's (``None``)."""

@@ -95,6 +95,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .neighbours import answer_lift, neighbour_lift
+from .segmentation import clamped_reliability, term_coverage
 from .shape import TextShape, length_prior, question_prior
 
 _EPS = 1e-12
@@ -165,9 +166,8 @@ def _standardise(scores: Mapping[Hashable, float]) -> tuple[dict[Hashable, float
 
 def keyword_weight(keyword_reliability: float, params: FusionParams) -> float:
     """λ of a query: ``keyword_weight_max × keyword_reliability`` clamped to ``[0, keyword_weight_max]``."""
-    reliability = keyword_reliability if math.isfinite(keyword_reliability) else 0.0
     ceiling = min(max(params.keyword_weight_max, 0.0), 1.0)
-    return min(max(reliability, 0.0), 1.0) * ceiling
+    return clamped_reliability(keyword_reliability) * ceiling
 
 
 def fuse_routes(
@@ -284,7 +284,7 @@ def keyword_challenge(hits: Sequence[FusedHit], keyword_reliability: float,
     """
     if len(hits) < 2 or not any(hit.parts.get("cosine") is not None for hit in hits):
         return None
-    reliability = min(max(keyword_reliability, 0.0), 1.0) if math.isfinite(keyword_reliability) else 0.0
+    reliability = clamped_reliability(keyword_reliability)
     if reliability <= 0.0:
         return None
     standings = sorted((hit for hit in hits if hit.parts.get("keyword_z") is not None),
@@ -297,6 +297,17 @@ def keyword_challenge(hits: Sequence[FusedHit], keyword_reliability: float,
     if keyword_lead < params.keyword_lead_min / reliability**2 or fused_gap > params.fused_lead_max:
         return None
     return KeywordChallenge(best.id, hits[0].id, keyword_lead, fused_gap)
+
+
+def settle_keyword_challenge(hits: Sequence[FusedHit], challenge: KeywordChallenge, terms: Sequence[str],
+                             texts: Mapping[Hashable, str | None], weights: Mapping[str, float]) -> list[FusedHit]:
+    """``hits`` with the challenger first (``lead_with``) when its text covers the query's ``terms``, weighed by
+    ``weights`` (``segmentation.document_idf``), strictly better than the incumbent's; otherwise unchanged (a tie
+    keeps the fused order). ``texts``: id → the segmented text the keyword index holds for it."""
+    if term_coverage(terms, texts.get(challenge.challenger), weights) \
+            <= term_coverage(terms, texts.get(challenge.incumbent), weights):
+        return list(hits)
+    return lead_with(hits, challenge.challenger)
 
 
 LEAD_MARGIN = 0.01

@@ -184,7 +184,17 @@ def keyword_reliability(query: str | None) -> float:
     on Chinese paraphrase questions its matches on short segmented words mislead it (see ``fusion``).
     0.0 when the query has no terms.
     """
-    terms = query_terms(query)
+    return terms_reliability(query_terms(query))
+
+
+def clamped_reliability(reliability: float) -> float:
+    """A keyword reliability as fusion and the shape prior use it: clamped to ``[0, 1]``, non-finite values 0."""
+    return min(max(reliability, 0.0), 1.0) if math.isfinite(reliability) else 0.0
+
+
+def terms_reliability(terms: Sequence[str]) -> float:
+    """``keyword_reliability`` of a query already split into its search terms (``query_terms``), so a caller that
+    needs the terms anyway segments the query once."""
     if not terms:
         return 0.0
     return sum(1 for term in terms if is_exact_term(term)) / len(terms)

@@ -26,6 +26,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from .segmentation import clamped_reliability
+
 # A memory "asks" when its text ends with a question mark, ignoring trailing whitespace, quotes and brackets.
 QUESTION_MARKS = ("?", "？")
 TRAILING_CLOSERS = " \t\r\n\"'”’)）"
@@ -76,5 +78,5 @@ def question_prior(shape: TextShape, keyword_reliability: float, *, question_pen
     """
     if not shape.question_share:
         return 0.0
-    reliability = min(max(keyword_reliability, 0.0), 1.0) if math.isfinite(keyword_reliability) else 0.0
+    reliability = clamped_reliability(keyword_reliability)
     return -question_penalty * reliability * reliability * shape.question_share

@@ -211,8 +211,8 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class _Statement:
-    """One SQL statement of a write plan."""
+class PlanStatement:
+    """One SQL statement of a write plan (also written by other store modules, e.g. the vector outbox's settling)."""
 
     sql: str
     params: Any = ()
@@ -220,11 +220,7 @@ class _Statement:
     fetch: bool = False  # the plan needs the statement's rows (SELECT, RETURNING)
 
 
-WritePlan = Generator[_Statement, list[sqlite3.Row], T]
-
-PlanStatement = _Statement
-"""A statement of a write plan, for plans other store modules write (e.g. the vector outbox's settling)."""
-
+WritePlan = Generator[PlanStatement, list[sqlite3.Row], T]
 
 def _run_plan_here(raw: sqlite3.Connection, plan: WritePlan[T]) -> T:
     """Run every statement of ``plan`` on ``raw`` in the calling thread (aiosqlite's worker thread).
@@ -311,24 +307,24 @@ def _savepoint_plan(plan: WritePlan[T], savepoint: str | None) -> WritePlan[T]:
     """
     if savepoint is None:
         return (yield from plan)
-    yield _Statement(f"SAVEPOINT {savepoint}")
+    yield PlanStatement(f"SAVEPOINT {savepoint}")
     try:
         result = yield from plan
     except Exception:
-        yield _Statement(f"ROLLBACK TO {savepoint}")
-        yield _Statement(f"RELEASE {savepoint}")
+        yield PlanStatement(f"ROLLBACK TO {savepoint}")
+        yield PlanStatement(f"RELEASE {savepoint}")
         raise
-    yield _Statement(f"RELEASE {savepoint}")
+    yield PlanStatement(f"RELEASE {savepoint}")
     return result
 
 
 def _read_plan(memory_id: str) -> WritePlan[dict[str, Any] | None]:
     """The record as ``RecordRepository.get(include_deleted=True)`` reads it, seen from inside the transaction."""
-    rows = yield _Statement("SELECT * FROM booku_memory_records WHERE memory_id = ?", [memory_id], fetch=True)
+    rows = yield PlanStatement("SELECT * FROM booku_memory_records WHERE memory_id = ?", [memory_id], fetch=True)
     if not rows:
         return None
     record = row_to_record(rows[0])
-    tag_rows = yield _Statement(
+    tag_rows = yield PlanStatement(
         "SELECT tag_type, tag_value FROM booku_memory_tags WHERE memory_id = ? ORDER BY tag_type, position",
         [memory_id], fetch=True,
     )
@@ -344,7 +340,7 @@ def _replace_tags_plan(memory_id: str, source: dict[str, Any]) -> WritePlan[dict
 
     Returns the groups as written, i.e. what reading the tags back would give.
     """
-    yield _Statement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [memory_id])
+    yield PlanStatement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [memory_id])
     written: dict[str, list[str]] = {}
     rows = []
     for tag_type, group in TAG_GROUPS.items():
@@ -356,7 +352,7 @@ def _replace_tags_plan(memory_id: str, source: dict[str, Any]) -> WritePlan[dict
                 rows.append((memory_id, tag_type, value, len(values)))
         written[group] = values
     if rows:
-        yield _Statement(
+        yield PlanStatement(
             "INSERT INTO booku_memory_tags (memory_id, tag_type, tag_value, position) VALUES (?, ?, ?, ?)",
             rows, many=True,
         )
@@ -386,8 +382,8 @@ def _keyword_row_plan(record: dict[str, Any], *, replace: bool = True,
         deferred.append((record["rid"], replace, values))
         return
     if replace:
-        yield _Statement(_KEYWORD_DELETE_SQL, [record["rid"]])
-    yield _Statement(_KEYWORD_INSERT_SQL, values)
+        yield PlanStatement(_KEYWORD_DELETE_SQL, [record["rid"]])
+    yield PlanStatement(_KEYWORD_INSERT_SQL, values)
 
 
 def deferred_keyword_rows_plan(rows: Sequence[KeywordRow]) -> WritePlan[None]:
@@ -406,9 +402,9 @@ def deferred_keyword_rows_plan(rows: Sequence[KeywordRow]) -> WritePlan[None]:
         final[rid] = (replace if earlier is None else earlier[0], values)
     deletes = [(rid,) for rid, (replace, _) in final.items() if replace]
     if deletes:
-        yield _Statement(_KEYWORD_DELETE_SQL, deletes, many=True)
+        yield PlanStatement(_KEYWORD_DELETE_SQL, deletes, many=True)
     if final:
-        yield _Statement(_KEYWORD_INSERT_SQL, [values for _, values in final.values()], many=True)
+        yield PlanStatement(_KEYWORD_INSERT_SQL, [values for _, values in final.values()], many=True)
 
 
 SEGMENT_MEMO_SIZE = 512
@@ -470,7 +466,7 @@ def _columns_plan(memory_ids: Iterable[str], columns: Sequence[str], *, include_
     ids = list(dict.fromkeys(i for i in memory_ids if i))
     found: dict[str, dict[str, Any]] = {}
     for start in range(0, len(ids), 500):
-        rows = yield _Statement(*_columns_query(columns, ids[start : start + 500], include_deleted=include_deleted),
+        rows = yield PlanStatement(*_columns_query(columns, ids[start : start + 500], include_deleted=include_deleted),
                                 fetch=True)
         found.update((row["memory_id"], decode(row)) for row in rows)
     return found
@@ -485,7 +481,7 @@ def _tags_plan(records: dict[str, dict[str, Any]]) -> WritePlan[None]:
             record[group] = []
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        rows = yield _Statement(
+        rows = yield PlanStatement(
             f"SELECT memory_id, tag_type, tag_value FROM booku_memory_tags "
             f"WHERE memory_id IN ({placeholders(len(chunk))}) ORDER BY memory_id, tag_type, position",
             chunk, fetch=True,
@@ -502,8 +498,8 @@ def _find_person_query(person_id: str, store_keys: Sequence[str] | None,
     return f"SELECT r.memory_id FROM booku_memory_records r WHERE {where} ORDER BY r.updated_at DESC LIMIT 1", params
 
 
-def _outbox_statement(memory_id: str, store_key: str, op: str, now: float) -> _Statement:
-    return _Statement(
+def _outbox_statement(memory_id: str, store_key: str, op: str, now: float) -> PlanStatement:
+    return PlanStatement(
         "INSERT INTO booku_vector_outbox (memory_id, store_key, op, created_at) VALUES (?, ?, ?, ?)",
         [memory_id, store_key, op, now],
     )
@@ -809,7 +805,7 @@ class RecordRepository:
         """The most recently updated live person record of ``person_id`` (with tags), or None, read inside the
         running transaction (``run_plan``), so a person created earlier in the same batch counts."""
         sql, params = _find_person_query(person_id, store_keys, statuses)
-        rows = yield _Statement(sql, params, fetch=True)
+        rows = yield PlanStatement(sql, params, fetch=True)
         return (yield from self.read_plan(rows[0]["memory_id"])) if rows else None
 
     @staticmethod
@@ -888,7 +884,7 @@ class RecordRepository:
         tag rows just written, instead of reading both back.
         """
         columns = list(values)
-        rows = yield _Statement(
+        rows = yield PlanStatement(
             f"INSERT INTO booku_memory_records ({', '.join(columns)}) VALUES ({placeholders(len(columns))}) "
             f"RETURNING *",
             [_encode(c, values[c]) for c in columns], fetch=True,
@@ -941,7 +937,7 @@ class RecordRepository:
         if touch:
             columns["updated_at"] = now
         assignments = "".join(f"{c} = ?, " for c in columns)
-        rows = yield _Statement(
+        rows = yield PlanStatement(
             f"UPDATE booku_memory_records SET {assignments}version = version + 1 WHERE memory_id = ? RETURNING *",
             [*(_encode(c, v) for c, v in columns.items()), memory_id], fetch=True,
         )
@@ -972,9 +968,9 @@ class RecordRepository:
         for record in records:
             yield from self._revision_plan({**record, "version": record["version"] + 1}, "hard_delete", ctx, "", now,
                                            before=record, deleted=True)
-            yield _Statement("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
-            yield _Statement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
-            yield _Statement("DELETE FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]])
+            yield PlanStatement("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
+            yield PlanStatement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
+            yield PlanStatement("DELETE FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]])
             yield _outbox_statement(record["memory_id"], record["store_key"], "delete", now)
 
     async def bump_activation(self, memory_ids: Sequence[str], *, now: float | None = None) -> int:
@@ -998,7 +994,7 @@ class RecordRepository:
         statement per record was a thread hop per record inside the writer's transaction.
         """
         if hashes:
-            yield _Statement("UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?",
+            yield PlanStatement("UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?",
                              [(digest, memory_id) for memory_id, digest in hashes.items()], many=True)
 
     def _revision_plan(
@@ -1007,12 +1003,12 @@ class RecordRepository:
     ) -> WritePlan[None]:
         """One history snapshot and one append-only audit row per changed record, in the caller's transaction."""
         after_json = json.dumps(snapshot_of(record), ensure_ascii=False, sort_keys=True)
-        yield _Statement(
+        yield PlanStatement(
             "INSERT INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, created_at, "
             "authority) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [record["memory_id"], record["version"], action, after_json, ctx.actor, note, now, ctx.authority],
         )
-        yield _Statement(
+        yield PlanStatement(
             "INSERT INTO booku_audit_log (at, authority, actor, cause, batch_id, action, memory_id, owner_uid, "
             "store_key, version, before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [now, ctx.authority, ctx.actor, ctx.cause or note, ctx.batch_id, action, record["memory_id"],
@@ -1085,7 +1081,7 @@ class RecordRepository:
 
     def _import_plan(self, record: dict[str, Any], revisions: Sequence[dict[str, Any]],
                      now: float) -> WritePlan[bool]:
-        found = yield _Statement("SELECT 1 FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]],
+        found = yield PlanStatement("SELECT 1 FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]],
                                  fetch=True)
         if found:
             return False
@@ -1097,7 +1093,7 @@ class RecordRepository:
              r.get("actor", "agent"), r.get("note", ""), r["created_at"]) for r in revisions
         ]
         if revision_rows:
-            yield _Statement(
+            yield PlanStatement(
                 "INSERT OR IGNORE INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
                 revision_rows, many=True,

@@ -3,7 +3,8 @@ import math
 import pytest
 
 from booku_memory.services.logic.fusion import (
-    LEAD_MARGIN, FusionParams, fuse_routes, keyword_challenge, keyword_weight, lead_with, reciprocal_rank_fusion)
+    LEAD_MARGIN, FusionParams, fuse_routes, keyword_challenge, keyword_weight, lead_with, reciprocal_rank_fusion,
+    settle_keyword_challenge)
 
 
 def _ids(hits):
@@ -169,3 +170,16 @@ def test_lead_with_moves_the_challenger_first_and_keeps_the_rest():
     assert [hit.score for hit in led[1:]] == [hit.score for hit in hits if hit.id != "k"]
     assert hits[1].parts["lead"] == 0.0  # the input is not modified
     assert _ids(lead_with(hits, "a")) == _ids(hits) and _ids(lead_with(hits, "zz")) == _ids(hits)
+
+
+def test_the_challenger_leads_only_when_it_covers_the_weighted_terms_strictly_better():
+    hits = fuse_routes(CHALLENGE_DENSE, CHALLENGE_KEYWORD, keyword_reliability=1.0)
+    challenge = keyword_challenge(hits, 1.0)
+    terms, weights = ["kayak", "lake"], {"kayak": 3.0, "lake": 1.0}
+    better = settle_keyword_challenge(hits, challenge, terms, {"k": "kayak trip", "a": "the lake"}, weights)
+    assert _ids(better)[0] == "k"
+    tie = settle_keyword_challenge(hits, challenge, terms, {"k": "kayak", "a": "kayak"}, weights)
+    assert _ids(tie) == _ids(hits)  # equal coverage keeps the fused order
+    worse = settle_keyword_challenge(hits, challenge, terms, {"k": "lake", "a": None}, weights)
+    assert _ids(worse)[0] == "k"  # an incumbent without keyword text covers nothing
+    assert _ids(settle_keyword_challenge(hits, challenge, terms, {"k": "lake", "a": "kayak"}, weights)) == _ids(hits)
