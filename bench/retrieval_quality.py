@@ -53,6 +53,8 @@ from booku_memory.services.logic.fusion import settle_keyword_challenge as fusio
 from booku_memory.services.logic.inflection import is_prefix_term, with_inflections
 from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
 from booku_memory.services.logic.shape import ends_with_question, text_shape
+from booku_memory.services.logic.speaker import (
+    HEAD_CHARS as SPEAKER_HEAD_CHARS, content_coverage, content_terms, contested, speaker_label, speaker_lift, speaking)
 from booku_memory.services.logic.segmentation import (
     document_idf, fts_expression, keyword_reliability, query_terms, segment_for_index)
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
@@ -294,8 +296,8 @@ def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False,
     """Booku's fusion; ``with_neighbours`` adds the write-order lift the service applies (memories of a store
     are written in list order, so a candidate's write position is its index); ``stores`` (with their ``times``)
     adds the match against the query's time anchor, read as of the run's date like the service does, and, with the
-    neighbours, keeps the answer to a question-ending memory right behind it and weighs each memory's text shape
-    (``logic.shape``)."""
+    neighbours, keeps the answer to a question-ending memory right behind it, weighs each memory's text shape
+    (``logic.shape``) and lifts the memories of the person the query names (``logic.speaker``)."""
     now = datetime.now()
 
     def rank(route: RouteHits, query: Query) -> list[int]:
@@ -320,6 +322,7 @@ def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False,
                            shapes=shapes)
         if shapes is not None:
             hits = settle_keyword_challenge(hits, query, stores[query.store], reliability, params)
+            hits = lift_speakers(hits, query, stores[query.store], candidates, params)
         return [hit.id for hit in hits]
 
     return rank
@@ -332,6 +335,30 @@ def _keyword_statistics(store_name: str, texts: tuple[str, ...]) -> tuple[list[s
     return segmented, Counter(token for document in segmented for token in set(document.split()))
 
 
+def _store_idf(store: Store, terms: list[str]) -> tuple[list[str], dict[str, float]]:
+    """Each memory's segmented text and the idf of ``terms`` in ``store``, counted as ``KeywordPlanner`` counts
+    them (a prefix term's frequency is the summed frequency of the words it covers)."""
+    segmented, frequencies = _keyword_statistics(store.name, tuple(store.texts))
+    counts = {term: (sum(df for word, df in frequencies.items() if word.startswith(term[:-1]))
+                     if is_prefix_term(term) else frequencies.get(term, 0)) for term in terms}
+    return segmented, document_idf(counts, len(segmented))
+
+
+def lift_speakers(hits: list[FusedHit], query: Query, store: Store, candidates: set[int],
+                  params: FusionParams) -> list[FusedHit]:
+    """Step 8 as the service runs it (``MemorySearch._lift_speakers``): the named person's memories rise, gated
+    by the content coverage of the contested hits (``logic.speaker``)."""
+    heads = {i: store.texts[i][:SPEAKER_HEAD_CHARS] for i in candidates}
+    speakers = speaking(query.text, heads)
+    coverage = None
+    contest = contested(hits, speakers, params.speaker_weight)
+    terms = content_terms(with_inflections(query_terms(query.text)), {speaker_label(heads[i]) for i in speakers})
+    if contest and terms:
+        segmented, weights = _store_idf(store, terms)
+        coverage = content_coverage(terms, {i: segmented[i] for i in contest}, weights)
+    return speaker_lift(hits, speakers, params.speaker_weight, coverage)
+
+
 def settle_keyword_challenge(hits: list[FusedHit], query: Query, store: Store, reliability: float,
                              params: FusionParams) -> list[FusedHit]:
     """Step 7 as the service settles it (``MemorySearch._settle_keyword_challenge``): the keyword route's best hit
@@ -341,12 +368,10 @@ def settle_keyword_challenge(hits: list[FusedHit], query: Query, store: Store, r
     challenge = keyword_challenge(hits, reliability, params)
     if challenge is None:
         return hits
-    segmented, frequencies = _keyword_statistics(store.name, tuple(store.texts))
     terms = with_inflections(query_terms(query.text))
-    counts = {term: (sum(df for word, df in frequencies.items() if word.startswith(term[:-1]))
-                     if is_prefix_term(term) else frequencies.get(term, 0)) for term in terms}
+    segmented, weights = _store_idf(store, terms)
     texts = {key: segmented[key] for key in (challenge.challenger, challenge.incumbent)}
-    return fusion_settle(hits, challenge, terms, texts, document_idf(counts, len(segmented)))
+    return fusion_settle(hits, challenge, terms, texts, weights)
 
 
 def evaluate(dataset: Dataset, routes: list[RouteHits], ranker: Ranker) -> dict[str, dict[int, float]]:

@@ -96,6 +96,7 @@ SCORE_PART_LABELS: dict[str, str] = {
     "neighbour": "相邻与问答加成",
     "shape": "文本形态",
     "lead": "关键词挑战领先",
+    "speaker": "提问所指说话人加成",
     "cosine": "余弦相似度",
     "bm25": "BM25",
     "keyword_z": "关键词标准分",

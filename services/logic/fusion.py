@@ -48,6 +48,9 @@ Method (per query):
    over the keyword index's text), and moves the challenger to rank 1 when it covers them better (``lead_with``:
    the ``lead`` part, the rest keep their order). Applies only when both routes answered.
 
+8. The memories of the person the query names (text ``"<name>: …"``) rise behind rank 1, but not past a rival
+   that covers the query's other terms clearly better (``speaker.speaker_lift``; the caller reads the coverage).
+
 When only one route answered (no embedding provider: keyword only; no keyword terms: dense only) the result is that
 route's ranking with the other part 0.
 
@@ -115,7 +118,8 @@ class FusionParams:
     (step 6); ``keyword_lead_min`` is how many standard deviations the keyword route's best hit must lead its
     runner-up by (at keyword reliability 1; the lead required grows as ``1 / reliability²``) and ``fused_lead_max``
     how far at most the fused best may lead it in fused score for it to challenge rank 1 (step 7,
-    ``keyword_challenge``); ``rrf_k`` is only used by ``reciprocal_rank_fusion``.
+    ``keyword_challenge``); ``speaker_weight`` is how far a memory said by the person the query names rises (step 8,
+    ``speaker.speaker_lift``); ``rrf_k`` is only used by ``reciprocal_rank_fusion``.
     """
 
     keyword_weight_max: float = 0.5
@@ -128,13 +132,14 @@ class FusionParams:
     length_cap: int = 250
     keyword_lead_min: float = 0.5
     fused_lead_max: float = 0.4
+    speaker_weight: float = 0.7
     rrf_k: int = 60
 
 
 @dataclass(frozen=True)
 class FusedHit:
     """One fused result: ``score`` is the sum of the ``parts`` vector, keyword, time, neighbour and shape (and
-    ``lead`` once ``lead_with`` moved it to rank 1).
+    ``lead`` once ``lead_with`` moved it to rank 1, ``speaker`` once ``speaker.speaker_lift`` lifted it).
 
     ``parts`` also carries the raw route scores (``cosine``, ``bm25``; ``None`` when the route did not return the
     item), ``keyword_z`` (the keyword route's own standing: its standardised score above the route's floor, before
@@ -241,6 +246,7 @@ def fuse_routes(
                     "neighbour": neighbour_part,
                     "shape": shape_part,
                     "lead": 0.0,
+                    "speaker": 0.0,
                     "cosine": cosine,
                     "bm25": keyword.get(key) if key in keyword_z else None,
                     "keyword_z": keyword_z[key] - keyword_floor if key in keyword_z else None,

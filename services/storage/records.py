@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable, Generator, Iterable, Sequence, Type
 import aiosqlite
 
 from ..logic.shape import QUESTION_MARKS, TRAILING_CLOSERS
+from ..logic.speaker import HEAD_CHARS as SPEAKER_HEAD_CHARS
 from ..logic.segmentation import segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
@@ -56,11 +57,12 @@ ENDS_WITH_QUESTION_SQL = (
     + ", ".join(f"'{mark}'" for mark in QUESTION_MARKS) + ")"
 )
 # What ranking reads of a candidate (``RecordRepository.candidates``): filters, partition, person, write order, time
-# and the text shape (``logic.shape``): the text only of the candidates that end with a question, the length of all.
+# and the text shape (``logic.shape``): the text only of the candidates that end with a question, the length of all;
+# and the start of every text, where a speaker label stands (``logic.speaker``).
 CANDIDATE_COLUMNS = ("memory_id", "rid", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
                      "relation_memory_ids", "created_at", "event_start_at", "event_end_at",
                      f"CASE WHEN {ENDS_WITH_QUESTION_SQL} THEN content END AS question_text",
-                     "length(content) AS content_chars")
+                     "length(content) AS content_chars", f"substr(content, 1, {SPEAKER_HEAD_CHARS}) AS content_head")
 # What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
 # checks (folder, type, person) and the text overlap test.
 MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content")

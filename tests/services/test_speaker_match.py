@@ -1,0 +1,52 @@
+"""Through the service: among memories written as ``"<name>: …"``, what the person the query names said rises
+behind rank 1 (``logic.speaker``), and the candidate rows carry the start of each text for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from booku_memory.services.logic.speaker import HEAD_CHARS
+
+from .memory_support import MEMORY_SERVICE, open_store
+
+CHAT = [
+    "Caroline: I finished reading a novel about a lighthouse keeper last night.",
+    "Melanie: I went kayaking on the river with my family last weekend.",
+    "Caroline: I painted a sunset over the lake for the art fair.",
+    "Melanie: My kids and I built a pottery bowl together at the studio.",
+]
+
+
+async def test_the_named_persons_memories_carry_a_speaker_part(tmp_path: Path) -> None:
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        ids = [(await svc.upsert_memory(text))["id"] for text in CHAT]
+        result = await svc.retrieve_memories("What activities does Melanie do with her family?", top_k=len(CHAT))
+        rows = await handle.runtime.records.candidates(ids, with_tags=False)
+    assert rows[ids[0]]["content_head"] == CHAT[0][:HEAD_CHARS]
+    parts = {item["id"]: item["score_parts"] for item in result["results"]}
+    first = result["results"][0]["id"]
+    lifted = {memory_id for memory_id, part in parts.items() if part["speaker"] > 0}
+    assert lifted and lifted <= {ids[1], ids[3]} - {first}  # only Melanie's memories, never rank 1
+    assert all(parts[memory_id]["speaker"] == 0 for memory_id in (ids[0], ids[2]))
+
+
+async def test_the_lift_does_not_pass_the_memory_about_what_the_query_asks(tmp_path: Path) -> None:
+    """An adversarial question names the wrong person: Melanie ran the charity race, not Caroline."""
+    chat = [
+        "Melanie: The charity race last Saturday made me realize how much self-care matters.",
+        "Caroline: I realize the charity race needs more volunteers this year.",
+        "Caroline: After the race I realize I need rest.",
+        "Caroline: I realize my painting is almost done.",
+        *[f"Caroline: I spent day {day} at the support group and then went home." for day in range(1, 9)],
+        "Melanie: I went kayaking on the river with my family last weekend.",
+    ]
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        ids = [(await svc.upsert_memory(text))["id"] for text in chat]
+        result = await svc.retrieve_memories("What did Caroline realize after her charity race?", top_k=5)
+    ranked = [item["id"] for item in result["results"]]
+    parts = {item["id"]: item["score_parts"] for item in result["results"]}
+    assert ids[0] in ranked
+    above = ranked[:ranked.index(ids[0])]
+    assert all(parts[memory_id]["speaker"] == 0 for memory_id in above)  # no lifted memory passed it
