@@ -135,6 +135,11 @@ async def seed(svc: Any, *entries: tuple[str, str], **fields: Any) -> list[str]:
     return ids
 
 
+async def write_turns(svc: Any, texts: list[str]) -> list[str]:
+    """Write each of ``texts`` with ``upsert_memory`` in order, as a bot stores a conversation; returns their ids."""
+    return [(await svc.upsert_memory(text))["id"] for text in texts]
+
+
 class SwitchableEmbedder:
     """Deterministic test vectors, with a switch that simulates an embedding outage (``down = True``)."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .memory_support import MEMORY_SERVICE, open_store
+from .memory_support import MEMORY_SERVICE, open_store, write_turns
 
 CHAT = [
     "Caroline: I went hiking with my sister on Saturday morning.",
@@ -23,7 +23,7 @@ CHAT = [
 async def test_the_answer_to_a_matching_question_follows_it(tmp_path: Path) -> None:
     async with open_store(tmp_path) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
-        ids = [(await svc.upsert_memory(text))["id"] for text in CHAT]
+        ids = await write_turns(svc, CHAT)
         result = await svc.retrieve_memories("What did Melanie paint for the art fair?", top_k=len(CHAT))
         rows = await handle.runtime.records.candidates(ids, with_tags=False)
     parts = {item["id"]: item["score_parts"] for item in result["results"]}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from booku_memory.services.logic.speaker import HEAD_CHARS
 
-from .memory_support import MEMORY_SERVICE, open_store
+from .memory_support import MEMORY_SERVICE, open_store, write_turns
 
 CHAT = [
     "Caroline: I finished reading a novel about a lighthouse keeper last night.",
@@ -20,7 +20,7 @@ CHAT = [
 async def test_the_named_persons_memories_carry_a_speaker_part(tmp_path: Path) -> None:
     async with open_store(tmp_path) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
-        ids = [(await svc.upsert_memory(text))["id"] for text in CHAT]
+        ids = await write_turns(svc, CHAT)
         result = await svc.retrieve_memories("What activities does Melanie do with her family?", top_k=len(CHAT))
         rows = await handle.runtime.records.candidates(ids, with_tags=False)
     assert rows[ids[0]]["content_head"] == CHAT[0][:HEAD_CHARS]
@@ -43,7 +43,7 @@ async def test_the_lift_does_not_pass_the_memory_about_what_the_query_asks(tmp_p
     ]
     async with open_store(tmp_path) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
-        ids = [(await svc.upsert_memory(text))["id"] for text in chat]
+        ids = await write_turns(svc, chat)
         result = await svc.retrieve_memories("What did Caroline realize after her charity race?", top_k=5)
     ranked = [item["id"] for item in result["results"]]
     parts = {item["id"]: item["score_parts"] for item in result["results"]}

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 from booku_memory.services.scope import Scope
 
-from .memory_support import MEMORY_SERVICE, Probe, SwitchableEmbedder, open_store
+from .memory_support import MEMORY_SERVICE, Probe, SwitchableEmbedder, open_store, write_turns
 
 ZONE = "Asia/Shanghai"
 SHANGHAI = ZoneInfo(ZONE)
@@ -68,7 +68,7 @@ async def test_the_query_date_is_read_in_the_configured_zone(tmp_path: Path) -> 
 
 
 async def _store_with_one_memory_from_yesterday(svc, probe: Probe) -> str:
-    older = [(await svc.upsert_memory(text))["id"] for text in FILLER]
+    older = await write_turns(svc, FILLER)
     await probe.set_created_days_ago(older, 10)
     target = (await svc.upsert_memory("用户说晚饭吃了酸菜鱼，辣得直冒汗。"))["id"]
     await probe.set_created_days_ago([target], 1)
