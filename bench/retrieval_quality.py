@@ -54,7 +54,7 @@ from booku_memory.services.logic.inflection import is_prefix_term, with_inflecti
 from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
 from booku_memory.services.logic.shape import ends_with_question, text_shape
 from booku_memory.services.logic.speaker import (
-    HEAD_CHARS as SPEAKER_HEAD_CHARS, content_coverage, content_terms, contested, speaker_label, speaker_lift, speaking)
+    HEAD_CHARS as SPEAKER_HEAD_CHARS, content_coverage, plan_speaker_lift, speaker_lift)
 from booku_memory.services.logic.segmentation import (
     document_idf, fts_expression, keyword_reliability, query_terms, segment_for_index)
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
@@ -349,14 +349,12 @@ def lift_speakers(hits: list[FusedHit], query: Query, store: Store, candidates: 
     """Step 8 as the service runs it (``MemorySearch._lift_speakers``): the named person's memories rise, gated
     by the content coverage of the contested hits (``logic.speaker``)."""
     heads = {i: store.texts[i][:SPEAKER_HEAD_CHARS] for i in candidates}
-    speakers = speaking(query.text, heads)
+    plan = plan_speaker_lift(query.text, with_inflections(query_terms(query.text)), hits, heads, params.speaker_weight)
     coverage = None
-    contest = contested(hits, speakers, params.speaker_weight)
-    terms = content_terms(with_inflections(query_terms(query.text)), {speaker_label(heads[i]) for i in speakers})
-    if contest and terms:
-        segmented, weights = _store_idf(store, terms)
-        coverage = content_coverage(terms, {i: segmented[i] for i in contest}, weights)
-    return speaker_lift(hits, speakers, params.speaker_weight, coverage)
+    if plan.needs_coverage:
+        segmented, weights = _store_idf(store, plan.content_terms)
+        coverage = content_coverage(plan.content_terms, {i: segmented[i] for i in plan.contested}, weights)
+    return speaker_lift(hits, plan.speakers, params.speaker_weight, coverage)
 
 
 def settle_keyword_challenge(hits: list[FusedHit], query: Query, store: Store, reliability: float,

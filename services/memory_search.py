@@ -30,7 +30,7 @@ from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
 from .logic.segmentation import document_idf, query_terms, terms_reliability
 from .logic.shape import TextShape, question_share
-from .logic.speaker import content_coverage, content_terms, contested, speaker_label, speaker_lift, speaking
+from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
 from .logic.tags import CandidateTags, TagTriplet
 from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
@@ -260,17 +260,15 @@ class MemorySearch:
         text of the ``speaker.contested`` rows in one query (13 rows at the median on LoCoMo, 46 at most) to
         weigh their coverage of the query's content terms; the terms' document frequencies were counted when the
         keyword search was planned."""
-        speakers = speaking(query_text, heads)
-        contest = contested(fused, speakers, params.speaker_weight)
-        content = content_terms(terms, {label for memory_id in speakers
-                                        if (label := speaker_label(heads.get(memory_id))) is not None})
+        plan = plan_speaker_lift(query_text, terms, fused, heads, params.speaker_weight)
         coverage = None
-        if contest and content:
-            texts = await self.rt.records.keyword_texts(contest)
-            frequencies, documents = await self.rt.records.term_statistics(content)
-            coverage = content_coverage(content, {memory_id: texts.get(memory_id) for memory_id in contest},
+        if plan.needs_coverage:
+            texts = await self.rt.records.keyword_texts(plan.contested)
+            frequencies, documents = await self.rt.records.term_statistics(plan.content_terms)
+            coverage = content_coverage(plan.content_terms,
+                                        {memory_id: texts.get(memory_id) for memory_id in plan.contested},
                                         document_idf(frequencies, documents))
-        return speaker_lift(fused, speakers, params.speaker_weight, coverage)
+        return speaker_lift(fused, plan.speakers, params.speaker_weight, coverage)
 
     def _zone(self) -> tzinfo | None:
         """The zone a query's dates are read in: ``retrieval.timezone``, else this machine's (``None``)."""

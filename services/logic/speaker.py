@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from .fusion import LEAD_MARGIN, FusedHit
 from .inflection import PREFIX_MARK, is_prefix_term
@@ -158,6 +159,30 @@ def contested(hits: Sequence[FusedHit], speakers: set[Hashable], weight: float) 
     climbers = {hit.id for hit in hits[1:] if hit.id in speakers
                 and any(hit.score < rival.score < hit.score + weight for rival in rivals)}
     return {rival.id for rival in rivals} | climbers if climbers else set()
+
+
+@dataclass(frozen=True)
+class SpeakerLiftPlan:
+    """What ``speaker_lift`` needs before it can run: the ``speakers`` (ids that speak as a person the query names),
+    the ``contested`` ids whose content coverage gates the lift, and the query's ``content_terms`` to weigh it by.
+    The caller reads the contested rows' text only when ``needs_coverage``."""
+
+    speakers: set[Hashable]
+    contested: set[Hashable]
+    content_terms: list[str]
+
+    @property
+    def needs_coverage(self) -> bool:
+        return bool(self.contested and self.content_terms)
+
+
+def plan_speaker_lift(query: str, terms: Sequence[str], hits: Sequence[FusedHit],
+                      heads: Mapping[Hashable, str | None], weight: float) -> SpeakerLiftPlan:
+    """The pure part of step 8 that the service and the bench share: who speaks (``speaking``), who is contested
+    (``contested``) and the query's terms without the named speakers' names (``content_terms``)."""
+    speakers = speaking(query, heads)
+    labels = {label for key in speakers if (label := speaker_label(heads.get(key))) is not None}
+    return SpeakerLiftPlan(speakers, contested(hits, speakers, weight), content_terms(terms, labels))
 
 
 def content_coverage(terms: Sequence[str], texts: Mapping[Hashable, str | None],

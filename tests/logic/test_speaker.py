@@ -5,8 +5,8 @@ import pytest
 
 from booku_memory.services.logic.fusion import LEAD_MARGIN, FusedHit
 from booku_memory.services.logic.speaker import (
-    CLEAR_LEAD, RIVAL_RANKS, content_coverage, content_terms, contested, names_label, speaker_label, speaker_lift,
-    speaking)
+    CLEAR_LEAD, RIVAL_RANKS, content_coverage, content_terms, contested, names_label, plan_speaker_lift,
+    speaker_label, speaker_lift, speaking)
 
 
 @pytest.mark.parametrize(("text", "label"), [
@@ -104,3 +104,14 @@ def test_a_rival_only_somewhat_better_or_beyond_the_guarded_ranks_does_not_hold_
     coverage = {f"h{index}": 0.0 for index in range(1, RIVAL_RANKS + 1)} | {f"h{RIVAL_RANKS + 1}": 1.0}
     lifted = speaker_lift(deep, {f"h{RIVAL_RANKS + 2}"}, 0.6, coverage)
     assert lifted[1].id == f"h{RIVAL_RANKS + 2}"
+
+
+def test_the_plan_names_speakers_contested_hits_and_the_terms_without_the_name():
+    ranked = hits(3.0, 2.3, 2.0, 1.0)
+    heads = {"h0": "Caroline: hi", "h1": "Caroline: a race", "h2": "Melanie: the race", "h3": "Melanie: kayak"}
+    plan = plan_speaker_lift("What race did Melanie run?", ["melanie", "race", "run"], ranked, heads, 0.6)
+    assert plan.speakers == {"h2", "h3"}
+    assert plan.contested == {"h1", "h2"}  # h2 can reach the rival h1; h3 cannot
+    assert plan.content_terms == ["race", "run"] and plan.needs_coverage
+    nobody = plan_speaker_lift("What race?", ["race"], ranked, heads, 0.6)
+    assert nobody.speakers == set() and not nobody.needs_coverage
