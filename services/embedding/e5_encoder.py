@@ -37,8 +37,12 @@ ATTENTION_GROUP = 8
 """Windows per padded attention block: larger blocks pad more, smaller ones pay more Python per block."""
 TOKENS_PER_PASS = 4096
 """Tokens per forward pass. Bounds the activations (the FFN's are ~25 MB at this size) for very long inputs."""
-MIN_WINDOWS_PER_THREAD = 4
-"""Below this many windows per thread, splitting a batch costs more in hand-offs than it saves."""
+MIN_TEXTS_PER_THREAD = 4
+"""Below this many texts per thread, splitting a batch costs more in hand-offs than it saves."""
+_EXP_SAFE_LIMIT = 80.0
+"""Scores up to this need no shift before exp: 512 x exp(80) stays far below float32's maximum (3.4e38)."""
+_MIN_ROW_TOTAL = 1e-30
+"""A row whose exp-sum falls below this lost precision to underflow; its block is redone with the row maxima shifted."""
 _GELU_ROWS = 64
 """Rows per GELU slice: the temporaries of one slice stay in the CPU's L2 cache."""
 # Abramowitz & Stegun 7.1.26 for erf (absolute error below 1.5e-7, under float32 rounding of the result).
@@ -80,12 +84,31 @@ class NumpyE5Encoder:
     def encode(self, texts: Sequence[str], *, is_query: bool) -> np.ndarray:
         """Embed ``texts``; the rows keep the input order."""
         prefix = QUERY_PREFIX if is_query else PASSAGE_PREFIX
-        windows, owners, weights = self._windows([prefix + text for text in texts])
+        prefixed = [prefix + text for text in texts]
+        out = np.empty((len(prefixed), self.dim), dtype=np.float32)
+        parts = min(self.threads, len(prefixed) // MIN_TEXTS_PER_THREAD)
+        if self._helpers is None or parts < 2:
+            self._encode_part(prefixed, list(range(len(prefixed))), out)
+            return out
+        # Deal the texts out by length in turn, so every thread gets a like mix. Each thread tokenises its own texts:
+        # tokenising is Python and holds the GIL, but it overlaps the other threads' BLAS calls, which do not.
+        order = sorted(range(len(prefixed)), key=lambda index: len(prefixed[index]))
+        shares = [order[part::parts] for part in range(parts)]
+        with single_threaded_blas():
+            futures = [self._helpers.submit(self._encode_part, prefixed, share, out) for share in shares[1:]]
+            self._encode_part(prefixed, shares[0], out)
+            for future in futures:
+                future.result()
+        return out
+
+    def _encode_part(self, texts: list[str], indices: list[int], out: np.ndarray) -> None:
+        """Tokenise, encode and pool the texts at ``indices`` and write their unit vectors into those rows of ``out``."""
+        windows, owners, weights = self._windows([texts[index] for index in indices])
         pooled = self._pooled(windows)
-        combined = np.zeros((len(texts), self.dim), dtype=np.float64)
+        combined = np.zeros((len(indices), self.dim), dtype=np.float64)
         np.add.at(combined, owners, pooled * weights[:, None])
         norms = np.linalg.norm(combined, axis=1, keepdims=True)
-        return (combined / np.maximum(norms, 1e-6)).astype(np.float32)
+        out[indices] = combined / np.maximum(norms, 1e-6)
 
     def _windows(self, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """Every window as ``<s> content </s>`` ids, the text each belongs to, and its weight (content tokens)."""
@@ -105,32 +128,20 @@ class NumpyE5Encoder:
         return windows, np.array(owners, dtype=np.int64), np.array(weights, dtype=np.float64)
 
     def _pooled(self, windows: list[np.ndarray]) -> np.ndarray:
-        """Mean-pooled last hidden state of every window, in input order."""
+        """Mean-pooled last hidden state of every window, in input order, in passes of at most ``TOKENS_PER_PASS``
+        tokens over the windows sorted by length (so each attention block pads little)."""
         order = sorted(range(len(windows)), key=lambda index: len(windows[index]))
-        # Deal the length-sorted windows out in turn, so every thread gets a like mix of lengths.
-        shares = [order[part::self.threads] for part in range(self.threads)]
         pooled = np.empty((len(windows), self.dim), dtype=np.float32)
-        if self._helpers is None or len(windows) < MIN_WINDOWS_PER_THREAD * self.threads:
-            self._forward_share(windows, order, pooled)
-            return pooled
-        with single_threaded_blas():
-            futures = [self._helpers.submit(self._forward_share, windows, share, pooled) for share in shares[1:]]
-            self._forward_share(windows, shares[0], pooled)
-            for future in futures:
-                future.result()
-        return pooled
-
-    def _forward_share(self, windows: list[np.ndarray], indices: list[int], pooled: np.ndarray) -> None:
-        """Forward the windows at ``indices`` (sorted by length) in passes of at most ``TOKENS_PER_PASS`` tokens."""
         start = 0
-        while start < len(indices):
+        while start < len(order):
             end, tokens = start, 0
-            while end < len(indices) and (end == start or tokens + len(windows[indices[end]]) <= TOKENS_PER_PASS):
-                tokens += len(windows[indices[end]])
+            while end < len(order) and (end == start or tokens + len(windows[order[end]]) <= TOKENS_PER_PASS):
+                tokens += len(windows[order[end]])
                 end += 1
-            chunk = indices[start:end]
+            chunk = order[start:end]
             pooled[chunk] = self._forward([windows[index] for index in chunk])
             start = end
+        return pooled
 
     def _forward(self, windows: list[np.ndarray]) -> np.ndarray:
         """Mean-pooled hidden states of ``windows`` (sorted by length), all tokens concatenated into one matrix."""
@@ -177,16 +188,11 @@ class NumpyE5Encoder:
             count, width = block.gather.shape
             packed = qkv[block.gather].reshape(count, width, 3, heads, head_dim)
             queries = np.ascontiguousarray(packed[:, :, 0].transpose(0, 2, 1, 3))
+            queries *= scale
             keys = np.ascontiguousarray(packed[:, :, 1].transpose(0, 2, 3, 1))
             values = np.ascontiguousarray(packed[:, :, 2].transpose(0, 2, 1, 3))
-            scores = np.matmul(queries, keys)
-            scores *= scale
-            if block.padding is not None:
-                scores += block.padding
-            scores -= scores.max(axis=-1, keepdims=True)
-            np.exp(scores, out=scores)
-            scores /= scores.sum(axis=-1, keepdims=True)
-            mixed = np.matmul(scores, values).transpose(0, 2, 1, 3).reshape(count, width, hidden)
+            mixed = _attend(queries, keys, values, block.padding)
+            mixed = mixed.transpose(0, 2, 1, 3).reshape(count, width, hidden)
             context[block.targets] = mixed[block.valid] if block.padding is not None else mixed.reshape(-1, hidden)
         return context
 
@@ -210,6 +216,33 @@ class _AttentionBlock:
             if self.valid.all()
             else np.where(self.valid, np.float32(0.0), np.float32(-80.0))[:, None, None, :].astype(np.float32)
         )
+
+
+def _attend(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, padding: np.ndarray | None) -> np.ndarray:
+    """softmax(queries @ keys + padding) @ values, with as few passes over the score matrix as it takes.
+
+    A window of 510 tokens has 12 x 510 x 510 scores per layer, so each pass over them counts. Usually no score is
+    near float32's exp limit and no row's scores are all far below zero: then the row maxima are not subtracted, and
+    the normalisation divides the (small) result instead of the scores. Otherwise the block is redone the stable way.
+    """
+    scores = np.matmul(queries, keys)
+    if padding is not None:
+        scores += padding
+    if float(scores.max()) <= _EXP_SAFE_LIMIT:
+        np.exp(scores, out=scores)
+        totals = scores.sum(axis=-1, keepdims=True)
+        if bool(np.all(totals >= _MIN_ROW_TOTAL)):
+            mixed = np.matmul(scores, values)
+            mixed /= totals
+            return mixed
+        scores = np.matmul(queries, keys)
+        if padding is not None:
+            scores += padding
+    scores -= scores.max(axis=-1, keepdims=True)
+    np.exp(scores, out=scores)
+    mixed = np.matmul(scores, values)
+    mixed /= scores.sum(axis=-1, keepdims=True)
+    return mixed
 
 
 def _attention_blocks(lengths: np.ndarray, starts: np.ndarray) -> list[_AttentionBlock]:

@@ -62,7 +62,6 @@ class E5Vocabulary:
     eos: int
     unk: int
     unk_score: float
-    max_piece_bytes: int
     normalisation: dict[int, str]
 
 
@@ -223,7 +222,6 @@ def _read_vocabulary(cursor: _Cursor) -> E5Vocabulary:
         # The engine's hash table returns the first id stored under a byte string and never matches the unknown piece.
         if piece and piece_id != unk and piece not in pieces:
             pieces[piece] = piece_id
-    lengths = np.diff(np.asarray(offsets, dtype=np.int64))
     (rules,) = cursor.read("i")
     (rules_bytes,) = cursor.read("I")
     rules_end = cursor.offset + rules_bytes
@@ -240,7 +238,6 @@ def _read_vocabulary(cursor: _Cursor) -> E5Vocabulary:
         eos=eos,
         unk=unk,
         unk_score=float(scores.min()) - 10.0,
-        max_piece_bytes=max(1, int(lengths.max())),
         normalisation=normalisation,
     )
 

