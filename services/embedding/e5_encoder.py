@@ -62,7 +62,9 @@ class NumpyE5Encoder:
         self.dim = weights.sizes.hidden
         self.tokenizer = UnigramTokenizer(weights.vocabulary)
         self.threads = max(1, int(threads))
-        self._helpers = ThreadPoolExecutor(self.threads - 1, thread_name_prefix="booku-e5-part") if self.threads > 1 else None
+        self._helpers = (
+            ThreadPoolExecutor(self.threads - 1, thread_name_prefix="booku-e5-part") if self.threads > 1 else None
+        )
 
     def query(self, texts: Sequence[str]) -> np.ndarray:
         """``(n, dim)`` float32 unit vectors of ``texts`` as search queries."""
@@ -103,7 +105,7 @@ class NumpyE5Encoder:
         return out
 
     def _encode_part(self, texts: list[str], indices: list[int], out: np.ndarray) -> None:
-        """Tokenise, encode and pool the texts at ``indices`` and write their unit vectors into those rows of ``out``."""
+        """Tokenise, encode and pool the texts at ``indices``; write their unit vectors into those rows of ``out``."""
         windows, owners, weights = self._windows([texts[index] for index in indices])
         pooled = self._pooled(windows)
         combined = np.zeros((len(indices), self.dim), dtype=np.float64)

