@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..logic.blas import single_threaded_blas
+from .base import l2_normalise
 from .e5_file import E5Layer, E5Weights, dequantize_q4
 from .e5_tokenizer import UnigramTokenizer
 
@@ -110,8 +111,7 @@ class NumpyE5Encoder:
         pooled = self._pooled(windows)
         combined = np.zeros((len(indices), self.dim), dtype=np.float64)
         np.add.at(combined, owners, pooled * weights[:, None])
-        norms = np.linalg.norm(combined, axis=1, keepdims=True)
-        out[indices] = combined / np.maximum(norms, 1e-6)
+        out[indices] = l2_normalise(combined)
 
     def _windows(self, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
         """Every window as ``<s> content </s>`` ids, the text each belongs to, and its weight (content tokens)."""

@@ -7,6 +7,7 @@ outbox, vectors per tier), not only its return value.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, AsyncIterator, Sequence
 
@@ -138,6 +139,35 @@ async def seed(svc: Any, *entries: tuple[str, str], **fields: Any) -> list[str]:
 async def write_turns(svc: Any, texts: list[str]) -> list[str]:
     """Write each of ``texts`` with ``upsert_memory`` in order, as a bot stores a conversation; returns their ids."""
     return [(await svc.upsert_memory(text))["id"] for text in texts]
+
+
+@dataclass
+class ChatRetrieval:
+    """One query over a stored conversation: the turns' ids in order, the answer and the turns' candidate rows."""
+
+    ids: list[str]
+    result: dict[str, Any]
+    rows: dict[str, dict[str, Any]]
+
+    @property
+    def ranked(self) -> list[str]:
+        return [item["id"] for item in self.result["results"]]
+
+    @property
+    def parts(self) -> dict[str, dict[str, float]]:
+        """Each result's ``score_parts`` by id."""
+        return {item["id"]: item["score_parts"] for item in self.result["results"]}
+
+
+async def retrieve_over_chat(path: Path, chat: list[str], query: str, *, top_k: int | None = None) -> ChatRetrieval:
+    """Store ``chat`` turn by turn in a fresh store at ``path``, then retrieve ``query`` (``top_k`` defaults to the
+    whole chat) and read the turns' candidate rows."""
+    async with open_store(path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        ids = await write_turns(svc, chat)
+        result = await svc.retrieve_memories(query, top_k=top_k or len(chat))
+        rows = await handle.runtime.records.candidates(ids, with_tags=False)
+    return ChatRetrieval(ids, result, rows)
 
 
 class SwitchableEmbedder:

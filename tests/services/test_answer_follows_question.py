@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .memory_support import MEMORY_SERVICE, open_store, write_turns
+from .memory_support import retrieve_over_chat
 
 CHAT = [
     "Caroline: I went hiking with my sister on Saturday morning.",
@@ -21,13 +21,9 @@ CHAT = [
 
 
 async def test_the_answer_to_a_matching_question_follows_it(tmp_path: Path) -> None:
-    async with open_store(tmp_path) as handle:
-        svc = handle.get_service(MEMORY_SERVICE)
-        ids = await write_turns(svc, CHAT)
-        result = await svc.retrieve_memories("What did Melanie paint for the art fair?", top_k=len(CHAT))
-        rows = await handle.runtime.records.candidates(ids, with_tags=False)
-    parts = {item["id"]: item["score_parts"] for item in result["results"]}
-    assert result["results"][0]["id"] == ids[3]  # the answer comes first
+    found = await retrieve_over_chat(tmp_path, CHAT, "What did Melanie paint for the art fair?")
+    ids, rows, parts = found.ids, found.rows, found.parts
+    assert found.ranked[0] == ids[3]  # the answer comes first
     answer, question = parts[ids[3]], parts[ids[2]]
     assert answer["neighbour"] > 0  # lifted by the question it answers
     assert question["shape"] < answer["shape"] - 1.0  # the question only asks: demoted for an English query

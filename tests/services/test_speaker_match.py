@@ -7,7 +7,7 @@ from pathlib import Path
 
 from booku_memory.services.logic.speaker import HEAD_CHARS
 
-from .memory_support import MEMORY_SERVICE, open_store, write_turns
+from .memory_support import retrieve_over_chat
 
 CHAT = [
     "Caroline: I finished reading a novel about a lighthouse keeper last night.",
@@ -18,14 +18,10 @@ CHAT = [
 
 
 async def test_the_named_persons_memories_carry_a_speaker_part(tmp_path: Path) -> None:
-    async with open_store(tmp_path) as handle:
-        svc = handle.get_service(MEMORY_SERVICE)
-        ids = await write_turns(svc, CHAT)
-        result = await svc.retrieve_memories("What activities does Melanie do with her family?", top_k=len(CHAT))
-        rows = await handle.runtime.records.candidates(ids, with_tags=False)
-    assert rows[ids[0]]["content_head"] == CHAT[0][:HEAD_CHARS]
-    parts = {item["id"]: item["score_parts"] for item in result["results"]}
-    first = result["results"][0]["id"]
+    found = await retrieve_over_chat(tmp_path, CHAT, "What activities does Melanie do with her family?")
+    ids, parts = found.ids, found.parts
+    assert found.rows[ids[0]]["content_head"] == CHAT[0][:HEAD_CHARS]
+    first = found.ranked[0]
     lifted = {memory_id for memory_id, part in parts.items() if part["speaker"] > 0}
     assert lifted and lifted <= {ids[1], ids[3]} - {first}  # only Melanie's memories, never rank 1
     assert all(parts[memory_id]["speaker"] == 0 for memory_id in (ids[0], ids[2]))
@@ -41,12 +37,8 @@ async def test_the_lift_does_not_pass_the_memory_about_what_the_query_asks(tmp_p
         *[f"Caroline: I spent day {day} at the support group and then went home." for day in range(1, 9)],
         "Melanie: I went kayaking on the river with my family last weekend.",
     ]
-    async with open_store(tmp_path) as handle:
-        svc = handle.get_service(MEMORY_SERVICE)
-        ids = await write_turns(svc, chat)
-        result = await svc.retrieve_memories("What did Caroline realize after her charity race?", top_k=5)
-    ranked = [item["id"] for item in result["results"]]
-    parts = {item["id"]: item["score_parts"] for item in result["results"]}
+    found = await retrieve_over_chat(tmp_path, chat, "What did Caroline realize after her charity race?", top_k=5)
+    ids, ranked, parts = found.ids, found.ranked, found.parts
     assert ids[0] in ranked
     above = ranked[:ranked.index(ids[0])]
     assert all(parts[memory_id]["speaker"] == 0 for memory_id in above)  # no lifted memory passed it
