@@ -64,7 +64,8 @@ from booku_memory.services.embedding.deterministic import DeterministicTestEmbed
 from booku_memory.services.embedding.local import LocalE5Embedder  # noqa: E402
 
 from common import (  # noqa: E402
-    BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, PrecomputedEmbedder, dir_size_mb, latency_queries, machine_line,
+    BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, CpuClock, PrecomputedEmbedder, dir_size_mb, foreign_cores,
+    latency_queries, machine_line,
     markdown_table, peak_rss_mb, percentiles, rss_mb, source_pool, synthetic_corpus, throttled_progress, write_json,
 )
 
@@ -249,6 +250,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> di
             parts: dict[str, list[float]] = defaultdict(list)
             hits: list[int] = []
             fallbacks_before = embedder.stats.fallback_calls
+            clock = CpuClock.now()
             for text, person in chosen:
                 kwargs: dict[str, Any] = {"top_k": top_k}
                 if variant == "tagged":
@@ -267,6 +269,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> di
                 "vector_queries_per_call": timer.calls["vector (Chroma)"] / max(1, len(samples)),
                 "mean_results": float(np.mean(hits)) if hits else 0.0,
                 "model_fallbacks": embedder.stats.fallback_calls - fallbacks_before,
+                "foreign_cores": foreign_cores(clock, CpuClock.now()),
             }
             timer.calls.clear()
         result["rss_after_queries_mb"] = round(rss_mb(), 1)
@@ -401,9 +404,10 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
         for variant, label in (("plain", "plain query"), ("tagged", "query + core_tags (EPA 2nd pass)")):
             v = m[variant]
             rows.append([f"{size:,}", label, v["n"], v["p50"], v["p95"], v["mean"],
-                         f"{v['vector_queries_per_call']:.1f}", v["model_fallbacks"]])
+                         f"{v['vector_queries_per_call']:.1f}", v["model_fallbacks"],
+                         f"{v.get('foreign_cores', float('nan')):.2f}"])
     print(markdown_table(["memories", "call", "queries", "p50 ms", "p95 ms", "mean ms", "Chroma queries/call",
-                          "model calls in timed loop"], rows))
+                          "model calls in timed loop", "other processes' load (cores)"], rows))
     print()
     print("Inside the call (p50 ms of each part; the rest is EPA, fusion, de-duplication and result shaping):")
     print()
