@@ -21,8 +21,15 @@ Routes, all on the same stores:
 * hybrid: ``retrieve_memories(question, top_k=k)``, called once per k, as a client would;
 * vector-only: ``runtime.vectors.query`` with the service's own query embedding (the search path has no
   vector-only switch);
-* keyword-only: ``retrieve_memories`` on the same data directory reopened with an embedder that is down
-  (``UnavailableEmbedder``), i.e. the service's degraded FTS5 route; every answer must carry ``degraded``.
+* keyword route: ``runtime.records.search_terms`` with the terms ``retrieve_memories`` searches (jieba segments, an
+  English word's other forms as prefixes), i.e. the FTS5 bm25 ranking the hybrid route fuses, on its own;
+* keyword-only service: ``retrieve_memories`` on the same data directory reopened with an embedder that is down
+  (``UnavailableEmbedder``), i.e. the service's degraded mode: the keyword route plus the date, write-order and
+  text-shape steps; every answer must carry ``degraded``.
+
+The two single routes are vector-only and the keyword route: those are what the fusion target ("never below the
+better single route", TARGETS.md) compares with. The keyword-only service is reported beside them because it is what
+a store without an embedder gets.
 
 Vectors are real vectors of the local model (passage mode for memories, query mode for questions), computed once in
 batches and cached in ``bench/results/`` (``PrecomputedEmbedder``), so reruns call no model; the figures are those of
@@ -48,6 +55,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import booku_memory  # noqa: E402
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder  # noqa: E402
+from booku_memory.services.logic.inflection import with_inflections  # noqa: E402
+from booku_memory.services.logic.segmentation import query_terms  # noqa: E402
+from booku_memory.services.memory_search import searchable_filter  # noqa: E402
 
 from common import (  # noqa: E402
     BENCH_CONFIG, LOCOMO_CATEGORIES, MEMORY_SERVICE, PASSAGE_ENGINES, RESULTS_DIR, Conversation, PrecomputedEmbedder,
@@ -56,7 +66,8 @@ from common import (  # noqa: E402
 )
 
 KS = (1, 5, 10, 25)
-METHODS = ("keyword-only", "vector-only", "hybrid EPA (retrieve_memories)")
+METHODS = ("keyword-only service (no embedder)", "keyword route (FTS5 bm25)", "vector-only",
+           "hybrid EPA (retrieve_memories)")
 STORES_DIR = RESULTS_DIR / "locomo_service"
 
 
@@ -112,6 +123,7 @@ async def evaluate_conversation(conv: Conversation, directory: Path, embedder: P
         svc = memory.get_service(MEMORY_SERVICE)
         rt = memory.runtime
         stores = list(rt.default_scope.readable_store_keys)
+        keyword_filter = searchable_filter(rt.default_scope, include_archived=False, include_knowledge=False)
         for q in conv.questions:
             per_k: dict[int, float] = {}
             for k in KS:
@@ -122,10 +134,14 @@ async def evaluate_conversation(conv: Conversation, directory: Path, embedder: P
                     raise SystemExit(f"hybrid route degraded: {response['degraded']}")
                 per_k[k] = recall(q.gold, [turns_of.get(r["id"], set()) for r in response["results"]], k)
                 returned[k].append(len(response["results"]))
-            scores[METHODS[2]].append((q.category, per_k))
+            scores[METHODS[3]].append((q.category, per_k))
             query_vec = (await rt.embedder.embed_queries([q.text]))[0]
             hits = await rt.vectors.query(query_vec, store_keys=stores, tiers=["live"], limit=max(KS))
             ranked = [turns_of.get(h.memory_id, set()) for h in hits]
+            scores[METHODS[2]].append((q.category, {k: recall(q.gold, ranked, k) for k in KS}))
+            keyword_hits = await rt.records.search_terms(with_inflections(query_terms(q.text)), keyword_filter,
+                                                         limit=max(KS))
+            ranked = [turns_of.get(memory_id, set()) for memory_id, _ in keyword_hits]
             scores[METHODS[1]].append((q.category, {k: recall(q.gold, ranked, k) for k in KS}))
     async with booku_memory.open(directory, config=BENCH_CONFIG,
                                  embedder=UnavailableEmbedder("基准测试：仅关键词路线", dimension=0)) as memory:
