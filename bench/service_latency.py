@@ -65,7 +65,7 @@ from booku_memory.services.embedding.local import LocalE5Embedder  # noqa: E402
 
 from common import (  # noqa: E402
     BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, CpuClock, PrecomputedEmbedder, dir_size_mb, foreign_cores,
-    latency_queries, machine_line,
+    latency_queries, machine_line, reference_workload_ms,
     markdown_table, peak_rss_mb, percentiles, rss_mb, source_pool, synthetic_corpus, throttled_progress, write_json,
 )
 
@@ -250,6 +250,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> di
             parts: dict[str, list[float]] = defaultdict(list)
             hits: list[int] = []
             fallbacks_before = embedder.stats.fallback_calls
+            reference_ms = reference_workload_ms()
             clock = CpuClock.now()
             for text, person in chosen:
                 kwargs: dict[str, Any] = {"top_k": top_k}
@@ -270,6 +271,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> di
                 "mean_results": float(np.mean(hits)) if hits else 0.0,
                 "model_fallbacks": embedder.stats.fallback_calls - fallbacks_before,
                 "foreign_cores": foreign_cores(clock, CpuClock.now()),
+                "reference_ms": reference_ms,
             }
             timer.calls.clear()
         result["rss_after_queries_mb"] = round(rss_mb(), 1)
@@ -405,9 +407,10 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
             v = m[variant]
             rows.append([f"{size:,}", label, v["n"], v["p50"], v["p95"], v["mean"],
                          f"{v['vector_queries_per_call']:.1f}", v["model_fallbacks"],
-                         f"{v.get('foreign_cores', float('nan')):.2f}"])
+                         f"{v['foreign_cores']:.2f}", f"{v['reference_ms']:.1f}"])
     print(markdown_table(["memories", "call", "queries", "p50 ms", "p95 ms", "mean ms", "Chroma queries/call",
-                          "model calls in timed loop", "other processes' load (cores)"], rows))
+                          "model calls in timed loop", "other processes' load (cores)",
+                          "reference workload ms (common.reference_workload_ms, just before)"], rows))
     print()
     print("Inside the call (p50 ms of each part; the rest is EPA, fusion, de-duplication and result shaping):")
     print()
