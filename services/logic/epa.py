@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .novelty import principal_basis, valid_rows
+from .novelty import principal_basis, usable_rows, valid_rows
 from .tags import CandidateTags, TagTriplet
 
 _ZERO = 1e-12
@@ -227,6 +227,11 @@ def reshape_query_detailed(
         return unchanged
     dim = int(q64.size)
     similarities = np.asarray(sims, dtype=np.float64).reshape(-1)
+    # A matrix of evidence is checked row by row in one step; a list of rows (any may be missing) one at a time.
+    stacked = cand_embeddings.astype(np.float64, copy=False) \
+        if isinstance(cand_embeddings, np.ndarray) and cand_embeddings.ndim == 2 \
+        and cand_embeddings.shape[1] == dim else None
+    usable = usable_rows(stacked) if stacked is not None else None
     core_w: list[float] = []
     diff_w: list[float] = []
     opp_w: list[float] = []
@@ -240,10 +245,15 @@ def reshape_query_detailed(
         similarity = float(similarities[index])
         if not math.isfinite(similarity) or similarity <= _ZERO:
             continue
-        row = valid_rows([cand_embeddings[index]], dimension=dim)
-        if row.shape[0] == 0:
-            continue
-        rows.append(row[0])
+        if stacked is not None:
+            if index >= stacked.shape[0] or not usable[index]:
+                continue
+            rows.append(stacked[index])
+        else:
+            row = valid_rows([cand_embeddings[index]], dimension=dim)
+            if row.shape[0] == 0:
+                continue
+            rows.append(row[0])
         core_w.append(similarity * params.core_boost * match.core)
         diff_w.append(similarity * params.diffusion_boost * match.diffusion)
         opp_w.append(similarity * params.opposing_penalty * match.opposing)

@@ -37,10 +37,7 @@ def valid_rows(rows: VectorRows, dimension: int | None = None) -> np.ndarray:
         matrix = rows.astype(np.float64, copy=False)
         if dimension is not None and matrix.shape[1] != dimension:
             return np.zeros((0, dimension), dtype=np.float64)
-        finite = np.isfinite(matrix).all(axis=1)
-        safe = np.where(finite[:, None], matrix, 0.0)
-        norms_sq = np.einsum("ij,ij->i", safe, safe)
-        return matrix[finite & (norms_sq > _ZERO_ENERGY)]
+        return matrix[usable_rows(matrix)]
     kept: list[np.ndarray] = []
     for row in rows if rows is not None else ():
         if row is None:
@@ -57,6 +54,14 @@ def valid_rows(rows: VectorRows, dimension: int | None = None) -> np.ndarray:
     if not kept:
         return np.zeros((0, dimension or 0), dtype=np.float64)
     return np.vstack(kept)
+
+
+def usable_rows(matrix: np.ndarray) -> np.ndarray:
+    """Boolean mask of the rows of a 2-D float matrix that ``valid_rows`` keeps: finite everywhere, squared norm
+    above 1e-12."""
+    finite = np.isfinite(matrix).all(axis=1)
+    safe = np.where(finite[:, None], matrix, 0.0)
+    return finite & (np.einsum("ij,ij->i", safe, safe) > _ZERO_ENERGY)
 
 
 def _principal_directions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -236,12 +236,15 @@ def term_coverage(terms: Sequence[str], document_tokens: str | Sequence[str] | N
     distinct = list(dict.fromkeys(terms))
     if not distinct or document_tokens is None:
         return 0.0
-    vocabulary = set(document_tokens.split() if isinstance(document_tokens, str) else document_tokens)
+    tokens = document_tokens.split() if isinstance(document_tokens, str) else list(document_tokens)
+    vocabulary = set(tokens)
+    # " stem" occurs in the space-joined tokens exactly when some token starts with stem: one search in C instead
+    # of a startswith per token (the speaker step weighs up to 46 texts per call).
+    joined = " " + " ".join(tokens)
 
     def covered(term: str) -> bool:
         if is_prefix_term(term):
-            stem = term[: -len(PREFIX_MARK)]
-            return any(token.startswith(stem) for token in vocabulary)
+            return " " + term[: -len(PREFIX_MARK)] in joined
         return term in vocabulary
 
     weight = {term: 1.0 if weights is None else max(float(weights.get(term, 0.0)), 0.0) for term in distinct}

@@ -99,11 +99,20 @@ class CandidateTags:
     ) -> CandidateTags:
         """Build from raw stored lists (normalising each, so mixed-case legacy tags still match)."""
         return cls(
-            core=frozenset(normalise_tags(core)),
-            diffusion=frozenset(normalise_tags(diffusion)),
-            opposing=frozenset(normalise_tags(opposing)),
-            generic=frozenset(normalise_tags(generic)),
+            core=_tag_set(core),
+            diffusion=_tag_set(diffusion),
+            opposing=_tag_set(opposing),
+            generic=_tag_set(generic),
         )
+
+
+def _tag_set(values: TagInput) -> frozenset[str]:
+    """``frozenset(normalise_tags(values))`` without building the ordered list first: retrieval builds the tag sets
+    of every vector hit (~75 per tagged query), and order and de-duplication do not matter in a set."""
+    if values is None:
+        return frozenset()
+    items: Iterable[object] = _CSV_SPLIT.split(values) if isinstance(values, str) else values
+    return frozenset(tag for item in items if item is not None and (tag := str(item).strip().lower()))
 
 
 def triplet_from_lists(
