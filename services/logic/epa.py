@@ -217,8 +217,8 @@ def reshape_query_detailed(
     """Reshape ``q`` with the tag-matching pass-1 evidence (formulas in the module docstring).
 
     ``cand_embeddings[i]``, ``cand_tags[i]`` and ``sims[i]`` describe candidate ``i``; a candidate without a usable
-    embedding (empty, wrong length, zero) or without tags (``None``) is ignored. Returns the pass-2 vector and
-    whether it differs from ``q``.
+    embedding (missing, empty, wrong length, zero, non-finite) or without tags (``None``) is ignored. Returns the
+    pass-2 vector and whether it differs from ``q``.
     """
     q = np.asarray(query_vec)
     q64 = q.astype(np.float64).reshape(-1)
@@ -250,6 +250,8 @@ def reshape_query_detailed(
                 continue
             rows.append(stacked[index])
         else:
+            if index >= len(cand_embeddings):
+                continue
             row = valid_rows([cand_embeddings[index]], dimension=dim)
             if row.shape[0] == 0:
                 continue

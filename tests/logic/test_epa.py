@@ -143,6 +143,27 @@ def test_reshape_skips_candidates_without_usable_embeddings():
     assert result.reshaped is False
 
 
+def test_reshape_reads_a_matrix_of_evidence_as_it_reads_a_list_of_rows():
+    """Retrieval passes pass 1's vectors as one matrix, checked in one step; unusable rows (zero, NaN) are skipped
+    exactly as in a list of rows, and a candidate beyond the matrix is ignored."""
+    rng = np.random.default_rng(3)
+    q = _unit(rng.standard_normal(8)).astype(np.float32)
+    matrix = rng.standard_normal((5, 8)).astype(np.float32)
+    matrix[1] = 0.0
+    matrix[3, 2] = np.nan
+    tags = [CandidateTags.from_lists(core=["t"], diffusion=["d"], opposing=["o"] if i == 4 else None)
+            for i in range(6)]
+    triplet = TagTriplet(["t"], ["d"], ["x"])
+    sims = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+    from_matrix = reshape_query_detailed(q, matrix, tags, triplet, sims, PARAMS, 0.5)
+    from_rows = reshape_query_detailed(q, [list(row) for row in matrix], tags, triplet, sims, PARAMS, 0.5)
+    assert from_matrix.reshaped and from_rows.reshaped
+    np.testing.assert_allclose(from_matrix.vector, from_rows.vector, rtol=1e-6)
+    usable_only = reshape_query_detailed(q, matrix[[0, 2, 4]], [tags[i] for i in (0, 2, 4)], triplet,
+                                         [sims[i] for i in (0, 2, 4)], PARAMS, 0.5)
+    np.testing.assert_allclose(from_matrix.vector, usable_only.vector, rtol=1e-6)
+
+
 def test_diffusion_adds_only_new_directions():
     q = _unit([1.0, 0.0, 0.0])
     d1 = _unit([0.7, 0.7, 0.0])

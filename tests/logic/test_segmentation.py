@@ -95,6 +95,9 @@ def test_term_coverage_weighs_terms_and_matches_prefixes():
     assert term_coverage(terms, document.split(), weights) == term_coverage(terms, document, weights)
     assert term_coverage(["pottery"], document, {}) == 0.0  # no term weighs anything
     assert term_coverage([], document) == 0.0 and term_coverage(terms, None) == 0.0
+    # A prefix term matches the start of a token only, never its middle or a run across two tokens.
+    assert term_coverage(["ids*"], document) == 0.0 and term_coverage(["ery*"], document) == 0.0
+    assert term_coverage(["class*"], ["with", "class"]) == 1.0 and term_coverage(["ith c*"], document) == 0.0
 
 
 def _uncached_tokens(text: str) -> list[str]:
