@@ -103,7 +103,7 @@ def peak_rss_mb() -> float:
 @dataclass(frozen=True)
 class CpuClock:
     """CPU seconds spent so far by the whole machine (busy time plus time stolen by the hypervisor) and by this
-    process (every thread), with the wall clock; two of them give ``ForeignLoad``."""
+    process (every thread), with the wall clock; two of them give ``foreign_cores``."""
 
     machine_busy: float
     own: float

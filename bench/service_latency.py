@@ -65,8 +65,8 @@ from booku_memory.services.embedding.local import LocalE5Embedder  # noqa: E402
 
 from common import (  # noqa: E402
     BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, CpuClock, PrecomputedEmbedder, dir_size_mb, foreign_cores,
-    latency_queries, machine_line, reference_workload_ms,
-    markdown_table, peak_rss_mb, percentiles, rss_mb, source_pool, synthetic_corpus, throttled_progress, write_json,
+    latency_queries, machine_line, markdown_table, peak_rss_mb, percentiles, reference_workload_ms, rss_mb,
+    source_pool, synthetic_corpus, throttled_progress, write_json,
 )
 
 SCRIPT = Path(__file__).resolve()

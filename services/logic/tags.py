@@ -13,7 +13,7 @@ is given, all three must be (a single group would silently turn a tag search int
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import ValidationError
@@ -33,19 +33,18 @@ def normalise_tags(values: TagInput) -> list[str]:
     Accepts ``None`` (-> ``[]``), a comma-separated string (``,`` or ``，``) or any iterable of values (each
     converted with ``str``; ``None`` items skipped). Returns a new list.
     """
+    return list(dict.fromkeys(_cleaned(values)))
+
+
+def _cleaned(values: TagInput) -> Iterator[str]:
+    """Each non-empty tag of ``values`` stripped and lower-cased, in order, duplicates included (see
+    ``normalise_tags`` for what ``values`` may be)."""
     if values is None:
-        return []
+        return
     items: Iterable[object] = _CSV_SPLIT.split(values) if isinstance(values, str) else values
-    seen: set[str] = set()
-    result: list[str] = []
     for item in items:
-        if item is None:
-            continue
-        tag = str(item).strip().lower()
-        if tag and tag not in seen:
-            seen.add(tag)
-            result.append(tag)
-    return result
+        if item is not None and (tag := str(item).strip().lower()):
+            yield tag
 
 
 @dataclass(frozen=True)
@@ -108,11 +107,8 @@ class CandidateTags:
 
 def _tag_set(values: TagInput) -> frozenset[str]:
     """``frozenset(normalise_tags(values))`` without building the ordered list first: retrieval builds the tag sets
-    of every vector hit (~75 per tagged query), and order and de-duplication do not matter in a set."""
-    if values is None:
-        return frozenset()
-    items: Iterable[object] = _CSV_SPLIT.split(values) if isinstance(values, str) else values
-    return frozenset(tag for item in items if item is not None and (tag := str(item).strip().lower()))
+    of every vector hit (~75 per tagged query), and order does not matter in a set."""
+    return frozenset(_cleaned(values))
 
 
 def triplet_from_lists(
