@@ -134,6 +134,37 @@ def foreign_cores(start: CpuClock | None, end: CpuClock | None) -> float:
     return max(foreign, 0.0) / (end.wall - start.wall)
 
 
+def thread_cpu_seconds() -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system) of each thread of this process so far, ``{native id: (kernel name, seconds)}``;
+    empty where ``/proc/self/task`` is not readable (not Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float]] = {}
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            name = Path(f"/proc/self/task/{tid}/comm").read_text(encoding="utf-8").strip()
+            fields = Path(f"/proc/self/task/{tid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        found[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / ticks)
+    return found
+
+
+def cpu_by_role(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
+                roles: dict[int, str], calls: int) -> dict[str, float]:
+    """Milliseconds of CPU per call spent by each role between two ``thread_cpu_seconds`` readings; ``roles`` names
+    threads by native id, other threads are grouped by their kernel name (e.g. Chroma's ``tokio-rt-worker``)."""
+    spent: dict[str, float] = {}
+    for tid, (name, seconds) in after.items():
+        role = roles.get(tid, name)
+        spent[role] = spent.get(role, 0.0) + seconds - before.get(tid, (name, 0.0))[1]
+    return {role: 1000.0 * value / max(calls, 1) for role, value in sorted(spent.items(), key=lambda kv: -kv[1])
+            if value > 0}
+
+
 def dir_size_mb(path: Path) -> float:
     """Total size of the files under ``path`` in MB."""
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / (1024.0 * 1024.0)

