@@ -239,8 +239,8 @@ def term_coverage(terms: Sequence[str], document_tokens: str | Sequence[str] | N
     tokens = document_tokens.split() if isinstance(document_tokens, str) else list(document_tokens)
     vocabulary = set(tokens)
     # " stem" occurs in the space-joined tokens exactly when some token starts with stem: one search in C instead
-    # of a startswith per token (the speaker step weighs up to 46 texts per call).
-    joined = " " + " ".join(tokens)
+    # of a startswith per token (the speaker step weighs up to 46 texts per call). Joined only for prefix terms.
+    joined = " " + " ".join(tokens) if any(is_prefix_term(term) for term in distinct) else ""
 
     def covered(term: str) -> bool:
         if is_prefix_term(term):
