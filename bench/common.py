@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import resource
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -163,6 +164,20 @@ def cpu_by_role(before: dict[int, tuple[str, float]], after: dict[int, tuple[str
         spent[role] = spent.get(role, 0.0) + seconds - before.get(tid, (name, 0.0))[1]
     return {role: 1000.0 * value / max(calls, 1) for role, value in sorted(spent.items(), key=lambda kv: -kv[1])
             if value > 0}
+
+
+def thread_roles(rt: Any) -> dict[int, str]:
+    """Native thread id → role for the CPU table: the event loop, the SQLite reader and writer (aiosqlite runs each
+    connection on a thread of its own), and the Chroma query thread once it exists (it is started by the warm-up)."""
+    roles = {threading.main_thread().native_id: "event loop (Python)"}
+    for label, conn in (("SQLite reader", rt.db.reader), ("SQLite writer", rt.db.writer)):
+        thread = getattr(conn, "_thread", None)  # aiosqlite's worker thread (0.22); the table loses the row without
+        if thread is not None and thread.native_id is not None:
+            roles[thread.native_id] = label
+    for thread in threading.enumerate():
+        if thread.name.startswith("booku-chroma") and thread.native_id is not None:
+            roles[thread.native_id] = "Chroma (query thread)"
+    return roles
 
 
 def dir_size_mb(path: Path) -> float:

@@ -155,11 +155,12 @@ async def evaluate_conversation(conv: Conversation, directory: Path, embedder: P
     return {"scores": scores, "hybrid_ms": hybrid_ms, "returned": returned}
 
 
-def table(scores: dict[str, list[tuple[int, dict[int, float]]]]) -> tuple[str, str]:
-    """(per-category table, overall table) in Markdown, recall in percent."""
+def table(scores: dict[str, list[tuple[int, dict[int, float]]]],
+          methods: Sequence[str] = METHODS) -> tuple[str, str]:
+    """(per-category table, overall table) in Markdown, recall in percent, one row group per route of ``methods``."""
     detail = []
     overall = []
-    for method in METHODS:
+    for method in methods:
         items = scores[method]
         groups = [(f"{c} {LOCOMO_CATEGORIES[c]}", [s for cat, s in items if cat == c]) for c in sorted(LOCOMO_CATEGORIES)]
         groups.append(("overall", [s for _, s in items]))

@@ -49,7 +49,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -67,7 +66,7 @@ from booku_memory.services.embedding.local import LocalE5Embedder  # noqa: E402
 from common import (  # noqa: E402
     BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, CpuClock, PrecomputedEmbedder, cpu_by_role, dir_size_mb,
     foreign_cores, latency_queries, machine_line, markdown_table, peak_rss_mb, percentiles, reference_workload_ms,
-    rss_mb, source_pool, synthetic_corpus, thread_cpu_seconds, throttled_progress, write_json,
+    rss_mb, source_pool, synthetic_corpus, thread_cpu_seconds, thread_roles, throttled_progress, write_json,
 )
 
 SCRIPT = Path(__file__).resolve()
@@ -226,20 +225,6 @@ class RouteTimer:
     def take(self) -> dict[str, float]:
         parts, self.current = dict(self.current), defaultdict(float)
         return parts
-
-
-def thread_roles(rt: Any) -> dict[int, str]:
-    """Native thread id → role for the CPU table: the event loop, the SQLite reader and writer (aiosqlite runs each
-    connection on a thread of its own), and the Chroma query thread once it exists (it is started by the warm-up)."""
-    roles = {threading.main_thread().native_id: "event loop (Python)"}
-    for label, conn in (("SQLite reader", rt.db.reader), ("SQLite writer", rt.db.writer)):
-        thread = getattr(conn, "_thread", None)  # aiosqlite's worker thread (0.22); the table loses the row without
-        if thread is not None and thread.native_id is not None:
-            roles[thread.native_id] = label
-    for thread in threading.enumerate():
-        if thread.name.startswith("booku-chroma") and thread.native_id is not None:
-            roles[thread.native_id] = "Chroma (query thread)"
-    return roles
 
 
 async def measure(size: int, queries: int, top_k: int, embed_queries: int) -> dict[str, Any]:
