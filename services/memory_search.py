@@ -134,8 +134,13 @@ class MemorySearch:
         triplet: TagTriplet,
         flt_extra: RecordFilter | None = None,
         include_memories: bool = True,
+        count_activation: bool = False,
     ) -> RankingResult:
-        """The hybrid EPA ranking shared by retrieve_memories, search_memory_entries and the dashboard."""
+        """The hybrid EPA ranking shared by retrieve_memories, search_memory_entries and the dashboard.
+
+        ``count_activation``: bump the activation of the memories returned (``records.bump_activation``), on the
+        writer's thread while the reader reads their rows: every retrieval ended with the two one after the other.
+        """
         pool = max(limit * 3, self.rt.config.retrieval.candidate_pool)
         flt = searchable_filter(self.scope, include_archived=include_archived, include_knowledge=include_knowledge,
                                 include_memories=include_memories)
@@ -227,7 +232,14 @@ class MemorySearch:
         keep = select_distinct(scores, matrix, limit, self.rt.config.retrieval.deduplication_threshold,
                                keyword_mask=np.array([memory_id in keyword_hits or memory_id in time_set
                                                       for memory_id in ids]))
-        result.records = await self.rt.records.get_many([ids[index] for index in keep])
+        kept_ids = [ids[index] for index in keep]
+        reading = self.rt.records.get_many(kept_ids)
+        if count_activation:
+            recalled = [memory_id for memory_id in kept_ids
+                        if (row := candidates.get(memory_id)) is not None and row["bucket"] == "memory"]
+            result.records, _ = await asyncio.gather(reading, self.rt.records.bump_activation(recalled))
+        else:
+            result.records = await reading
         for index in keep:
             hit = fused[index]
             record = result.records.get(hit.id)
@@ -373,7 +385,8 @@ class MemorySearch:
     async def retrieve(self, query_text: str, *, top_k: int, include_archived: bool, include_knowledge: bool,
                        triplet: TagTriplet, record_activation: bool = True) -> dict[str, Any]:
         ranking = await self.rank(query_text, limit=top_k, include_archived=include_archived,
-                                  include_knowledge=include_knowledge, triplet=triplet)
+                                  include_knowledge=include_knowledge, triplet=triplet,
+                                  count_activation=record_activation)
         results = []
         for hit in ranking.hits:
             item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)
@@ -381,10 +394,6 @@ class MemorySearch:
             item["collection"] = hit.tier
             item["score_parts"] = {k: (None if v is None else round(float(v), 6)) for k, v in hit.parts.items()}
             results.append(item)
-        if record_activation:
-            await self.rt.records.bump_activation(
-                [hit.memory_id for hit in ranking.hits if ranking.records[hit.memory_id]["bucket"] == "memory"]
-            )
         response = {
             "query": query_text, "logic_depth": float(ranking.logic_depth), "resonance": float(ranking.resonance),
             "beta": float(ranking.beta), "total": len(results), "results": results,
@@ -412,16 +421,14 @@ class MemorySearch:
         seen: set[str] = set()
         if semantic_query:
             ranking = await self.rank(semantic_query, limit=top_n, include_archived=include_archived,
-                                      include_knowledge=include_knowledge, triplet=triplet, flt_extra=structured)
+                                      include_knowledge=include_knowledge, triplet=triplet, flt_extra=structured,
+                                      count_activation=True)
             degraded = ranking.degraded
             for hit in ranking.hits:
                 item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)
                 item["score"] = round(hit.score, 6)
                 entries.append(item)
                 seen.add(hit.memory_id)
-            await self.rt.records.bump_activation(
-                [h.memory_id for h in ranking.hits if ranking.records[h.memory_id]["bucket"] == "memory"]
-            )
         if len(entries) < top_n and triplet.is_complete:
             for record in await self._by_triplet(triplet, structured, include_archived, include_knowledge, top_n * 3):
                 if record["memory_id"] not in seen and len(entries) < top_n:

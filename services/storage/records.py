@@ -25,7 +25,7 @@ from ..logic.segmentation import segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
 from .database import Database, aiosqlite_core, placeholders
-from .keyword_plan import KeywordPlanner
+from .keyword_plan import POSTING_BUDGET, KeywordPlanner
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
@@ -492,6 +492,16 @@ def _tags_plan(records: dict[str, dict[str, Any]]) -> WritePlan[None]:
             records[row["memory_id"]][TAG_GROUPS[row["tag_type"]]].append(row["tag_value"])
 
 
+def _bump_plan(ids: Sequence[str], now: float) -> WritePlan[int]:
+    """``bump_activation`` as a plan: the number of live records of ``ids`` counted."""
+    rows = yield PlanStatement(
+        f"UPDATE booku_memory_records SET activation_count = activation_count + 1, last_activated_at = ? "
+        f"WHERE memory_id IN ({placeholders(len(ids))}) AND is_deleted = 0 RETURNING memory_id",
+        [now, *ids], fetch=True,
+    )
+    return len(rows)
+
+
 def _find_person_query(person_id: str, store_keys: Sequence[str] | None,
                        statuses: Sequence[str] | None) -> tuple[str, list[Any]]:
     """The id of the most recently updated person record of ``person_id`` (``find_person_plan``)."""
@@ -510,9 +520,9 @@ def _outbox_statement(memory_id: str, store_key: str, op: str, now: float) -> Pl
 class RecordRepository:
     """All SQL touching ``booku_memory_records`` and its satellites."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, posting_budget: int = POSTING_BUDGET) -> None:
         self.db = db
-        self.keyword_planner = KeywordPlanner(db)
+        self.keyword_planner = KeywordPlanner(db, posting_budget=posting_budget)
 
     # ------------------------------------------------------------------ reads
     async def get_many(
@@ -976,17 +986,13 @@ class RecordRepository:
             yield _outbox_statement(record["memory_id"], record["store_key"], "delete", now)
 
     async def bump_activation(self, memory_ids: Sequence[str], *, now: float | None = None) -> int:
-        """One UPDATE for all hits (reference did one transaction per item)."""
+        """Count one activation of each live record of ``memory_ids``: one UPDATE for all of them (the reference did
+        one transaction per item), in one hop to the writer's thread (``run_plan_in_transaction``; every retrieval
+        ends with it). Returns how many records were counted."""
         ids = list(dict.fromkeys(memory_ids))
         if not ids:
             return 0
-        async with self.db.transaction() as conn:
-            cur = await conn.execute(
-                f"UPDATE booku_memory_records SET activation_count = activation_count + 1, last_activated_at = ? "
-                f"WHERE memory_id IN ({placeholders(len(ids))})",
-                [now or time.time(), *ids],
-            )
-            return cur.rowcount
+        return await run_plan_in_transaction(self.db, _bump_plan(ids, now or time.time()))
 
     @staticmethod
     def set_embedded_hashes_plan(hashes: dict[str, str]) -> WritePlan[None]:

@@ -534,3 +534,14 @@ async def test_b18_memo_refresh_never_shortens_expiry(svc, probe: Probe) -> None
     longer = await svc.create_temporary_memo(content="周五前交报告", expire_hours=20, stream_id="s")
     assert longer["expires_at"] > long["expires_at"]
     assert await probe.count("booku_temporary_memos") == 1
+
+
+async def test_b15_activation_bump_skips_deleted_records_and_counts_the_rest(svc, probe: Probe) -> None:
+    kept, deleted = await seed(svc, ("小橘", "小橘今天吃了三条鱼干。"), ("小黑", "小黑今天睡了一整天。"))
+    await svc.delete_memories(memory_ids=[deleted])
+
+    counted = await svc.runtime.records.bump_activation([kept, deleted, kept, "mem-does-not-exist"])
+
+    assert counted == 1
+    assert (await probe.row(kept))["activation_count"] == 1
+    assert (await probe.row(deleted))["activation_count"] == 0
