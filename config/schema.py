@@ -76,6 +76,9 @@ class RetrievalSection:
     diffusion_boost: float = bounded(0.3, 0.0, 1.0)
     opposing_penalty: float = bounded(0.5, 0.0, 1.0)
     candidate_pool: int = bounded(50, 5, 500, "candidates per route before fusion")
+    keyword_posting_budget: int = bounded(
+        4000, 100, 1_000_000,
+        "postings one keyword search may walk: a query's rarest terms are kept within it (bounds its cost in a big store)")
     snippet_chars: int = bounded(280, 40, 4000)
     time_anchor_weight: float = bounded(
         2.0, 0.0, 10.0, "lift, in standard deviations, of memories whose time matches a date the query names (0 = off)"

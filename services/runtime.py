@@ -124,7 +124,7 @@ class BookuRuntime:
         self._host_chat_fn = host_chat_fn
         self.dreaming: Any = None
         self.db = Database(self._resolve(self.config.storage.database_path))
-        self.records = RecordRepository(self.db)
+        self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget)
         self.memos = MemoRepository(self.db)
         self.audit = AuditLog(self.db)
         self.embedding_cache = SqliteEmbeddingCache(self.db)
