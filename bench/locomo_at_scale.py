@@ -7,7 +7,7 @@ Run from the repository root (after ``bench/service_latency.py --build-only`` ha
 
 Why: ``bench/locomo_service.py`` scores each conversation in a store of its own (~600 memories), where the keyword
 planner keeps every term, because no term's document frequency comes near its posting budget
-(``storage.keyword_plan.POSTING_BUDGET``). A bot's store grows far beyond that, and there the budget decides which of
+(``retrieval.keyword_posting_budget``). A bot's store grows far beyond that, and there the budget decides which of
 a query's terms the FTS5 search walks: the rarest ones, within the budget. This benchmark measures what that costs in
 recall and what it saves in CPU, on the scale the latency target is set at.
 
@@ -47,7 +47,7 @@ import booku_memory  # noqa: E402
 from booku_memory.services.logic.inflection import with_inflections  # noqa: E402
 from booku_memory.services.logic.segmentation import query_terms  # noqa: E402
 from booku_memory.services.memory_search import searchable_filter  # noqa: E402
-from booku_memory.services.storage.keyword_plan import POSTING_BUDGET  # noqa: E402
+from booku_memory.config import load_config  # noqa: E402
 
 from common import (  # noqa: E402
     BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, Conversation, PrecomputedEmbedder, cpu_by_role, load_locomo,
@@ -199,8 +199,9 @@ async def run(indices: Sequence[int], budgets: Sequence[int], alone: bool) -> in
     print(f"### LoCoMo among 100k other memories — conversations {names} "
           f"({sum(len(c.questions) for c in conversations)} questions)")
     print()
+    default_budget = load_config(BENCH_CONFIG).retrieval.keyword_posting_budget
     print_recall(overall, detail,
-                 f"recall@k in %, overall (the service's default posting budget is {POSTING_BUDGET:,}):")
+                 f"recall@k in %, overall (the service's default posting budget is {default_budget:,}):")
     print("CPU per retrieve_memories call by thread, and its wall time (query vectors precomputed):")
     print()
     print(cpu_table(budgets, cpu, latency))

@@ -5,9 +5,10 @@ document frequencies. At 100k memories one common word (a speaker name in a thir
 made the keyword route 40–70 ms; those words add almost nothing to bm25 (their IDF is near zero), yet they dominate
 the work. The planner therefore:
 
-* keeps the query's terms rarest first while their summed document frequency stays within ``POSTING_BUDGET``
-  (the rarest term is always kept, so a query never loses its keyword route). A store smaller than the budget keeps
-  every term, i.e. small stores rank exactly as plain bm25 over all terms;
+* keeps the query's terms rarest first while their summed document frequency stays within the posting budget
+  (``retrieval.keyword_posting_budget``, see below; the rarest term is always kept, so a query never loses its
+  keyword route). A store smaller than the budget keeps every term, i.e. small stores rank exactly as plain bm25
+  over all terms;
 * counts a prefix term (``stem*``, ``logic.inflection``) as the summed document frequency of every word it covers,
   which is what FTS5 walks to answer it;
 * drops the store clause from the MATCH when the readable stores hold nearly every indexed row
@@ -30,15 +31,14 @@ from ..logic.inflection import PREFIX_MARK, is_prefix_term, prefix_upper_bound
 from ..logic.segmentation import fts_expression
 from .database import Database, placeholders
 
-# Postings an OR query may walk (sum of the kept terms' document frequencies). Measured on the 100k-memory bench
-# store (sqlite alone, 200 queries): p50 40 ms with every term, 6 ms with a 5,000-row cap per term, 2 ms with a
-# 1,000-row cap; a 4,000-posting budget keeps each query's rarest terms and at most ~4 % of the rows' worth of work.
-# What it costs in recall (``bench/locomo_at_scale.py``: LoCoMo conversations 3-9 each written among those 100k
-# memories): hybrid R@5/R@25 56.7–57.0/72.3–73.2 at 4,000 (two runs), 59.1/74.7 at 16,000 (CPU per call +10 ms in
-# the same run), 59.5/75.0 with every term (+29 ms); 54.3/70.0 at 2,000 and 50.9/66.9 at 1,000 (−2.1 and −2.7 ms of
-# CPU). The service takes it from ``retrieval.keyword_posting_budget``: a deployment with CPU to spare and a big store
-# may raise it.
-POSTING_BUDGET = 4_000
+# The posting budget (``retrieval.keyword_posting_budget``, default 4,000) is the postings an OR query may walk
+# (the sum of the kept terms' document frequencies). Measured on the 100k-memory bench store (sqlite alone, 200
+# queries): p50 40 ms with every term, 6 ms with a 5,000-row cap per term, 2 ms with a 1,000-row cap; 4,000
+# postings keep each query's rarest terms and at most ~4 % of the rows' worth of work. What it costs in recall
+# (``bench/locomo_at_scale.py``: LoCoMo conversations 3-9 each written among those 100k memories): hybrid R@5/R@25
+# 56.7–57.0/72.3–73.2 at 4,000 (two runs), 59.1/74.7 at 16,000 (CPU per call +10 ms in the same run), 59.5/75.0 with
+# every term (+29 ms); 54.3/70.0 at 2,000 and 50.9/66.9 at 1,000 (−2.1 and −2.7 ms of CPU). A deployment with CPU
+# to spare and a big store may raise it.
 # Readable stores holding at least this share of the indexed rows search without the store clause.
 SCOPE_SKIP_SHARE = 0.9
 # How long a cached document frequency (and the indexed row count) is trusted, in seconds.
@@ -86,7 +86,7 @@ def choose_terms(terms: Sequence[str], frequencies: dict[str, int], budget: int)
 class KeywordPlanner:
     """Per-runtime cache of document frequencies and the planning rule above."""
 
-    def __init__(self, db: Database, *, posting_budget: int = POSTING_BUDGET) -> None:
+    def __init__(self, db: Database, *, posting_budget: int) -> None:
         self.db = db
         self.posting_budget = posting_budget
         self._frequencies: OrderedDict[str, tuple[int, float]] = OrderedDict()

@@ -25,7 +25,7 @@ from ..logic.segmentation import segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
 from .database import Database, aiosqlite_core, placeholders
-from .keyword_plan import POSTING_BUDGET, KeywordPlanner
+from .keyword_plan import KeywordPlanner
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
@@ -520,7 +520,8 @@ def _outbox_statement(memory_id: str, store_key: str, op: str, now: float) -> Pl
 class RecordRepository:
     """All SQL touching ``booku_memory_records`` and its satellites."""
 
-    def __init__(self, db: Database, *, posting_budget: int = POSTING_BUDGET) -> None:
+    def __init__(self, db: Database, *, posting_budget: int) -> None:
+        """``posting_budget``: the keyword planner's (``retrieval.keyword_posting_budget``)."""
         self.db = db
         self.keyword_planner = KeywordPlanner(db, posting_budget=posting_budget)
 

@@ -12,7 +12,7 @@ from booku_memory.services.logic.inflection import with_inflections
 from booku_memory.services.logic.segmentation import build_fts_query, query_terms
 from booku_memory.services.memory_search import searchable_filter
 from booku_memory.services.scoping import scope_for_chat
-from booku_memory.services.storage.keyword_plan import POSTING_BUDGET, choose_terms
+from booku_memory.services.storage.keyword_plan import choose_terms
 from booku_memory.services.storage.records import store_token
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"}}
@@ -47,7 +47,7 @@ async def test_small_store_keeps_every_term_and_ranks_like_plain_bm25(tmp_path) 
 
 
 async def test_the_posting_budget_comes_from_the_retrieval_config(tmp_path) -> None:
-    assert load_config(QUIET).retrieval.keyword_posting_budget == POSTING_BUDGET
+    assert load_config(QUIET).retrieval.keyword_posting_budget == 4000
     config = {**QUIET, "retrieval": {"keyword_posting_budget": 250}}
     async with booku_memory.open(tmp_path / "data", config, embedder=UnavailableEmbedder()) as memory:
         assert memory.runtime.records.keyword_planner.posting_budget == 250
