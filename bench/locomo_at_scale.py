@@ -2,8 +2,8 @@
 
 Run from the repository root (after ``bench/service_latency.py --build-only`` has built the 100k store):
 
-    .venv/bin/python bench/locomo_at_scale.py                         # conversations 3-9, budgets 4000,2000,1000
-    .venv/bin/python bench/locomo_at_scale.py --conversations 3 --budgets 4000
+    .venv/bin/python bench/locomo_at_scale.py                         # conversations 3-9, memory index and FTS5 4000
+    .venv/bin/python bench/locomo_at_scale.py --conversations 3 --budgets memory,4000,16000
 
 Why: ``bench/locomo_service.py`` scores each conversation in a store of its own (~600 memories), where the keyword
 planner keeps every term, because no term's document frequency comes near its posting budget
@@ -24,10 +24,11 @@ query than real memories do (mean cosine with LoCoMo 3-4 questions 0.778, agains
 the vector route loses more here than it would among 100k real memories. The keyword route's loss is real: the
 distractors' words are real text.
 
-Per budget (``KeywordPlanner.posting_budget``, set on the open runtime; the planner's term statistics are cached, so
-changing it re-plans every query without reopening): recall@1/5/10/25 of ``retrieve_memories`` (once per k, as a
+Per keyword route (the in-memory index, which ranks every term, or an FTS5 posting budget:
+``KeywordPlanner.posting_budget``, set on the open runtime with the in-memory index switched off; the planner's
+term statistics are cached, so changing it re-plans every query without reopening): recall@1/5/10/25 of ``retrieve_memories`` (once per k, as a
 client calls it) and of the keyword route alone (the FTS5 bm25 ranking it fuses), and CPU milliseconds per
-``retrieve_memories`` call by thread (``common.cpu_by_role``: the SQLite reader runs the FTS5 search). Once per
+``retrieve_memories`` call by thread (``common.cpu_by_role``: the SQLite reader runs the keyword search). Once per
 conversation, the vector route alone (Chroma with the service's query vector), which no budget touches.
 """
 
@@ -64,12 +65,19 @@ ROLES_SHOWN = ("SQLite reader", "event loop (Python)", "Chroma (query thread)")
 Scores = dict[str, list[tuple[int, dict[int, float]]]]
 
 
+MEMORY_INDEX = 0  # in ``--budgets``: the in-memory keyword index (every term), not an FTS5 posting budget
+
+
+def route_name(budget: int) -> str:
+    return "in-memory index" if budget == MEMORY_INDEX else f"FTS5 budget {budget:,}"
+
+
 def hybrid_label(budget: int) -> str:
-    return f"hybrid, budget {budget:,}"
+    return f"hybrid, {route_name(budget)}"
 
 
 def keyword_label(budget: int) -> str:
-    return f"keyword route, budget {budget:,}"
+    return f"keyword route, {route_name(budget)}"
 
 
 async def score_questions(conv: Conversation, directory: Path, embedder: PrecomputedEmbedder,
@@ -84,7 +92,12 @@ async def score_questions(conv: Conversation, directory: Path, embedder: Precomp
         for q in conv.questions[:10]:  # warm-up: Chroma loads its HNSW segment, SQLite fills its page cache
             await svc.retrieve_memories(q.text, top_k=max(KS))
         for budget in budgets:
-            rt.records.keyword_planner.posting_budget = budget
+            keywords = rt.records.memory_keywords
+            keywords.enabled = budget == MEMORY_INDEX
+            if keywords.enabled and not await keywords.wait_ready():
+                raise SystemExit("the in-memory keyword index did not load")
+            if budget != MEMORY_INDEX:
+                rt.records.keyword_planner.posting_budget = budget
             roles = thread_roles(rt)
             before = thread_cpu_seconds()
             calls = 0
@@ -142,9 +155,9 @@ def cpu_table(budgets: Sequence[int], cpu: dict[int, list[dict[str, float]]],
         mean = {role: sum(run.get(role, 0.0) for run in runs) / len(runs) for role in roles}
         shown = [mean.get(role, 0.0) for role in ROLES_SHOWN]
         wall = percentiles(latency[budget])
-        rows.append([f"{budget:,}", *shown, sum(mean.values()) - sum(shown), sum(mean.values()),
+        rows.append([route_name(budget), *shown, sum(mean.values()) - sum(shown), sum(mean.values()),
                      wall["p50"], wall["p95"]])
-    return markdown_table(["posting budget", *(f"{role} ms" for role in ROLES_SHOWN), "other threads ms",
+    return markdown_table(["keyword route", *(f"{role} ms" for role in ROLES_SHOWN), "other threads ms",
                            "CPU per call ms", "wall p50 ms", "wall p95 ms"], rows)
 
 
@@ -199,9 +212,10 @@ async def run(indices: Sequence[int], budgets: Sequence[int], alone: bool) -> in
     print(f"### LoCoMo among 100k other memories — conversations {names} "
           f"({sum(len(c.questions) for c in conversations)} questions)")
     print()
-    default_budget = load_config(BENCH_CONFIG).retrieval.keyword_posting_budget
-    print_recall(overall, detail,
-                 f"recall@k in %, overall (the service's default posting budget is {default_budget:,}):")
+    retrieval = load_config(BENCH_CONFIG).retrieval
+    default_route = ("the in-memory index" if retrieval.in_memory_keyword_index
+                     else f"FTS5 with a posting budget of {retrieval.keyword_posting_budget:,}")
+    print_recall(overall, detail, f"recall@k in %, overall (the service's default keyword route is {default_route}):")
     print("CPU per retrieve_memories call by thread, and its wall time (query vectors precomputed):")
     print()
     print(cpu_table(budgets, cpu, latency))
@@ -215,14 +229,16 @@ async def run(indices: Sequence[int], budgets: Sequence[int], alone: bool) -> in
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", default="3-9", help="indices among 3-9 (default 3-9)")
-    parser.add_argument("--budgets", default="4000,2000,1000",
-                        help="posting budgets to compare, comma-separated (default 4000,2000,1000)")
+    parser.add_argument("--budgets", default="memory,4000",
+                        help="keyword routes to compare, comma-separated: 'memory' (the in-memory index, every term) "
+                             "and FTS5 posting budgets (default memory,4000)")
     parser.add_argument("--alone", action="store_true",
                         help="also score each conversation in an empty store (as bench/locomo_service.py does)")
     args = parser.parse_args(argv)
-    budgets = [int(part) for part in args.budgets.split(",") if part.strip()]
-    if not budgets or min(budgets) < 1:
-        parser.error("--budgets needs positive integers, e.g. 4000,2000")
+    parts = [part.strip() for part in args.budgets.split(",") if part.strip()]
+    if not parts or not all(part == "memory" or (part.isdigit() and int(part) > 0) for part in parts):
+        parser.error("--budgets needs 'memory' and/or positive integers, e.g. memory,4000,2000")
+    budgets = [MEMORY_INDEX if part == "memory" else int(part) for part in parts]
     return asyncio.run(run(parse_range(args.conversations), budgets, args.alone))
 
 

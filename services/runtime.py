@@ -124,7 +124,8 @@ class BookuRuntime:
         self._host_chat_fn = host_chat_fn
         self.dreaming: Any = None
         self.db = Database(self._resolve(self.config.storage.database_path))
-        self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget)
+        self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget,
+                                        in_memory_keywords=self.config.retrieval.in_memory_keyword_index)
         self.memos = MemoRepository(self.db)
         self.audit = AuditLog(self.db)
         self.embedding_cache = SqliteEmbeddingCache(self.db)
@@ -171,6 +172,9 @@ class BookuRuntime:
         rebuilt = await self.records.rebuild_keyword_index_if_requested()
         if rebuilt is not None:
             logger.info("关键词索引已按新结构重建：%d 条记忆", rebuilt)
+        # Keyword searches take the FTS5 route until the in-memory copy of the index is loaded (a few seconds at
+        # 100k memories, in a thread of its own; a small store is loaded before start-up returns).
+        await self.records.memory_keywords.start()
         inner = self._given_embedder or build_embedder(self.config.embedding, host_request_fn=self._host_embed_fn)
         if inner is not None:
             # Cache rows from the embedder ride in the next write transaction (the upsert that embedded the text).
@@ -234,6 +238,7 @@ class BookuRuntime:
         if self.embedder is not None and hasattr(self.embedder, "aclose"):
             await self.embedder.aclose()
         await self.vectors.close()
+        await self.records.memory_keywords.close()
         await self.db.close()
         self.started = False
 
@@ -405,14 +410,17 @@ class BookuRuntime:
 
     # ------------------------------------------------------------ maintenance
     async def run_maintenance(self) -> dict[str, Any]:
-        """One maintenance pass: expire memos, run the emergent lifecycle, retry pending vectors."""
+        """One maintenance pass: expire memos, run the emergent lifecycle, retry pending vectors, trim the keyword
+        journal (``storage.keyword_memory``)."""
         from .companion import refresh_decay
 
         purged = await self.memos.purge_expired()
         lifecycle = await self.memory_service().promote_stale_emergent()
         decay = await refresh_decay(self)
         sync = await self.sync_vectors()
-        return {"memos_purged": purged, "lifecycle": lifecycle, "decay": decay, "vector_pending": sync.pending}
+        trimmed = await self.records.trim_keyword_journal()
+        return {"memos_purged": purged, "lifecycle": lifecycle, "decay": decay, "vector_pending": sync.pending,
+                "keyword_journal_trimmed": trimmed}
 
     async def _maintenance_loop(self) -> None:
         interval = self.config.maintenance.interval_seconds

@@ -151,6 +151,17 @@ class KeywordPlanner:
             self._row_count = (count, now)
         return self._row_count[0]
 
+    def remember(self, frequencies: dict[str, int], rows: int) -> None:
+        """Cache document frequencies and the row count counted elsewhere (the in-memory keyword index counts a
+        query's terms as it ranks them, so the keyword challenge that follows reads no ``fts5vocab`` row)."""
+        now = time.monotonic()
+        for term, count in frequencies.items():
+            self._frequencies[term] = (count, now)
+            self._frequencies.move_to_end(term)
+        while len(self._frequencies) > MAX_CACHED_TERMS:
+            self._frequencies.popitem(last=False)
+        self._row_count = (rows, now)
+
     def forget(self) -> None:
         """Drop every cached statistic (after a rebuild of the keyword index)."""
         self._frequencies.clear()

@@ -25,6 +25,8 @@ from ..logic.segmentation import segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
 from .database import Database, aiosqlite_core, placeholders
+from .keyword_index import BM25_SQL_WEIGHTS
+from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex
 from .keyword_plan import KeywordPlanner
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -386,6 +388,7 @@ def _keyword_row_plan(record: dict[str, Any], *, replace: bool = True,
     if replace:
         yield PlanStatement(_KEYWORD_DELETE_SQL, [record["rid"]])
     yield PlanStatement(_KEYWORD_INSERT_SQL, values)
+    yield PlanStatement(JOURNAL_INSERT_SQL, [record["rid"]])
 
 
 def deferred_keyword_rows_plan(rows: Sequence[KeywordRow]) -> WritePlan[None]:
@@ -407,6 +410,7 @@ def deferred_keyword_rows_plan(rows: Sequence[KeywordRow]) -> WritePlan[None]:
         yield PlanStatement(_KEYWORD_DELETE_SQL, deletes, many=True)
     if final:
         yield PlanStatement(_KEYWORD_INSERT_SQL, [values for _, values in final.values()], many=True)
+        yield PlanStatement(JOURNAL_INSERT_SQL, [(rid,) for rid in final], many=True)
 
 
 SEGMENT_MEMO_SIZE = 512
@@ -520,10 +524,13 @@ def _outbox_statement(memory_id: str, store_key: str, op: str, now: float) -> Pl
 class RecordRepository:
     """All SQL touching ``booku_memory_records`` and its satellites."""
 
-    def __init__(self, db: Database, *, posting_budget: int) -> None:
-        """``posting_budget``: the keyword planner's (``retrieval.keyword_posting_budget``)."""
+    def __init__(self, db: Database, *, posting_budget: int, in_memory_keywords: bool = False) -> None:
+        """``posting_budget``: the keyword planner's (``retrieval.keyword_posting_budget``), for the FTS5 route;
+        ``in_memory_keywords``: rank keyword hits from the in-memory index once loaded
+        (``retrieval.in_memory_keyword_index``, ``storage.keyword_memory``)."""
         self.db = db
         self.keyword_planner = KeywordPlanner(db, posting_budget=posting_budget)
+        self.memory_keywords = MemoryKeywordIndex(db, enabled=in_memory_keywords)
 
     # ------------------------------------------------------------------ reads
     async def get_many(
@@ -667,12 +674,26 @@ class RecordRepository:
         return [records[row["memory_id"]] for row in rows]
 
     async def search_terms(self, terms: Sequence[str], flt: RecordFilter, *, limit: int) -> list[tuple[str, float]]:
-        """The keyword route of retrieval: ``terms`` (``segmentation.query_terms``) planned by ``KeywordPlanner``
-        (the rarest terms within a posting budget, the store clause only where it filters), then ``keyword_search``.
+        """The keyword route of retrieval over ``terms`` (``segmentation.query_terms``), (memory_id, score) best
+        first.
+
+        With the in-memory index ready (``storage.keyword_memory``), every term is ranked there: same bm25 as FTS5,
+        ~1 ms instead of ~5 at 100k memories, and the terms' document frequencies come with it (so the keyword
+        challenge reads none). Otherwise FTS5: ``KeywordPlanner`` keeps the rarest terms within a posting budget
+        and drops the store clause where it filters nothing, then ``keyword_search``.
         """
         if flt.store_keys is not None and not flt.store_keys:
             return []
         tokens = [store_token(key) for key in flt.store_keys] if flt.store_keys is not None else []
+        terms = list(dict.fromkeys(t for t in terms if t))
+        if terms and self.memory_keywords.ready:
+            where, params = flt.where()
+            found = await self.memory_keywords.search(
+                terms, store_tokens=tokens if flt.store_keys is not None else None, where=where, params=params,
+                limit=limit, depths=(limit * KEYWORD_SHALLOW_DEPTH, max(limit * KEYWORD_DEEP_DEPTH, 1000)))
+            if found is not None:
+                self.keyword_planner.remember(found.frequencies, found.rows)
+                return found.hits
         plan = await self.keyword_planner.plan(terms, flt.store_keys, tokens)
         if plan is None:
             return []
@@ -717,7 +738,7 @@ class RecordRepository:
         expression = scoped_fts_query(fts_query, flt.store_keys if scope_in_index else None)
         sql = (
             f"SELECT r.memory_id, hits.rank AS rank FROM ("
-            f"  SELECT rowid, bm25(booku_memory_fts, 3.0, 1.0, 2.0, 0.0) AS rank FROM booku_memory_fts "
+            f"  SELECT rowid, bm25(booku_memory_fts, {BM25_SQL_WEIGHTS}) AS rank FROM booku_memory_fts "
             f"  WHERE booku_memory_fts MATCH ? ORDER BY rank LIMIT ?"
             f") AS hits JOIN booku_memory_records r ON r.rid = hits.rowid "
             f"WHERE {where} ORDER BY hits.rank LIMIT ?"
@@ -981,7 +1002,8 @@ class RecordRepository:
         for record in records:
             yield from self._revision_plan({**record, "version": record["version"] + 1}, "hard_delete", ctx, "", now,
                                            before=record, deleted=True)
-            yield PlanStatement("DELETE FROM booku_memory_fts WHERE rowid = ?", [record["rid"]])
+            yield PlanStatement(_KEYWORD_DELETE_SQL, [record["rid"]])
+            yield PlanStatement(JOURNAL_INSERT_SQL, [record["rid"]])
             yield PlanStatement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
             yield PlanStatement("DELETE FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]])
             yield _outbox_statement(record["memory_id"], record["store_key"], "delete", now)
@@ -1032,6 +1054,7 @@ class RecordRepository:
         Returns the number of rows written.
         """
         await conn.execute("DELETE FROM booku_memory_fts")
+        await conn.execute(JOURNAL_INSERT_SQL, [JOURNAL_RESET_RID])
         count = 0
         async with conn.execute("SELECT memory_id FROM booku_memory_records ORDER BY rid") as cur:
             ids = [row[0] for row in await cur.fetchall()]
@@ -1041,6 +1064,12 @@ class RecordRepository:
             count += len(records)
         self.keyword_planner.forget()
         return count
+
+    async def trim_keyword_journal(self) -> int:
+        """Forget keyword-journal entries older than the newest ``JOURNAL_KEEP``; returns how many were removed."""
+        async with self.db.transaction() as conn:
+            cursor = await conn.execute(TRIM_JOURNAL_SQL)
+            return cursor.rowcount
 
     async def rebuild_keyword_index_if_requested(self) -> int | None:
         """Refill the keyword index when a migration asked for it (``booku_meta`` flag), then clear the flag.

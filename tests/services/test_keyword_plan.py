@@ -15,7 +15,9 @@ from booku_memory.services.scoping import scope_for_chat
 from booku_memory.services.storage.keyword_plan import choose_terms
 from booku_memory.services.storage.records import store_token
 
-QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"}}
+# The planner serves the FTS5 route; the in-memory index (tests/services/test_keyword_index.py) ranks every term.
+QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"},
+         "retrieval": {"in_memory_keyword_index": False}}
 SECTION = load_config(QUIET).scope
 ALICE = scope_for_chat(SECTION, platform="qq", chat_type="private", user_id="1001", stream_id="s-alice")
 BOB = scope_for_chat(SECTION, platform="qq", chat_type="private", user_id="2002", stream_id="s-bob")
@@ -48,7 +50,7 @@ async def test_small_store_keeps_every_term_and_ranks_like_plain_bm25(tmp_path) 
 
 async def test_the_posting_budget_comes_from_the_retrieval_config(tmp_path) -> None:
     assert load_config(QUIET).retrieval.keyword_posting_budget == 4000
-    config = {**QUIET, "retrieval": {"keyword_posting_budget": 250}}
+    config = {**QUIET, "retrieval": {**QUIET["retrieval"], "keyword_posting_budget": 250}}
     async with booku_memory.open(tmp_path / "data", config, embedder=UnavailableEmbedder()) as memory:
         assert memory.runtime.records.keyword_planner.posting_budget == 250
 

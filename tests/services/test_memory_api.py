@@ -220,7 +220,14 @@ async def test_query_vector_lookup_is_not_queued_behind_the_keyword_search(svc, 
             order.append("keyword search")
         return await fetch_all(sql, params)
 
+    memory_search = rt.records.memory_keywords.search
+
+    async def recorded_memory_search(*args: Any, **kwargs: Any) -> Any:
+        order.append("keyword search")  # queued on the reader's thread as the call starts
+        return await memory_search(*args, **kwargs)
+
     rt.db.fetch_all = recorded
+    rt.records.memory_keywords.search = recorded_memory_search  # the in-memory index's route (one reader hop)
     result = await svc.retrieve_memories("小橘 鱼干？", top_k=2)  # same terms, new text: its vector is looked up
     assert result["results"]
     assert order[:2] == ["vector lookup", "keyword search"]

@@ -1,0 +1,190 @@
+"""The in-memory keyword index ranks exactly as FTS5's bm25 does, and follows every change to the FTS5 table.
+
+Parity is checked against FTS5 itself, on the same SQLite file: the scores of ``KeywordIndex.search`` equal
+``-bm25()`` of the same rows, for exact and prefix terms, after writes, edits, soft and hard deletes, a compaction,
+and writes by another runtime (another connection, as another process would be).
+"""
+
+import sqlite3
+
+import pytest
+
+import booku_memory
+from booku_memory.services.embedding.deterministic import UnavailableEmbedder
+from booku_memory.services.logic.segmentation import fts_expression
+from booku_memory.services.memory_search import searchable_filter
+from booku_memory.services.scope import DEFAULT_SCOPE
+from booku_memory.services.storage import keyword_index as keyword_index_module
+from booku_memory.services.storage import keyword_memory
+from booku_memory.services.storage.keyword_index import BM25_SQL_WEIGHTS, KeywordIndex, fold_token
+from booku_memory.services.storage.records import TEXT_FTS_COLUMNS
+
+QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
+FTS_OFF = {**QUIET, "retrieval": {"in_memory_keyword_index": False}}
+TEXTS = [
+    "周末去西湖边喝绿茶", "绿茶比咖啡清淡，西湖的龙井最有名", "西湖的荷花开了", "昨天下雨没有出门，在家喝咖啡",
+    "Caroline went to the café near the lake", "Melanie painted a sunrise over the lake last summer",
+    "Caroline's painting class starts on Monday", "会议改到周三下午三点，地点在三号会议室",
+    "Running every morning keeps Melanie calm", "她最喜欢的电影是千与千寻", "Résumé sent to the museum in May",
+]
+QUERIES = [["西湖", "绿茶"], ["咖啡"], ["lake", "caroline"], ["paint*", "melanie"], ["cafe"], ["résumé"],
+           ["会议", "三点", "周三"], ["run*", "morning", "absentword"], ["千与千寻", "电影", "西湖"]]
+
+
+def fts_scores(path, terms: list[str]) -> dict[int, float]:
+    """rowid → -bm25 for an OR of ``terms`` over the text columns, from FTS5 itself."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            f"SELECT rowid, bm25(booku_memory_fts, {BM25_SQL_WEIGHTS}) FROM booku_memory_fts "
+            f"WHERE booku_memory_fts MATCH ?", [f"{TEXT_FTS_COLUMNS} : ({fts_expression(terms)})"]).fetchall()
+    finally:
+        conn.close()
+    return {rid: -score for rid, score in rows}
+
+
+def index_from_table(path) -> KeywordIndex:
+    conn = sqlite3.connect(path)
+    try:
+        return KeywordIndex.build(conn.execute(keyword_memory.ROWS_SQL).fetchall())
+    finally:
+        conn.close()
+
+
+def assert_same_scores(index: KeywordIndex, path) -> None:
+    for terms in QUERIES:
+        top = index.search(terms, depth=100)
+        mine = dict(zip(top.rids.tolist(), top.scores.tolist()))
+        theirs = fts_scores(path, terms)
+        assert mine.keys() == theirs.keys(), terms
+        for rid, score in theirs.items():
+            assert mine[rid] == pytest.approx(score, rel=1e-12, abs=1e-12), (terms, rid)
+
+
+async def write_corpus(memory) -> list[str]:
+    service = memory.get_service(booku_memory.MEMORY_SERVICE)
+    ids = []
+    for number, text in enumerate(TEXTS):
+        tags = {"tags": ["湖"], "core_tags": ["lake"], "diffusion_tags": ["旅行"], "opposing_tags": ["沙漠"]} if number % 3 == 0 else {}
+        ids.append((await service.upsert_memory(text, **tags))["id"])
+    return ids
+
+
+def test_fold_token_removes_latin_diacritics_only() -> None:
+    assert fold_token("café") == "cafe" and fold_token("résumé") == "resume"
+    assert fold_token("西湖") == "西湖" and fold_token("がっこう") == "がっこう"
+
+
+async def test_bulk_built_index_scores_every_query_exactly_as_fts5_bm25(tmp_path) -> None:
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        await write_corpus(memory)
+        path = memory.runtime.db.path
+    index = index_from_table(path)
+    assert index.rows == len(TEXTS)
+    assert_same_scores(index, path)
+    top = index.search(["paint*", "melanie"], depth=100)
+    assert top.frequencies["melanie"] == 2
+    assert top.frequencies["paint*"] == 2  # painted, painting: one row each
+
+
+async def test_index_follows_edits_and_deletes_and_still_matches_fts5(tmp_path) -> None:
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        ids = await write_corpus(memory)
+        service = memory.get_service(booku_memory.MEMORY_SERVICE)
+        keywords = memory.runtime.records.memory_keywords
+        assert keywords.ready
+        await service.update_memory_by_id(memory_id=ids[0], content="周末去西湖边喝龙井，绿茶真香")
+        await service.delete_memories(memory_ids=[ids[1]])                 # soft: the row stays in FTS5 (and here)
+        await service.delete_memories(memory_ids=[ids[2]], hard=True)       # hard: the row leaves both
+        await service.upsert_memory("Caroline and Melanie went painting by the lake")
+        flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        hits = await memory.runtime.records.search_terms(["西湖", "lake", "paint*"], flt, limit=50)
+        index = keywords._loaded.index
+        assert_same_scores(index, memory.runtime.db.path)
+        assert ids[1] not in dict(hits) and ids[2] not in dict(hits) and ids[0] in dict(hits)
+
+
+async def test_memory_route_returns_what_the_fts5_route_returns(tmp_path) -> None:
+    queries = [["西湖", "绿茶"], ["lake", "caroline"], ["paint*", "melanie", "summer"], ["咖啡", "出门"]]
+    results = {}
+    for config in (QUIET, FTS_OFF):
+        async with booku_memory.open(tmp_path / "data", config, embedder=UnavailableEmbedder()) as memory:
+            if not results:
+                await write_corpus(memory)
+            assert memory.runtime.records.memory_keywords.ready is (config is QUIET)
+            flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+            results[id(config)] = [
+                await memory.runtime.records.search_terms(terms, flt, limit=3) for terms in queries]
+    for mine, theirs in zip(results[id(QUIET)], results[id(FTS_OFF)]):
+        assert [memory_id for memory_id, _ in mine] == [memory_id for memory_id, _ in theirs]
+        assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], rel=1e-12)
+
+
+async def test_a_write_by_another_runtime_reaches_this_runtimes_index(tmp_path) -> None:
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as first:
+        await write_corpus(first)
+        async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
+            written = await second.get_service(booku_memory.MEMORY_SERVICE).upsert_memory("独角兽在彩虹下奔跑")
+        flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        hits = await first.runtime.records.search_terms(["独角兽"], flt, limit=5)
+        assert [memory_id for memory_id, _ in hits] == [written["id"]]
+        assert first.runtime.records.memory_keywords.loads == 1  # followed through the journal, not reloaded
+
+
+async def test_a_gap_in_the_journal_reloads_and_fts5_answers_meanwhile(tmp_path) -> None:
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        await write_corpus(memory)
+        service = memory.get_service(booku_memory.MEMORY_SERVICE)
+        keywords = memory.runtime.records.memory_keywords
+        written = await service.upsert_memory("独角兽在彩虹下奔跑")
+        await memory.runtime.db.writer.execute(f"DELETE FROM {keyword_memory.JOURNAL_TABLE}")  # trimmed unseen
+        flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        hits = await memory.runtime.records.search_terms(["独角兽"], flt, limit=5)
+        assert [memory_id for memory_id, _ in hits] == [written["id"]]  # the FTS5 route, while reloading
+        assert await keywords.wait_ready() and keywords.loads >= 2
+        assert_same_scores(keywords._loaded.index, memory.runtime.db.path)
+
+
+async def test_a_rebuilt_keyword_table_reloads_the_index(tmp_path) -> None:
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        await write_corpus(memory)
+        records = memory.runtime.records
+        async with memory.runtime.db.transaction() as conn:
+            await records.rebuild_keyword_index(conn)  # journals the reset marker: the next search reloads
+        flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        before = await records.search_terms(["西湖"], flt, limit=5)  # the FTS5 route, while reloading
+        assert before
+        assert await records.memory_keywords.wait_ready() and records.memory_keywords.loads == 2
+        after = await records.search_terms(["西湖"], flt, limit=5)
+        assert [memory_id for memory_id, _ in after] == [memory_id for memory_id, _ in before]
+        assert [score for _, score in after] == pytest.approx([score for _, score in before], rel=1e-12)
+        assert_same_scores(records.memory_keywords._loaded.index, memory.runtime.db.path)
+
+
+async def test_compaction_keeps_the_scores(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(keyword_index_module, "COMPACT_MIN_POSTINGS", 10)
+    monkeypatch.setattr(keyword_index_module, "COMPACT_SHARE", 0.0)
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        ids = await write_corpus(memory)  # each write past the threshold compacts the delta into the base
+        service = memory.get_service(booku_memory.MEMORY_SERVICE)
+        await service.update_memory_by_id(memory_id=ids[4], content="Caroline went to the museum instead of the lake")
+        flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        await memory.runtime.records.search_terms(["lake"], flt, limit=5)
+        index = memory.runtime.records.memory_keywords._loaded.index
+        assert index._delta_postings <= 10
+        assert_same_scores(index, memory.runtime.db.path)
+
+
+async def test_maintenance_trims_the_journal_to_its_newest_entries(tmp_path, monkeypatch) -> None:
+    monkeypatch.setattr(keyword_memory, "TRIM_JOURNAL_SQL", keyword_memory.TRIM_JOURNAL_SQL.replace(
+        str(keyword_memory.JOURNAL_KEEP), "3"))
+    from booku_memory.services.storage import records as records_module
+    monkeypatch.setattr(records_module, "TRIM_JOURNAL_SQL", keyword_memory.TRIM_JOURNAL_SQL)
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        await write_corpus(memory)
+        journal = f"SELECT COUNT(*), MAX(seq) FROM {keyword_memory.JOURNAL_TABLE}"
+        written, newest = await memory.runtime.db.fetch_one(journal)
+        assert written >= len(TEXTS)
+        report = await memory.runtime.run_maintenance()
+        assert report["keyword_journal_trimmed"] == written - 3
+        assert tuple(await memory.runtime.db.fetch_one(journal)) == (3, newest)
