@@ -320,7 +320,8 @@ async def warm_up_writes(rt: Any, vector: np.ndarray) -> None:
                            tiers=["live"], limit=1)
 
 
-async def measure_writes(size: int, writes: int, embedded_writes: int, concurrency: int) -> dict[str, Any]:
+async def measure_writes(size: int, writes: int, embedded_writes: int, concurrency: int,
+                         memory_keywords: bool = True) -> dict[str, Any]:
     """upsert_memory throughput on a scratch copy of the ``size`` store: precomputed vectors, then the real model."""
     source = store_dir(size)
     # One scratch copy per process: two write benches running at once (e.g. before/after a change, side by
@@ -364,8 +365,10 @@ async def measure_writes(size: int, writes: int, embedded_writes: int, concurren
                     "latency": percentiles(latencies), "modes": dict(modes),
                     "stand_in_calls": model.stats.fallback_calls - stand_in_calls if model is not None else 0}
 
-        async with booku_memory.open(scratch, config=BENCH_CONFIG, embedder=embedder) as memory:
+        config = {**BENCH_CONFIG, "retrieval": {"in_memory_keyword_index": memory_keywords}}
+        async with booku_memory.open(scratch, config=config, embedder=embedder) as memory:
             svc = memory.get_service(MEMORY_SERVICE)
+            await memory.runtime.records.memory_keywords.wait_ready()  # a running service has it loaded
             await warm_up_writes(memory.runtime, corpus.vectors[0])
             for label, items, batch in (("one at a time", fresh[:writes], 1),
                                         (f"{concurrency} concurrent", fresh[writes : 2 * writes], concurrency)):
@@ -373,8 +376,9 @@ async def measure_writes(size: int, writes: int, embedded_writes: int, concurren
                 rows.append({"embedding": "precomputed (excluded)", "mode": label, **row})
         if embedded_writes:
             real = LocalE5Embedder()
-            async with booku_memory.open(scratch, config=BENCH_CONFIG, embedder=real) as memory:
+            async with booku_memory.open(scratch, config=config, embedder=real) as memory:
                 svc = memory.get_service(MEMORY_SERVICE)
+                await memory.runtime.records.memory_keywords.wait_ready()
                 await real.embed_documents(["warm-up 预热"])
                 base = 2 * writes
                 for label, items, batch in (
@@ -516,7 +520,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                          args.keyword_index == "memory"))
         else:
             result = asyncio.run(measure_writes(args.phase_size, args.writes, args.embedded_writes,
-                                                args.concurrency))
+                                                args.concurrency, args.keyword_index == "memory"))
         write_json(Path(args.out), result)
         return 0
 
