@@ -6,6 +6,7 @@ and writes by another runtime (another connection, as another process would be).
 """
 
 import sqlite3
+import threading
 
 import pytest
 
@@ -188,3 +189,21 @@ async def test_maintenance_trims_the_journal_to_its_newest_entries(tmp_path, mon
         report = await memory.runtime.run_maintenance()
         assert report["keyword_journal_trimmed"] == written - 3
         assert tuple(await memory.runtime.db.fetch_one(journal)) == (3, newest)
+
+
+async def test_writes_made_while_the_index_loads_are_picked_up_from_the_journal(tmp_path) -> None:
+    """The load reads a snapshot (rows and the journal's last seq in one read transaction): whatever is committed
+    after it, while the index is being built, comes in through the journal at the next search."""
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        ids = await write_corpus(memory)
+        keywords = memory.runtime.records.memory_keywords
+        snapshot = keyword_memory.load_index(memory.runtime.db.path, threading.Event())  # the loader's work
+        service = memory.get_service(booku_memory.MEMORY_SERVICE)
+        written = await service.upsert_memory("独角兽在彩虹下奔跑")               # committed after the snapshot
+        await service.delete_memories(memory_ids=[ids[0]], hard=True)
+        keywords._loaded = snapshot                                              # handed over afterwards
+        flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        assert [memory_id for memory_id, _ in await memory.runtime.records.search_terms(["独角兽"], flt, limit=5)] \
+            == [written["id"]]
+        assert keywords.loads == 1 and keywords._loaded is snapshot              # followed, not reloaded
+        assert_same_scores(snapshot.index, memory.runtime.db.path)
