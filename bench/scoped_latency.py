@@ -13,8 +13,8 @@ from another owner. The query vector comes from ``PrecomputedEmbedder`` (real na
 timed call is SQLite + FTS5 + Chroma + EPA + fusion + de-duplication + the activation bump, without the model.
 
 It also checks, outside the timed section, that no result belongs to another owner's store, and reports how many
-keyword (FTS5) hits each scoped call got: the keyword route limits the stores inside the FTS5 MATCH, so a scoped
-search ranks only the owner's rows (before, it ranked the top 1,000 of all owners and filtered afterwards, which
+keyword hits each scoped call got: the keyword route ranks only the owner's rows (the in-memory index filters by
+store before taking the best rows; the FTS5 route limits the stores inside the MATCH) (before, it ranked the top 1,000 of all owners and filtered afterwards, which
 left an owner with almost no keyword hits among 1,000 owners).
 
 Store: ``owners x per_owner`` memories (two real sentences each, vectors derived from their real vectors, see
@@ -146,16 +146,17 @@ async def measure(owners: int, per_owner: int, queries: int, top_k: int) -> dict
     result: dict[str, Any] = {"owners": owners, "per_owner": per_owner, "size": total, "top_k": top_k}
     async with booku_memory.open(store_dir(total), config=BENCH_CONFIG, embedder=embedder) as memory:
         rt = memory.runtime
+        await rt.records.memory_keywords.wait_ready()  # a running service has its in-memory keyword index loaded
         timer = RouteTimer(rt)
         keyword_hits: list[int] = []
-        timed_keyword = rt.records.keyword_search
+        timed_keyword = rt.records.search_terms
 
         async def counted_keyword_search(*args: Any, **kwargs: Any) -> Any:
             found = await timed_keyword(*args, **kwargs)
             keyword_hits.append(len(found))
             return found
 
-        rt.records.keyword_search = counted_keyword_search  # type: ignore[method-assign]
+        rt.records.search_terms = counted_keyword_search  # type: ignore[method-assign]
         # Two passes over the same owners. "first call": the first query of each owner in this process, so
         # Chroma opens that owner's collections inside the timed call. "warm": another query per owner once its
         # collections are open, the steady state of a long-running host serving active chats.

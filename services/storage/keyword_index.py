@@ -7,9 +7,10 @@ frequency) and a query is a few vectorised operations: on the 100k bench store, 
 queries (~30k postings each), 1.7 ms p50 alone and 3.0 ms inside the service; the FTS5 route keeps a query's rarest
 terms within ``retrieval.keyword_posting_budget`` (4,000 postings) and still cost 5 ms. So no term is dropped here.
 
-The score is FTS5's bm25 formula (``fts5_aux.c``) with the weights of ``BM25_WEIGHTS``:
+The score is FTS5's bm25 formula (``fts5_aux.c``):
 
-* a phrase's frequency in a row is the weighted sum of its hits per column (title 3, content 1, tags 2);
+* a phrase's frequency in a row is the weighted sum of its hits per column (``COLUMN_WEIGHTS``: title 3, content 1,
+  tags 2);
 * D is the row's size in tokens over all its columns (the store token included), avgdl = all tokens / all rows;
 * idf = ln((N − n + 0.5) / (n + 0.5)), at least 1e-6, where n counts the rows the phrase occurs in;
 * a prefix term ``stem*`` (``logic.inflection``) is one phrase: its frequency sums every word it covers.
@@ -41,8 +42,8 @@ import numpy as np
 from ..logic.inflection import PREFIX_MARK, is_prefix_term, prefix_upper_bound
 
 # bm25() weights of the keyword index's columns: title, content, tags (the store column only scopes and weighs 0).
-BM25_WEIGHTS = (3.0, 1.0, 2.0)
-BM25_SQL_WEIGHTS = ", ".join(str(weight) for weight in (*BM25_WEIGHTS, 0.0))
+COLUMN_WEIGHTS = (3, 1, 2)
+BM25_SQL_WEIGHTS = ", ".join(str(float(weight)) for weight in (*COLUMN_WEIGHTS, 0))
 BM25_K1 = 1.2
 BM25_B = 0.75
 IDF_FLOOR = 1e-6
@@ -132,7 +133,7 @@ class KeywordIndex:
         stores: dict[int, int] = {}
         for rid, title, content, tags, store in rows:
             size = 0
-            for text, weight in ((title, 3), (content, 1), (tags, 2)):
+            for text, weight in zip((title, content, tags), COLUMN_WEIGHTS):
                 if text:
                     before = len(terms)
                     terms.extend(map(ids.__getitem__, text.split()))
@@ -205,7 +206,7 @@ class KeywordIndex:
         _, title, content, tags, store = row
         frequencies: dict[int, int] = {}
         size = 0
-        for text, weight in ((title, 3), (content, 1), (tags, 2)):
+        for text, weight in zip((title, content, tags), COLUMN_WEIGHTS):
             for token in (text or "").split():
                 term_id = self._term_id(fold_token(token))
                 frequencies[term_id] = frequencies.get(term_id, 0) + weight
