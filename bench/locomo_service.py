@@ -22,7 +22,8 @@ Routes, all on the same stores:
 * vector-only: ``runtime.vectors.query`` with the service's own query embedding (the search path has no
   vector-only switch);
 * keyword route: ``runtime.records.search_terms`` with the terms ``retrieve_memories`` searches (jieba segments, an
-  English word's other forms as prefixes), i.e. the FTS5 bm25 ranking the hybrid route fuses, on its own;
+  English word's other forms as prefixes), i.e. the bm25 ranking the hybrid route fuses, on its own (the in-memory
+  keyword index, which scores as FTS5 does);
 * keyword-only service: ``retrieve_memories`` on the same data directory reopened with an embedder that is down
   (``UnavailableEmbedder``), i.e. the service's degraded mode: the keyword route plus the date, write-order and
   text-shape steps; every answer must carry ``degraded``.
@@ -66,7 +67,7 @@ from common import (  # noqa: E402
 )
 
 KS = (1, 5, 10, 25)
-METHODS = ("keyword-only service (no embedder)", "keyword route (FTS5 bm25)", "vector-only",
+METHODS = ("keyword-only service (no embedder)", "keyword route (bm25)", "vector-only",
            "hybrid EPA (retrieve_memories)")
 STORES_DIR = RESULTS_DIR / "locomo_service"
 
