@@ -222,7 +222,7 @@ def print_report(build: dict[str, Any], measured: dict[str, Any]) -> None:
                           "target p50/p95 ms"], rows))
     print()
     print(f"Both passes: {measured['results_mean']:.1f} results/call, {measured['keyword_hits_mean']:.1f} keyword "
-          f"(FTS5) hits/call, results of other owners: {measured['foreign_results']} of "
+          f"hits/call, results of other owners: {measured['foreign_results']} of "
           f"{measured['results_checked']}, model calls in the timed loops: {measured['model_fallbacks']}.")
     print()
     print("Inside the call (p50 ms of each part; the rest is EPA, fusion, de-duplication and result shaping):")

@@ -198,7 +198,7 @@ class RouteTimer:
 
     PARTS = {
         "vector (Chroma)": ("vectors", "query"),
-        "keyword (FTS5, planned)": ("records", "search_terms"),
+        "keyword (bm25)": ("records", "search_terms"),
         "candidate rows": ("records", "candidates"),
         "result rows": ("records", "get_many"),
         "query vector lookup": ("embedder", "embed_queries"),
