@@ -5,6 +5,7 @@ Parity is checked against FTS5 itself, on the same SQLite file: the scores of ``
 and writes by another runtime (another connection, as another process would be).
 """
 
+import asyncio
 import sqlite3
 import threading
 
@@ -207,3 +208,37 @@ async def test_writes_made_while_the_index_loads_are_picked_up_from_the_journal(
             == [written["id"]]
         assert keywords.loads == 1 and keywords._loaded is snapshot              # followed, not reloaded
         assert_same_scores(snapshot.index, memory.runtime.db.path)
+
+
+async def test_concurrent_writes_edits_deletes_and_searches_leave_the_index_equal_to_fts5(tmp_path, monkeypatch) -> None:
+    """Writers (group-committed), editors, deleters and searchers interleaved, with compactions along the way: at
+    the end the in-memory index scores every query exactly as FTS5 scores the table."""
+    monkeypatch.setattr(keyword_index_module, "COMPACT_MIN_POSTINGS", 40)
+    monkeypatch.setattr(keyword_index_module, "COMPACT_SHARE", 0.2)
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        service = memory.get_service(booku_memory.MEMORY_SERVICE)
+        records = memory.runtime.records
+        flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        ids = await write_corpus(memory)
+
+        async def write(number: int) -> None:
+            written = await service.upsert_memory(f"{TEXTS[number % len(TEXTS)]}，第{number}次记录 lake{number % 7}")
+            ids.append(written["id"])
+
+        async def search(number: int) -> None:
+            await records.search_terms(QUERIES[number % len(QUERIES)], flt, limit=10)
+
+        for round_number in range(4):
+            await asyncio.gather(*(write(round_number * 20 + n) for n in range(20)),
+                                 *(search(n) for n in range(10)))
+            await service.update_memory_by_id(memory_id=ids[round_number], content=f"改写后的内容 {round_number} 咖啡")
+            await service.delete_memories(memory_ids=[ids[-1]], hard=round_number % 2 == 0)
+        await search(0)
+        index = records.memory_keywords._loaded.index
+        assert records.memory_keywords.loads == 1
+        assert_same_scores(index, memory.runtime.db.path)
+        conn = sqlite3.connect(memory.runtime.db.path)
+        try:
+            assert index.rows == conn.execute("SELECT COUNT(*) FROM booku_memory_fts").fetchone()[0]
+        finally:
+            conn.close()
