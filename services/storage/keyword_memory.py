@@ -177,7 +177,7 @@ class MemoryKeywordIndex:
         self._loaded = None
 
     def forget(self) -> None:
-        """Drop the index and reload it (the table was rebuilt in this process)."""
+        """Drop the index and reload it in the background (the journal cannot bring it up to date)."""
         self._loaded = None
         self.start_loading()
 
@@ -185,7 +185,8 @@ class MemoryKeywordIndex:
                      params: Sequence[Any], limit: int, depths: Sequence[int]) -> MemoryKeywordHits | None:
         """The best ``limit`` live rows matching any of ``terms`` that pass ``where`` (an SQL condition on
         ``booku_memory_records r`` with ``params``); None when the index is not ready (the caller takes the FTS5
-        route). ``depths``: how many of the best-scored rows are checked against ``where``, first then deeper."""
+        route). ``depths`` (``records.keyword_depths``): how many of the best-scored rows are checked against
+        ``where``, first then deeper; the query is scored once, at the deepest."""
         loaded = self._loaded
         core = aiosqlite_core(self.db.reader)
         if loaded is None or core is None or not self.enabled:
@@ -204,20 +205,19 @@ def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], sto
                  where: str, params: list[Any], limit: int, depths: list[int]) -> MemoryKeywordHits:
     """One hop on the reader's thread: follow the journal, score, then keep the best rows that pass ``where``."""
     _apply_journal(raw, loaded)
+    top = loaded.index.search(terms, depth=depths[-1], stores=store_tokens)  # scored once; checked in slices
+    ranked = list(zip(top.rids.tolist(), top.scores.tolist()))
     hits: list[tuple[str, float]] = []
-    top = None
     for depth in depths:
-        top = loaded.index.search(terms, depth=depth, stores=store_tokens)
-        if not top.matched:
+        rids = [rid for rid, _ in ranked[:depth]]
+        if not rids:
             break
-        rids = top.rids.tolist()
         # NOT INDEXED: look the rows up by rid. Left to itself, SQLite preferred an index matching the filters
         # (store, bucket, status) and walked every row of the store (~30 ms at 100k memories).
         passing = dict(raw.execute(
             f"SELECT r.rid, r.memory_id FROM booku_memory_records r NOT INDEXED "
             f"WHERE r.rid IN ({placeholders(len(rids))}) AND {where}", [*rids, *params]).fetchall())
-        hits = [(passing[rid], float(score)) for rid, score in zip(rids, top.scores.tolist()) if rid in passing]
-        if len(hits) >= limit or top.matched <= depth:
+        hits = [(passing[rid], score) for rid, score in ranked[:depth] if rid in passing]
+        if len(hits) >= limit or len(ranked) <= depth:
             break
-    frequencies = top.frequencies if top is not None else {}
-    return MemoryKeywordHits(hits[:limit], frequencies, loaded.index.rows)
+    return MemoryKeywordHits(hits[:limit], top.frequencies, loaded.index.rows)
