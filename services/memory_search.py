@@ -7,7 +7,7 @@ jieba-segmented text, plus a time route when the query names definite days (``lo
 text-shape steps, the keyword route's sure best may then take rank 1 (``logic.fusion.keyword_challenge``), the
 memories of the person the query names rise behind it (``logic.speaker``), and
 ``logic.dedup.select_distinct`` drops near-copies while keeping relevance order. Soft-deleted records have no vector
-and are filtered out of the keyword route in SQL, so they never take a result slot.
+and are filtered out of the keyword route before its best rows are taken, so they never take a result slot.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .logic.tags import CandidateTags, TagTriplet
 from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
 from .scope import Scope
-from .storage.records import RecordFilter
+from .storage.records import RecordFilter, Visible
 
 GREP_FIELDS = ("title", "summary", "content", "tags", "metadata", "name", "why_remembered")
 
@@ -60,21 +60,19 @@ class RankingResult:
 
 def searchable_filter(scope: Scope, *, include_archived: bool, include_knowledge: bool,
                       include_memories: bool = True) -> RecordFilter:
-    """SQL twin of the vector partitions a query may see."""
-    clauses = []
+    """Filter twin of the vector partitions a query may see."""
+    visible = []
     if include_memories:
-        statuses = "('active', 'archived', 'expired')" if include_archived else "('active')"
-        clauses.append(f"(r.bucket = 'memory' AND r.status IN {statuses})")
+        visible.append(Visible("memory", ("active", "archived", "expired") if include_archived else ("active",)))
     if include_knowledge:
-        clauses.append("(r.bucket = 'knowledge')")
-    return RecordFilter(store_keys=scope.readable_store_keys, buckets=None,
-                        extra_sql=[f"({' OR '.join(clauses) or '0'})"])
+        visible.append(Visible("knowledge"))
+    return RecordFilter(store_keys=scope.readable_store_keys, buckets=None, visible=visible)
 
 
 def memories_only(flt: RecordFilter) -> RecordFilter:
     """``flt`` narrowed to memories: a knowledge chunk's time is when its document was ingested, not a time the
     user lived, so a date in the query never lifts or fetches knowledge chunks."""
-    return replace(flt, extra_sql=[*flt.extra_sql, "r.bucket = 'memory'"], extra_params=list(flt.extra_params))
+    return replace(flt, buckets=("memory",), extra_sql=list(flt.extra_sql), extra_params=list(flt.extra_params))
 
 
 def tiers_for(*, include_archived: bool, include_knowledge: bool, include_memories: bool = True) -> list[str]:

@@ -15,8 +15,8 @@ The score is FTS5's bm25 formula (``fts5_aux.c``):
 * idf = ln((N − n + 0.5) / (n + 0.5)), at least 1e-6, where n counts the rows the phrase occurs in;
 * a prefix term ``stem*`` (``logic.inflection``) is one phrase: its frequency sums every word it covers.
 
-Soft-deleted records keep their keyword row (as in FTS5) and are filtered by the caller's SQL; so N, avgdl and the
-idf are those FTS5 would compute, and a search returns the same scores (``tests/services/test_keyword_index.py``
+Soft-deleted records keep their keyword row (as in FTS5) and are filtered by the caller (``eligible``); so N, avgdl
+and the idf are those FTS5 would compute, and a search returns the same scores (``tests/services/test_keyword_index.py``
 compares them on every query).
 
 This module is the data structure only. It is filled from and kept in step with the ``booku_memory_fts`` table by
@@ -35,7 +35,7 @@ import unicodedata
 from array import array
 from dataclasses import dataclass
 from itertools import repeat
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -317,9 +317,11 @@ class KeywordIndex:
         distinct, inverse = np.unique(rids, return_inverse=True)
         return distinct, np.bincount(inverse, values)
 
-    def search(self, terms: Sequence[str], *, depth: int, stores: Sequence[str] | None = None) -> KeywordTop:
+    def search(self, terms: Sequence[str], *, depth: int, stores: Sequence[str] | None = None,
+               eligible: Callable[[np.ndarray], np.ndarray] | None = None) -> KeywordTop:
         """The ``depth`` best rows for an OR of ``terms`` by bm25, among rows of ``stores`` (store tokens, None =
-        every store); ties go to the older row (lower rid)."""
+        every store) that ``eligible`` (a mask over rids, if given) admits; ties go to the older row (lower
+        rid)."""
         frequencies: dict[str, int] = {}
         if not self.rows:
             return KeywordTop(np.zeros(0, np.int64), np.zeros(0), 0, frequencies)
@@ -345,9 +347,15 @@ class KeywordIndex:
             codes = [self._store_code[token] for token in stores if token in self._store_code]
             keep = np.isin(self._store[rids], codes)
             rids, scores = rids[keep], scores[keep]
+        if eligible is not None:
+            keep = eligible(rids)
+            rids, scores = rids[keep], scores[keep]
         matched = len(rids)
         if matched > depth:
-            best = np.argpartition(-scores, depth - 1)[:depth]
+            # Every row tied with the last one kept, so that the tie goes to the older row, not to whichever of
+            # them the partition happened to put first.
+            cut = scores[np.argpartition(-scores, depth - 1)[depth - 1]]
+            best = scores >= cut
             rids, scores = rids[best], scores[best]
-        order = np.lexsort((rids, -scores))
+        order = np.lexsort((rids, -scores))[:depth]
         return KeywordTop(rids[order].astype(np.int64), scores[order], matched, frequencies)

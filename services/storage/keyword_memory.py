@@ -5,11 +5,15 @@
   on this project's machine; a store under ``LOAD_BEFORE_START_ROWS`` rows is loaded before start-up returns).
   Until it is ready, and whenever it is not, searches take the FTS5 route (``RecordRepository.keyword_search``):
   the in-memory index is an optimisation, never a condition for answering.
+* **Filtering.** With each row, the index keeps its record's memory id, bucket, status and deletion flag
+  (``storage.record_states``): a search whose filter checks no more than those (``RecordFilter.state_test``: a
+  retrieval's usual filter) is answered without SQL; any other filter is checked in SQL on the best rows.
 * **Following changes.** Every statement that writes or deletes a keyword row also appends its rid to
-  ``booku_keyword_journal`` in the same transaction (``journal_plan``). Before each search, on the reader
+  ``booku_keyword_journal`` in the same transaction (``journal_plan``), and a trigger appends a record's rid when
+  its bucket, status or deletion flag changes (migration 0012). Before each search, on the reader
   connection's thread, the entries after the last applied seq are read and each named row is re-read from the
   table: the index then holds what the committed table holds, whichever connection or process wrote it. Applying
-  an entry twice is harmless (it re-reads the row's current text).
+  an entry twice is harmless (it re-reads the row's current text and state).
 * **Falling back to a reload.** A rebuild of the whole table (entry rid -1), more pending entries than
   ``SYNC_LIMIT``, or a gap in the seqs (entries trimmed before this runtime read them) drops the index; searches
   use FTS5 until a reload in the background is done.
@@ -30,6 +34,7 @@ from typing import Any, Iterator, Sequence
 
 from .database import Database, aiosqlite_core, placeholders
 from .keyword_index import KeywordIndex, KeywordRowText
+from .record_states import RecordStates, RowStateTest
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +49,9 @@ SYNC_LIMIT = 2000
 LOAD_BEFORE_START_ROWS = 5_000
 # Journal entries kept when trimming (``trim_journal_sql``): a runtime more than this many changes behind reloads.
 JOURNAL_KEEP = 20_000
-ROWS_SQL = "SELECT rowid, title, content, tags, store FROM booku_memory_fts"
+# Each keyword row with its record's state (``RecordState``; NULLs when the row has no record).
+ROWS_SQL = ("SELECT f.rowid, f.title, f.content, f.tags, f.store, r.memory_id, r.bucket, r.status, r.is_deleted "
+            "FROM booku_memory_fts f LEFT JOIN booku_memory_records r ON r.rid = f.rowid")
 LAST_SEQ_SQL = f"SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'), 0)"
 PENDING_SQL = (f"SELECT * FROM (SELECT seq, rid FROM {JOURNAL_TABLE} WHERE seq > ? ORDER BY seq LIMIT ?) "
                f"UNION ALL SELECT seq, NULL FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'")
@@ -55,6 +62,7 @@ TRIM_JOURNAL_SQL = (f"DELETE FROM {JOURNAL_TABLE} WHERE seq <= "
 @dataclass
 class _Loaded:
     index: KeywordIndex
+    states: RecordStates
     applied_seq: int  # the last journal entry the index reflects
 
 
@@ -72,12 +80,15 @@ class _Stale(Exception):
     """The index cannot be brought up to date from the journal: reload it."""
 
 
-def _rows(conn: sqlite3.Connection, cancelled: threading.Event) -> Iterator[KeywordRowText]:
+def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates) -> Iterator[KeywordRowText]:
+    """The keyword rows' text, for ``KeywordIndex.build``; their records' states go to ``states`` on the way."""
     cursor = conn.execute(ROWS_SQL)
     while batch := cursor.fetchmany(1000):
         if cancelled.is_set():
             raise asyncio.CancelledError
-        yield from batch
+        for row in batch:
+            states.set(row[0], row[5:])
+            yield row[:5]
 
 
 def load_index(path: Path, cancelled: threading.Event) -> _Loaded:
@@ -87,9 +98,10 @@ def load_index(path: Path, cancelled: threading.Event) -> _Loaded:
         conn.execute("PRAGMA query_only = 1")
         conn.execute("BEGIN")
         applied = int(conn.execute(LAST_SEQ_SQL).fetchone()[0])
-        index = KeywordIndex.build(_rows(conn, cancelled))
+        states = RecordStates()
+        index = KeywordIndex.build(_rows(conn, cancelled, states))
         conn.execute("COMMIT")
-        return _Loaded(index, applied)
+        return _Loaded(index, states, applied)
     finally:
         conn.close()
 
@@ -108,13 +120,15 @@ def _apply_journal(raw: sqlite3.Connection, loaded: _Loaded) -> None:
             or entries[-1][0] != last or any(rid == JOURNAL_RESET_RID for _, rid in entries)):
         raise _Stale
     rids = list(dict.fromkeys(rid for _, rid in entries))
-    current: dict[int, KeywordRowText] = {}
+    current: dict[int, tuple] = {}
     for start in range(0, len(rids), 500):
         chunk = rids[start:start + 500]
-        for row in raw.execute(f"{ROWS_SQL} WHERE rowid IN ({placeholders(len(chunk))})", chunk):
+        for row in raw.execute(f"{ROWS_SQL} WHERE f.rowid IN ({placeholders(len(chunk))})", chunk):
             current[row[0]] = tuple(row)
     for rid in rids:
-        loaded.index.replace(rid, current.get(rid))
+        row = current.get(rid)
+        loaded.index.replace(rid, None if row is None else row[:5])
+        loaded.states.set(rid, None if row is None else row[5:])
     loaded.applied_seq = entries[-1][0]
 
 
@@ -181,20 +195,24 @@ class MemoryKeywordIndex:
         self._loaded = None
         self.start_loading()
 
-    async def search(self, terms: Sequence[str], *, store_tokens: Sequence[str] | None, where: str,
-                     params: Sequence[Any], limit: int, depths: Sequence[int]) -> MemoryKeywordHits | None:
-        """The best ``limit`` live rows matching any of ``terms`` that pass ``where`` (an SQL condition on
-        ``booku_memory_records r`` with ``params``); None when the index is not ready (the caller takes the FTS5
-        route). ``depths`` (``records.keyword_depths``): how many of the best-scored rows are checked against
-        ``where``, first then deeper; the query is scored once, at the deepest."""
+    async def search(self, terms: Sequence[str], *, store_tokens: Sequence[str] | None, state_test: RowStateTest | None,
+                     where: str, params: Sequence[Any], limit: int,
+                     depths: Sequence[int]) -> MemoryKeywordHits | None:
+        """The best ``limit`` live rows matching any of ``terms`` that pass the caller's filter; None when the
+        index is not ready (the caller takes the FTS5 route).
+
+        The filter is ``state_test`` when it can be (``RecordFilter.state_test``): applied in memory to every
+        scored row. Otherwise ``where``, an SQL condition on ``booku_memory_records r`` with ``params``, checked on
+        the ``depths`` best rows (``records.keyword_depths``), first then deeper; the query is scored once, at the
+        deepest."""
         loaded = self._loaded
         core = aiosqlite_core(self.db.reader)
         if loaded is None or core is None or not self.enabled:
             return None
         execute, raw = core
         try:
-            return await execute(_search_here, raw, loaded, list(terms), store_tokens, where, list(params), limit,
-                                 list(depths))
+            return await execute(_search_here, raw, loaded, list(terms), store_tokens, state_test, where,
+                                 list(params), limit, list(depths))
         except _Stale:
             if self._loaded is loaded:
                 self.forget()
@@ -202,12 +220,19 @@ class MemoryKeywordIndex:
 
 
 def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], store_tokens: Sequence[str] | None,
-                 where: str, params: list[Any], limit: int, depths: list[int]) -> MemoryKeywordHits:
-    """One hop on the reader's thread: follow the journal, score, then keep the best rows that pass ``where``."""
+                 state_test: RowStateTest | None, where: str, params: list[Any], limit: int,
+                 depths: list[int]) -> MemoryKeywordHits:
+    """One hop on the reader's thread: follow the journal, score, then keep the best rows that pass the filter."""
     _apply_journal(raw, loaded)
+    if state_test is not None:
+        top = loaded.index.search(terms, depth=limit, stores=store_tokens,
+                                  eligible=loaded.states.admitted(state_test))
+        memory_ids = loaded.states.memory_ids
+        hits = [(memory_ids[rid], score) for rid, score in zip(top.rids.tolist(), top.scores.tolist())]
+        return MemoryKeywordHits(hits, top.frequencies, loaded.index.rows)
     top = loaded.index.search(terms, depth=depths[-1], stores=store_tokens)  # scored once; checked in slices
     ranked = list(zip(top.rids.tolist(), top.scores.tolist()))
-    hits: list[tuple[str, float]] = []
+    hits = []
     for depth in depths:
         rids = [rid for rid, _ in ranked[:depth]]
         if not rids:

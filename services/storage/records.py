@@ -26,7 +26,8 @@ from ..logic.text import keyword_title
 from ..scope import WriteContext
 from .database import Database, aiosqlite_core, placeholders
 from .keyword_index import BM25_SQL_WEIGHTS
-from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex
+from .keyword_memory import (JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex,
+                             RowStateTest)
 from .keyword_plan import KeywordPlanner
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -83,6 +84,17 @@ KEYWORD_REBUILD_META_KEY = "keyword_index_rebuild"
 TEXT_FTS_COLUMNS = "{title content tags}"
 
 
+@dataclass(frozen=True)
+class Visible:
+    """One kind of record a search may see: a bucket, and the statuses it may have there (None: any)."""
+
+    bucket: str
+    statuses: tuple[str, ...] | None = None
+
+    def admits(self, bucket: str, status: str) -> bool:
+        return bucket == self.bucket and (self.statuses is None or status in self.statuses)
+
+
 @dataclass
 class RecordFilter:
     """Structured filters shared by listings, keyword search and grep. All conditions are ANDed."""
@@ -90,6 +102,8 @@ class RecordFilter:
     store_keys: Sequence[str] | None = None
     buckets: Sequence[str] | None = ("memory",)
     statuses: Sequence[str] | None = None
+    visible: Sequence[Visible] | None = None
+    """Any of these kinds (ORed), on top of ``buckets`` and ``statuses``; None: no such condition, () none."""
     memory_types: Sequence[str] | None = None
     exclude_memory_types: Sequence[str] = ()
     folder_id: str | None = None
@@ -114,6 +128,16 @@ class RecordFilter:
         add_in("store_key", self.store_keys)
         add_in("bucket", self.buckets)
         add_in("status", self.statuses)
+        if self.visible is not None:
+            kinds = []
+            for kind in self.visible:
+                if kind.statuses is None:
+                    kinds.append(f"{alias}.bucket = ?")
+                    params.append(kind.bucket)
+                else:
+                    kinds.append(f"({alias}.bucket = ? AND {alias}.status IN ({placeholders(len(kind.statuses))}))")
+                    params.extend([kind.bucket, *kind.statuses])
+            clauses.append(f"({' OR '.join(kinds)})" if kinds else "0")
         add_in("memory_type", self.memory_types)
         if self.exclude_memory_types:
             clauses.append(f"{alias}.memory_type NOT IN ({placeholders(len(self.exclude_memory_types))})")
@@ -142,6 +166,33 @@ class RecordFilter:
         clauses.extend(self.extra_sql)
         params.extend(self.extra_params)
         return (" AND ".join(clauses) if clauses else "1"), params
+
+    def state_test(self) -> RowStateTest | None:
+        """This filter as a test of a record's (bucket, status, is_deleted), when those (and ``store_keys``, which
+        the keyword index scopes itself) are all it checks; None when it has any other condition.
+
+        Why: the in-memory keyword index keeps each row's bucket, status and deletion flag
+        (``storage.keyword_memory``), so a retrieval's usual filter is applied there, before the best rows are
+        taken, instead of by looking ~150 scattered rows up in SQL (1–4 ms at 100k memories)."""
+        if (self.memory_types is not None or self.exclude_memory_types or self.folder_id is not None
+                or self.person_id is not None or self.relation_of is not None or self.tag is not None
+                or self.created_before is not None or self.extra_sql or self.extra_params):
+            return None
+        buckets = None if self.buckets is None else frozenset(self.buckets)
+        statuses = None if self.statuses is None else frozenset(self.statuses)
+        visible = None if self.visible is None else tuple(self.visible)
+        include_deleted, only_deleted = self.include_deleted, self.only_deleted
+
+        def test(bucket: str, status: str, is_deleted: bool) -> bool:
+            if only_deleted:
+                if not is_deleted:
+                    return False
+            elif is_deleted and not include_deleted:
+                return False
+            return ((buckets is None or bucket in buckets) and (statuses is None or status in statuses)
+                    and (visible is None or any(kind.admits(bucket, status) for kind in visible)))
+
+        return test
 
 
 def store_token(store_key: str) -> str:
@@ -685,7 +736,8 @@ class RecordRepository:
 
         With the in-memory index ready (``storage.keyword_memory``), every term is ranked there: same bm25 as FTS5,
         2.4–3 ms of scoring inside the service instead of ~5 ms of FTS5 ranking within the budget at 100k memories,
-        and the terms' document frequencies come with it (so the keyword challenge reads none). Otherwise FTS5: ``KeywordPlanner`` keeps the rarest terms within a posting budget
+        and the terms' document frequencies come with it (so the keyword challenge reads none); a filter that checks
+        only stores, buckets, statuses and deletion (``RecordFilter.state_test``) is applied there too. Otherwise FTS5: ``KeywordPlanner`` keeps the rarest terms within a posting budget
         and drops the store clause where it filters nothing, then ``keyword_search``.
         """
         if flt.store_keys is not None and not flt.store_keys:
@@ -695,8 +747,8 @@ class RecordRepository:
         if terms and self.memory_keywords.ready:
             where, params = flt.where()
             found = await self.memory_keywords.search(
-                terms, store_tokens=tokens if flt.store_keys is not None else None, where=where, params=params,
-                limit=limit, depths=keyword_depths(limit))
+                terms, store_tokens=tokens if flt.store_keys is not None else None, state_test=flt.state_test(),
+                where=where, params=params, limit=limit, depths=keyword_depths(limit))
             if found is not None:
                 self.keyword_planner.remember(found.frequencies, found.rows)
                 return found.hits

@@ -9,6 +9,7 @@ import asyncio
 import sqlite3
 import threading
 
+import numpy as np
 import pytest
 
 import booku_memory
@@ -19,7 +20,7 @@ from booku_memory.services.scope import DEFAULT_SCOPE
 from booku_memory.services.storage import keyword_index as keyword_index_module
 from booku_memory.services.storage import keyword_memory
 from booku_memory.services.storage.keyword_index import BM25_SQL_WEIGHTS, KeywordIndex, fold_token
-from booku_memory.services.storage.records import TEXT_FTS_COLUMNS
+from booku_memory.services.storage.records import TEXT_FTS_COLUMNS, RecordFilter, Visible
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 FTS_OFF = {**QUIET, "retrieval": {"in_memory_keyword_index": False}}
@@ -48,9 +49,23 @@ def fts_scores(path, terms: list[str]) -> dict[int, float]:
 def index_from_table(path) -> KeywordIndex:
     conn = sqlite3.connect(path)
     try:
-        return KeywordIndex.build(conn.execute(keyword_memory.ROWS_SQL).fetchall())
+        return KeywordIndex.build(row[:5] for row in conn.execute(keyword_memory.ROWS_SQL).fetchall())
     finally:
         conn.close()
+
+
+def assert_same_states(states, path) -> None:
+    """``states`` (``RecordStates``) holds each keyword row's record as the table does."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(keyword_memory.ROWS_SQL).fetchall()
+    finally:
+        conn.close()
+    assert states.memory_ids == {row[0]: row[5] for row in rows if row[5] is not None}
+    for row in rows:
+        expected = (row[6], row[7], bool(row[8])) if row[5] is not None else None
+        held = states._state[row[0]]
+        assert (None if held < 0 else next(key for key, code in states._codes.items() if code == held)) == expected
 
 
 def assert_same_scores(index: KeywordIndex, path) -> None:
@@ -242,3 +257,96 @@ async def test_concurrent_writes_edits_deletes_and_searches_leave_the_index_equa
             assert index.rows == conn.execute("SELECT COUNT(*) FROM booku_memory_fts").fetchone()[0]
         finally:
             conn.close()
+
+
+async def test_record_state_changes_by_another_runtime_filter_the_memory_route_as_sql_does(tmp_path) -> None:
+    """Archive, soft delete, restore and hard delete change no keyword row; a trigger journals them (migration
+    0012), so the index's copy of each record's state follows them, whoever made them, and the in-memory filter
+    keeps exactly the rows the SQL filter keeps."""
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as first:
+        ids = await write_corpus(first)
+        records = first.runtime.records
+        everything = searchable_filter(DEFAULT_SCOPE, include_archived=True, include_knowledge=True)
+        await records.search_terms(["西湖"], everything, limit=5)  # the index holds the corpus from here on
+        async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
+            other = second.get_service(booku_memory.MEMORY_SERVICE)
+            await other.archive_memories(memory_ids=[ids[0], ids[4]])
+            await other.delete_memories(memory_ids=[ids[1], ids[5]])
+            await other.restore_memories(memory_ids=[ids[5]])
+            await other.delete_memories(memory_ids=[ids[6]], hard=True)
+        queries = [["西湖", "绿茶", "咖啡"], ["lake", "caroline", "paint*"], ["melanie", "sunrise", "morning"]]
+        for include_archived in (False, True):
+            flt = searchable_filter(DEFAULT_SCOPE, include_archived=include_archived, include_knowledge=True)
+            assert flt.state_test() is not None
+            for terms in queries:
+                in_memory = await records.search_terms(terms, flt, limit=20)
+                records.memory_keywords.enabled = False
+                fts5 = await records.search_terms(terms, flt, limit=20)
+                records.memory_keywords.enabled = True
+                assert [memory_id for memory_id, _ in in_memory] == [memory_id for memory_id, _ in fts5]
+                assert [score for _, score in in_memory] == pytest.approx([score for _, score in fts5], rel=1e-12)
+        found = dict(await records.search_terms(["西湖", "lake", "caroline"], flt, limit=20))
+        assert ids[0] in found and ids[4] in found                # archived: seen with include_archived
+        assert ids[1] not in found and ids[6] not in found        # deleted (soft, hard) never
+        live = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        found = dict(await records.search_terms(["西湖", "lake", "caroline"], live, limit=20))
+        assert ids[0] not in found and ids[4] not in found and ids[5] in found
+        assert records.memory_keywords.loads == 1                 # followed through the journal, not reloaded
+        assert_same_states(records.memory_keywords._loaded.states, first.runtime.db.path)
+        assert_same_scores(records.memory_keywords._loaded.index, first.runtime.db.path)
+
+
+async def test_a_filter_beyond_record_states_is_checked_in_sql_on_the_memory_route(tmp_path) -> None:
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        service = memory.get_service(booku_memory.MEMORY_SERVICE)
+        await write_corpus(memory)
+        person = await service.create_memory(
+            title="Caroline", content="Caroline likes the lake at dawn", memory_type="person",
+            person_id="qq:10001", tags=["朋友"], core_tags=["Caroline"], diffusion_tags=["湖"],
+            opposing_tags=["沙漠"])
+        flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
+        flt.memory_types = ("person",)
+        assert flt.state_test() is None
+        hits = await memory.runtime.records.search_terms(["lake", "caroline"], flt, limit=10)
+        assert [memory_id for memory_id, _ in hits] == [person["id"]]
+
+
+@pytest.mark.parametrize("flt", [
+    RecordFilter(store_keys=None, buckets=None, visible=[Visible("memory", ("active",)), Visible("knowledge")]),
+    RecordFilter(buckets=("memory",), statuses=("active", "archived")),
+    RecordFilter(buckets=None, visible=[]),
+    RecordFilter(buckets=None, include_deleted=True),
+    RecordFilter(buckets=("knowledge", "memory"), only_deleted=True),
+])
+def test_a_filters_state_test_admits_exactly_the_rows_its_sql_admits(flt) -> None:
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE booku_memory_records (rid INTEGER PRIMARY KEY, bucket TEXT, status TEXT, "
+                 "is_deleted INTEGER)")
+    kinds = [(bucket, status, deleted) for bucket in ("memory", "knowledge", "emergent")
+             for status in ("active", "archived", "expired") for deleted in (0, 1)]
+    conn.executemany("INSERT INTO booku_memory_records (bucket, status, is_deleted) VALUES (?, ?, ?)", kinds)
+    where, params = flt.where()
+    by_sql = {tuple(row) for row in conn.execute(
+        f"SELECT bucket, status, is_deleted FROM booku_memory_records r WHERE {where}", params)}
+    test = flt.state_test()
+    assert {kind for kind in kinds if test(kind[0], kind[1], bool(kind[2]))} == by_sql
+
+
+def test_a_filter_with_any_other_condition_has_no_state_test() -> None:
+    for extra in ({"memory_types": ("person",)}, {"folder_id": "f"}, {"person_id": "qq:1"}, {"tag": "x"},
+                  {"extra_sql": ["r.pinned = 0"]}, {"created_before": 1.0}, {"exclude_memory_types": ("plan",)},
+                  {"relation_of": "m"}):
+        assert RecordFilter(**extra).state_test() is None
+
+
+def test_rows_tied_at_the_cut_go_to_the_oldest() -> None:
+    """Three score levels (one, two or three hits of the term, same row length), shuffled over the rids: whatever
+    the depth, the rows kept are the best, and among those tied at the cut, the oldest."""
+    texts = ["绿茶 西湖 西湖", "绿茶 绿茶 西湖", "绿茶 绿茶 绿茶"]
+    order = np.random.default_rng(7).permutation(np.arange(1, 121) % 3)
+    rows = [(rid, None, texts[level], None, "s0") for rid, level in enumerate(order.tolist(), start=1)]
+    index = KeywordIndex.build(rows)
+    expected = [rid for level in (2, 1, 0) for rid, row_level in enumerate(order.tolist(), start=1)
+                if row_level == level]
+    for depth in (1, 5, 17, 39, 40, 41, 77, 119):
+        assert index.search(["绿茶"], depth=depth).rids.tolist() == expected[:depth]
