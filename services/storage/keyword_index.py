@@ -88,7 +88,8 @@ class _TermIds(dict):
 
 @dataclass
 class KeywordTop:
-    """The best rows of one search: ids and scores (higher is better), best first, and how many rows matched."""
+    """The best rows of one search: ids and scores (higher is better), best first, and how many rows matched (of
+    the stores and rows the search admitted)."""
 
     rids: np.ndarray
     scores: np.ndarray
