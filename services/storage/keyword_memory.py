@@ -232,7 +232,7 @@ def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], sto
         return MemoryKeywordHits(hits, top.frequencies, loaded.index.rows)
     top = loaded.index.search(terms, depth=depths[-1], stores=store_tokens)  # scored once; checked in slices
     ranked = list(zip(top.rids.tolist(), top.scores.tolist()))
-    hits = []
+    hits: list[tuple[str, float]] = []
     for depth in depths:
         rids = [rid for rid, _ in ranked[:depth]]
         if not rids:

@@ -35,17 +35,17 @@ class RecordStates:
         self.memory_ids: dict[int, str] = {}
 
     def set(self, rid: int, state: RecordState | None) -> None:
-        """Row ``rid``'s record is now ``state`` (None or all-None: no record, or no row)."""
-        if state is None or state[0] is None:
-            self.memory_ids.pop(rid, None)
-            if rid < len(self._state):
-                self._state[rid] = _NONE
-            return
-        memory_id, bucket, status, is_deleted = state
+        """Row ``rid``'s record is now ``state`` (None or all-None: no record, or no row). Every rid the keyword
+        index holds passes through here, so the state array covers them all."""
         if rid >= len(self._state):
             grown = np.full(max(rid + 1, 2 * len(self._state), 1024), _NONE, np.int16)
             grown[:len(self._state)] = self._state
             self._state = grown
+        if state is None or state[0] is None:
+            self.memory_ids.pop(rid, None)
+            self._state[rid] = _NONE
+            return
+        memory_id, bucket, status, is_deleted = state
         key = (str(bucket), str(status), bool(is_deleted))
         self._state[rid] = self._codes.setdefault(key, len(self._codes))
         self.memory_ids[rid] = memory_id
@@ -57,10 +57,4 @@ class RecordStates:
         for key, code in self._codes.items():
             lookup[code] = test(*key)
         states = self._state
-
-        def mask(rids: np.ndarray) -> np.ndarray:
-            inside = rids < len(states)
-            codes = np.where(inside, states[np.where(inside, rids, 0)], _NONE)
-            return lookup[codes]
-
-        return mask
+        return lambda rids: lookup[states[rids]]

@@ -26,9 +26,9 @@ from ..logic.text import keyword_title
 from ..scope import WriteContext
 from .database import Database, aiosqlite_core, placeholders
 from .keyword_index import BM25_SQL_WEIGHTS
-from .keyword_memory import (JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex,
-                             RowStateTest)
+from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex
 from .keyword_plan import KeywordPlanner
+from .record_states import RowStateTest
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
