@@ -228,7 +228,7 @@ class RouteTimer:
 
 
 async def measure(size: int, queries: int, top_k: int, embed_queries: int,
-                  memory_keywords: bool = True) -> dict[str, Any]:
+                  memory_keywords: bool = True, memory_vectors: bool = True) -> dict[str, Any]:
     """Latency of ``retrieve_memories`` on the cached store, route breakdown, query-embedding time, peak RSS."""
     directory = store_dir(size)
     embedder = PrecomputedEmbedder()
@@ -237,7 +237,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
     if missing:
         raise SystemExit(f"{len(missing)} latency queries have no precomputed vector; run without --phase first")
     result: dict[str, Any] = {"size": size, "top_k": top_k, "queries": len(chosen)}
-    config = keyword_route_config(memory_keywords)
+    config = route_config(memory_keywords, memory_vectors)
     async with booku_memory.open(directory, config=config, embedder=embedder) as memory:
         svc = memory.get_service(MEMORY_SERVICE)
         rt = memory.runtime
@@ -246,6 +246,10 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
         loading = time.perf_counter()
         result["keyword_index"] = "in memory" if await rt.records.memory_keywords.wait_ready() else "FTS5"
         result["keyword_index_load_s"] = round(time.perf_counter() - loading, 2)
+        # Likewise the vectors' in-memory copy (Chroma returns the hits' vectors meanwhile).
+        copied = await rt.vector_copy_load if rt.vector_copy_load is not None else 0
+        result["vector_copy"] = f"{copied:,} in memory" if rt.vectors.copy is not None else "from Chroma"
+        result["vector_copy_load_s"] = round(time.perf_counter() - loading, 2)
         result["rss_after_open_mb"] = round(rss_mb(), 1)
         timer = RouteTimer(rt)
         for text, _ in chosen[:20]:  # warm-up: Chroma loads the HNSW segment, SQLite fills its page cache
@@ -302,9 +306,11 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
     return result
 
 
-def keyword_route_config(memory_keywords: bool) -> dict[str, Any]:
-    """The bench config with the keyword route chosen by ``--keyword-index``."""
-    return {**BENCH_CONFIG, "retrieval": {"in_memory_keyword_index": memory_keywords}}
+def route_config(memory_keywords: bool, memory_vectors: bool = True) -> dict[str, Any]:
+    """The bench config with the keyword route chosen by ``--keyword-index`` and where the hits' vectors come from
+    by ``--vector-copy``."""
+    return {**BENCH_CONFIG, "retrieval": {"in_memory_keyword_index": memory_keywords,
+                                          "in_memory_vectors": memory_vectors}}
 
 
 # ------------------------------------------------------------------------------------------------ writes
@@ -370,7 +376,7 @@ async def measure_writes(size: int, writes: int, embedded_writes: int, concurren
                     "latency": percentiles(latencies), "modes": dict(modes),
                     "stand_in_calls": model.stats.fallback_calls - stand_in_calls if model is not None else 0}
 
-        config = keyword_route_config(memory_keywords)
+        config = route_config(memory_keywords)
         async with booku_memory.open(scratch, config=config, embedder=embedder) as memory:
             svc = memory.get_service(MEMORY_SERVICE)
             await memory.runtime.records.memory_keywords.wait_ready()  # a running service has it loaded
@@ -408,7 +414,8 @@ def child(phase: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
     command = [sys.executable, str(SCRIPT), "--phase", phase, "--phase-size", str(size), "--out", str(out),
                "--queries", str(args.queries), "--top-k", str(args.top_k), "--embed-queries", str(args.embed_queries),
                "--writes", str(args.writes), "--embedded-writes", str(args.embedded_writes),
-               "--concurrency", str(args.concurrency), "--build", args.build, "--keyword-index", args.keyword_index]
+               "--concurrency", str(args.concurrency), "--build", args.build, "--keyword-index", args.keyword_index,
+               "--vector-copy", args.vector_copy]
     subprocess.run(command, check=True)
     result = json.loads(out.read_text(encoding="utf-8"))
     out.unlink()
@@ -460,11 +467,13 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
     print()
     print("### Memory and disk")
     print()
-    rows = [[f"{size:,}", m.get("keyword_index", "FTS5"), m.get("keyword_index_load_s", "—"), m["rss_after_open_mb"],
+    rows = [[f"{size:,}", m.get("keyword_index", "FTS5"), m.get("keyword_index_load_s", "—"),
+             m.get("vector_copy", "from Chroma"), m.get("vector_copy_load_s", "—"), m["rss_after_open_mb"],
              m["rss_after_queries_mb"], m["peak_rss_mb"], m["disk_mb"]]
             for size, m in measured.items()]
-    print(markdown_table(["memories", "keyword index", "its load after start-up s", "RSS after open MB",
-                          "RSS after queries MB", "peak RSS MB (incl. model)", "store on disk MB"], rows))
+    print(markdown_table(["memories", "keyword index", "its load after start-up s", "hits' vectors",
+                          "copy loaded after start-up s", "RSS after open MB", "RSS after queries MB",
+                          "peak RSS MB (incl. model)", "store on disk MB"], rows))
 
 
 def print_report(builds: dict[int, dict[str, Any]], measured: dict[int, dict[str, Any]],
@@ -505,6 +514,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keyword-index", choices=("memory", "fts5"), default="memory",
                         help="keyword route of the timed calls: the in-memory index (the default config) or FTS5 "
                              "with its posting budget (retrieval.in_memory_keyword_index = false)")
+    parser.add_argument("--vector-copy", choices=("memory", "chroma"), default="memory",
+                        help="where the timed calls take the hits' vectors from: the in-memory copy (the default "
+                             "config) or Chroma's answer (retrieval.in_memory_vectors = false)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached stores")
     parser.add_argument("--skip-writes", action="store_true")
     parser.add_argument("--skip-build", action="store_true",
@@ -522,7 +534,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = asyncio.run(build_store(args.phase_size, args.build, args.concurrency))
         elif args.phase == "measure":
             result = asyncio.run(measure(args.phase_size, args.queries, args.top_k, args.embed_queries,
-                                         args.keyword_index == "memory"))
+                                         args.keyword_index == "memory", args.vector_copy == "memory"))
         else:
             result = asyncio.run(measure_writes(args.phase_size, args.writes, args.embedded_writes,
                                                 args.concurrency, args.keyword_index == "memory"))

@@ -123,6 +123,7 @@ class BookuRuntime:
         self._host_embed_fn = host_embed_fn
         self._host_chat_fn = host_chat_fn
         self.dreaming: Any = None
+        self.vector_copy_load: asyncio.Task | None = None
         self.db = Database(self._resolve(self.config.storage.database_path))
         self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget,
                                         in_memory_keywords=self.config.retrieval.in_memory_keyword_index)
@@ -133,9 +134,11 @@ class BookuRuntime:
         self.embedder_error = ""
         vector = self.config.vector
         if vector.backend == "http":
-            self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl)
+            self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl,
+                                       copy_vectors=self.config.retrieval.in_memory_vectors)
         else:
-            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path))
+            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path),
+                                       copy_vectors=self.config.retrieval.in_memory_vectors)
         self.vector_sync = VectorSync(self.db, self.records, self.vectors, lambda: self if self.embedder else None)
         self.write_lock = asyncio.Lock()
         # Upserts waiting for their group commit (memory_writes: one task writes them in batches, one transaction each).
@@ -187,6 +190,9 @@ class BookuRuntime:
             self.vectors.bind_model(self.embedder.model_id, int(self.embedder.dimension))
             if check_model:
                 await self.vectors.check_model()
+        # Queries ask Chroma for the hits' vectors until their in-memory copy is loaded from the embedding cache
+        # (``storage.vector_copy``; a model learnt later: the copy fills as queries read vectors from Chroma).
+        self.vector_copy_load = self.spawn(self.vectors.load_copy(self.db.path), name="booku-vector-copy")
         self._check_model = check_model
         from .storage.documents import DocumentRepository
 
