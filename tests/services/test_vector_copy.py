@@ -5,6 +5,8 @@ copy's back.
 Real SQLite, real embedded Chroma; vectors from the small deterministic test embedder.
 """
 
+import contextlib
+
 import numpy as np
 
 import booku_memory
@@ -26,16 +28,22 @@ async def write_and_flush(memory) -> list[str]:
     return ids
 
 
+@contextlib.asynccontextmanager
+async def reopened_after_writing(path, embedder):
+    """A runtime opened on a store that another runtime wrote (and flushed to Chroma) and closed: its copy is
+    loaded at start-up, from the embedding cache."""
+    async with booku_memory.open(path, QUIET, embedder=embedder) as memory:
+        await write_and_flush(memory)
+    async with booku_memory.open(path, QUIET, embedder=embedder) as memory:
+        yield memory.runtime
+
+
 async def query(runtime, vector):
     return await runtime.vectors.query(vector, store_keys=[STORE], tiers=["live"], limit=10, with_embeddings=True)
 
 
 async def test_hits_carry_the_vectors_chroma_holds_with_or_without_the_copy(tmp_path) -> None:
-    embedder = DeterministicTestEmbedder()
-    async with booku_memory.open(tmp_path / "data", QUIET, embedder=embedder) as memory:
-        await write_and_flush(memory)
-    async with booku_memory.open(tmp_path / "data", QUIET, embedder=embedder) as memory:
-        runtime = memory.runtime
+    async with reopened_after_writing(tmp_path / "data", DeterministicTestEmbedder()) as runtime:
         assert await runtime.vector_copy_load == len(TEXTS)
         assert collection_name("live", STORE) in runtime.vectors.copy.loaded
         vectors = await runtime.embed_queries(["西湖 绿茶 咖啡", "跑步 音乐", "雨天的会议"])
@@ -74,11 +82,7 @@ async def test_a_vector_rewritten_behind_the_copys_back_is_read_from_chroma(tmp_
 
 
 async def test_collections_not_loaded_yet_return_chroma_vectors_and_fill_the_copy(tmp_path) -> None:
-    embedder = DeterministicTestEmbedder()
-    async with booku_memory.open(tmp_path / "data", QUIET, embedder=embedder) as memory:
-        await write_and_flush(memory)
-    async with booku_memory.open(tmp_path / "data", QUIET, embedder=embedder) as memory:
-        runtime = memory.runtime
+    async with reopened_after_writing(tmp_path / "data", DeterministicTestEmbedder()) as runtime:
         await runtime.vector_copy_load
         runtime.vectors.copy.clear()
         runtime.vectors.copy.listed = None  # as before the load has listed anything
