@@ -3,8 +3,10 @@
 Why: EPA needs the vectors of the hits (the logic depth, the reshaped query, de-duplication), and asking Chroma to
 return them cost its query thread ~2 ms of CPU per pass at 100k memories, most of it Chroma's Rust binding building
 a Python float for each of the 50 × 384 numbers while it holds the GIL, which every other thread of the process
-waits for. Measured with a prototype (100k memories, 300 queries, blocks alternated in one process): p50 19.6
-against 21.6 ms, with ``core_tags`` (two passes) 30.0 against 34.6, the same results for 100 of 100 queries.
+waits for. Measured at 100k memories (``bench/service_latency.py --vector-copy memory|chroma``, four pairs
+alternated on a busy machine): with ``core_tags`` (two passes) p50 29.1–35.3 against 34.5–38.5 ms and Chroma's thread
+6.5–7.4 against 9.8–10.8 ms of CPU per call; plain calls within the noise, Chroma's thread 3.2–3.6 against 4.3–4.9.
+The same ids for 589 of 589 calls with and without the copy.
 
 The copy is never trusted blindly. A copied vector is used for a hit only when its cosine with the query equals
 the similarity Chroma returned for that hit, to ``MATCH_TOLERANCE``; otherwise (not copied yet, or rewritten since
@@ -41,8 +43,8 @@ CACHED_VECTORS_SQL = (
 
 class VectorCopy:
     """memory id → its stored vector, rows of one float32 matrix (a dict of small arrays cost ~2.5× the numbers in
-    RSS); and the collections loaded in full. Chroma's query thread and its write thread both use it: a lock keeps
-    each row to one id."""
+    RSS); and the collections whose vectors it was loaded with. Chroma's query thread and its write thread both use
+    it: a lock keeps each row to one id."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -50,7 +52,8 @@ class VectorCopy:
         self._matrix = np.zeros((0, 0), np.float32)
         self._free: list[int] = []
         self.loaded: set[str] = set()
-        """Collections whose every vector was copied (or which were created empty after ``listed``)."""
+        """Collections the load copied vectors of (or created empty after ``listed``): their queries ask Chroma
+        for distances only."""
         self.listed: set[str] | None = None
         """The collections the load found (None until it lists them)."""
 
@@ -60,49 +63,48 @@ class VectorCopy:
     def clear(self) -> None:
         """Forget everything (every collection is being dropped)."""
         with self._lock:
-            self._forget()
+            self._use_dimension(0)
         self.loaded.clear()
         self.listed = set()
 
-    def _forget(self) -> None:
-        self._row_of.clear()
-        self._matrix = np.zeros((0, 0), np.float32)
-        self._free.clear()
+    def _use_dimension(self, dimension: int) -> None:
+        """Start over unless the rows hold ``dimension`` numbers (another model's vectors are never mixed in)."""
+        if self._matrix.shape[1] != dimension:
+            self._row_of.clear()
+            self._free.clear()
+            self._matrix = np.zeros((0, dimension), np.float32)
 
-    def put(self, ids: Sequence[str], vectors: Sequence[Sequence[float]] | np.ndarray) -> None:
-        rows = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1) if len(ids) else None
-        if rows is None:
-            return
-        with self._lock:
-            if self._matrix.shape[1] != rows.shape[1]:
-                self._forget()  # another model's vectors (or the first ones): never mix dimensions
-                self._matrix = np.zeros((0, rows.shape[1]), np.float32)
-            for memory_id, vector in zip(ids, rows):
-                row = self._row_of.get(memory_id)
-                if row is None:
-                    row = self._free.pop() if self._free else self._grow()
-                    self._row_of[memory_id] = row
-                self._matrix[row] = vector
+    def _resize(self, capacity: int) -> None:
+        used = len(self._row_of) + len(self._free)
+        grown = np.zeros((capacity, self._matrix.shape[1]), np.float32)
+        grown[:used] = self._matrix[:used]
+        self._matrix = grown
 
     def reserve(self, rows: int, dimension: int) -> None:
         """Room for ``rows`` vectors in all, allocated once (growing while loading 100k vectors held the old and the
         new matrix at once: ~300 MB at the peak)."""
         with self._lock:
-            if self._matrix.shape[1] != dimension:
-                self._forget()
-                self._matrix = np.zeros((0, dimension), np.float32)
-            used = len(self._row_of) + len(self._free)
+            self._use_dimension(dimension)
             if rows > len(self._matrix):
-                grown = np.zeros((rows, dimension), np.float32)
-                grown[:used] = self._matrix[:used]
-                self._matrix = grown
+                self._resize(rows)
 
-    def _grow(self) -> int:
+    def put(self, ids: Sequence[str], vectors: Sequence[Sequence[float]] | np.ndarray) -> None:
+        if not len(ids):
+            return
+        rows = np.asarray(vectors, dtype=np.float32).reshape(len(ids), -1)
+        with self._lock:
+            self._use_dimension(rows.shape[1])
+            for memory_id, vector in zip(ids, rows):
+                row = self._row_of.get(memory_id)
+                if row is None:
+                    row = self._free.pop() if self._free else self._next_row()
+                    self._row_of[memory_id] = row
+                self._matrix[row] = vector
+
+    def _next_row(self) -> int:
         used = len(self._row_of) + len(self._free)
         if used >= len(self._matrix):
-            grown = np.zeros((max(1024, used + used // 4), self._matrix.shape[1]), np.float32)
-            grown[:used] = self._matrix[:used]
-            self._matrix = grown
+            self._resize(max(1024, used + used // 4))
         return used
 
     def drop(self, ids: Sequence[str]) -> None:
@@ -120,18 +122,22 @@ class VectorCopy:
 
     def verified(self, query: np.ndarray, ids: Sequence[str], similarities: Sequence[float]) -> list[np.ndarray | None]:
         """The copied vector of each hit whose cosine with ``query`` matches Chroma's ``similarities``; None where
-        there is no copy or it does not match (see the module docstring)."""
+        there is no copy or it does not match (see the module docstring). One gather and one product for all."""
+        with self._lock:
+            rows = [self._row_of.get(memory_id) for memory_id in ids]
+            present = [index for index, row in enumerate(rows) if row is not None]
+            vectors = self._matrix[[rows[index] for index in present]] if present else None
+        found: list[np.ndarray | None] = [None] * len(ids)
+        if vectors is None:
+            return found
         norm = float(np.linalg.norm(query))
-        direction = np.asarray(query, dtype=np.float32) / (norm if norm > 0 else 1.0)
-        found: list[np.ndarray | None] = []
-        for memory_id, similarity in zip(ids, similarities):
-            vector = self.vector(memory_id)
-            if vector is not None:
-                length = float(np.linalg.norm(vector))
-                cosine = float(vector @ direction) / (length if length > 0 else 1.0)
-                if abs(cosine - similarity) > MATCH_TOLERANCE:
-                    vector = None
-            found.append(vector)
+        direction = np.asarray(query, dtype=np.float32).reshape(-1) / (norm if norm > 0 else 1.0)
+        lengths = np.linalg.norm(vectors, axis=1)
+        cosines = (vectors @ direction) / np.where(lengths > 0, lengths, 1.0)
+        expected = np.asarray(similarities, dtype=np.float64)[present]
+        for position, index in enumerate(present):
+            if abs(float(cosines[position]) - float(expected[position])) <= MATCH_TOLERANCE:
+                found[index] = vectors[position]
         return found
 
 
