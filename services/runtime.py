@@ -126,7 +126,8 @@ class BookuRuntime:
         self.vector_copy_load: asyncio.Task | None = None
         self.db = Database(self._resolve(self.config.storage.database_path))
         self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget,
-                                        in_memory_keywords=self.config.retrieval.in_memory_keyword_index)
+                                        in_memory_keywords=self.config.retrieval.in_memory_keyword_index,
+                                        in_memory_candidates=self.config.retrieval.in_memory_candidates)
         self.memos = MemoRepository(self.db)
         self.audit = AuditLog(self.db)
         self.embedding_cache = SqliteEmbeddingCache(self.db)

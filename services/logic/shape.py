@@ -43,7 +43,7 @@ class TextShape:
 
 
 def ends_with_question(text: str) -> bool:
-    """True when ``text`` ends with a question (the SQL twin is ``records.ENDS_WITH_QUESTION_SQL``)."""
+    """True when ``text`` ends with a question (the SQL twin is ``record_columns.ends_with_question_sql``)."""
     return str(text or "").rstrip(TRAILING_CLOSERS)[-1:] in QUESTION_MARKS
 
 

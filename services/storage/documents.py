@@ -21,7 +21,8 @@ import aiosqlite
 
 from ..scope import WriteContext
 from .database import Database, placeholders
-from .records import TAG_GROUPS, RecordRepository
+from .record_columns import TAG_GROUPS
+from .records import RecordRepository
 
 DOCUMENT_COLUMNS = (
     "document_id, owner_uid, store_key, title, source, source_path, content_hash, chunk_count, version, "

@@ -30,10 +30,12 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .database import Database, aiosqlite_core, placeholders
+from .candidate_rows import CandidateRows
 from .keyword_index import KeywordIndex, KeywordRowText
+from .record_columns import candidate_columns
 from .record_states import RecordStates, RowStateTest
 
 logger = logging.getLogger(__name__)
@@ -49,9 +51,16 @@ SYNC_LIMIT = 2000
 LOAD_BEFORE_START_ROWS = 5_000
 # Journal entries kept when trimming (``trim_journal_sql``): a runtime more than this many changes behind reloads.
 JOURNAL_KEEP = 20_000
-# Each keyword row with its record's state (``RecordState``; NULLs when the row has no record).
-ROWS_SQL = ("SELECT f.rowid, f.title, f.content, f.tags, f.store, r.memory_id, r.bucket, r.status, r.is_deleted "
+# Each keyword row (``KeywordRowText``, the first five columns) with its record's state (``RecordState``, the next
+# four; NULLs when the row has no record), then the record's candidate row (``record_columns.CANDIDATE_KEYS``).
+ROWS_SQL = ("SELECT f.rowid, f.title, f.content, f.tags, f.store, r.memory_id, r.bucket, r.status, r.is_deleted, "
+            f"{', '.join(candidate_columns('r.'))} "
             "FROM booku_memory_fts f LEFT JOIN booku_memory_records r ON r.rid = f.rowid")
+_TEXT, _STATE = slice(0, 5), slice(5, 9)
+_CANDIDATE = slice(9, None)
+_IS_DELETED = 8
+TAGS_SQL = "SELECT memory_id, tag_type, tag_value FROM booku_memory_tags"
+TAGS_ORDER = " ORDER BY memory_id, tag_type, position"
 LAST_SEQ_SQL = f"SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'), 0)"
 PENDING_SQL = (f"SELECT * FROM (SELECT seq, rid FROM {JOURNAL_TABLE} WHERE seq > ? ORDER BY seq LIMIT ?) "
                f"UNION ALL SELECT seq, NULL FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'")
@@ -63,6 +72,7 @@ TRIM_JOURNAL_SQL = (f"DELETE FROM {JOURNAL_TABLE} WHERE seq <= "
 class _Loaded:
     index: KeywordIndex
     states: RecordStates
+    candidates: CandidateRows | None  # None when not kept (``MemoryKeywordIndex.keep_candidates``)
     applied_seq: int  # the last journal entry the index reflects
 
 
@@ -80,28 +90,44 @@ class _Stale(Exception):
     """The index cannot be brought up to date from the journal: reload it."""
 
 
-def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates) -> Iterator[KeywordRowText]:
-    """The keyword rows' text, for ``KeywordIndex.build``; their records' states go to ``states`` on the way."""
+def _set_record(row: Sequence[Any], states: RecordStates, candidates: CandidateRows | None) -> str | None:
+    """Hold keyword row ``row``'s record (``ROWS_SQL``) in ``states`` and ``candidates``; returns its memory id
+    when ``candidates`` now holds it (a live record)."""
+    states.set(row[0], row[_STATE])
+    if candidates is None:
+        return None
+    live = row[5] is not None and not row[_IS_DELETED]
+    return candidates.set(row[0], row[_CANDIDATE] if live else None)
+
+
+def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates,
+          candidates: CandidateRows | None) -> Iterator[KeywordRowText]:
+    """The keyword rows' text, for ``KeywordIndex.build``; their records go to ``states`` and ``candidates`` on
+    the way."""
     cursor = conn.execute(ROWS_SQL)
     while batch := cursor.fetchmany(1000):
         if cancelled.is_set():
             raise asyncio.CancelledError
         for row in batch:
-            states.set(row[0], row[5:])
-            yield row[:5]
+            _set_record(row, states, candidates)
+            yield row[_TEXT]
 
 
-def load_index(path: Path, cancelled: threading.Event) -> _Loaded:
-    """Build the index from a snapshot of the table, on a connection of its own (run in a worker thread)."""
+def load_index(path: Path, cancelled: threading.Event, *, keep_candidates: bool = True) -> _Loaded:
+    """Build the index (and, with ``keep_candidates``, the candidate rows) from a snapshot of the tables, on a
+    connection of its own (run in a worker thread)."""
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
         conn.execute("PRAGMA query_only = 1")
         conn.execute("BEGIN")
         applied = int(conn.execute(LAST_SEQ_SQL).fetchone()[0])
         states = RecordStates()
-        index = KeywordIndex.build(_rows(conn, cancelled, states))
+        candidates = CandidateRows() if keep_candidates else None
+        index = KeywordIndex.build(_rows(conn, cancelled, states, candidates))
+        if candidates is not None:
+            candidates.set_tags(candidates.memory_ids(), conn.execute(TAGS_SQL + TAGS_ORDER))
         conn.execute("COMMIT")
-        return _Loaded(index, states, applied)
+        return _Loaded(index, states, candidates, applied)
     finally:
         conn.close()
 
@@ -125,19 +151,34 @@ def _apply_journal(raw: sqlite3.Connection, loaded: _Loaded) -> None:
         chunk = rids[start:start + 500]
         for row in raw.execute(f"{ROWS_SQL} WHERE f.rowid IN ({placeholders(len(chunk))})", chunk):
             current[row[0]] = tuple(row)
+    held: list[str] = []
     for rid in rids:
         row = current.get(rid)
-        loaded.index.replace(rid, None if row is None else row[:5])
-        loaded.states.set(rid, None if row is None else row[5:])
+        loaded.index.replace(rid, None if row is None else row[_TEXT])
+        if row is None:
+            loaded.states.set(rid, None)
+            if loaded.candidates is not None:
+                loaded.candidates.set(rid, None)
+        elif (memory_id := _set_record(row, loaded.states, loaded.candidates)) is not None:
+            held.append(memory_id)
+    if loaded.candidates is not None:
+        for start in range(0, len(held), 500):
+            chunk = held[start:start + 500]
+            loaded.candidates.set_tags(chunk, raw.execute(
+                f"{TAGS_SQL} WHERE memory_id IN ({placeholders(len(chunk))}){TAGS_ORDER}", chunk))
     loaded.applied_seq = entries[-1][0]
 
 
 class MemoryKeywordIndex:
     """The runtime's in-memory keyword index: loading, following the journal, searching (module docstring)."""
 
-    def __init__(self, db: Database, *, enabled: bool) -> None:
+    def __init__(self, db: Database, *, enabled: bool, keep_candidates: bool = True) -> None:
+        """``keep_candidates``: hold the candidate rows too (``storage.candidate_rows``,
+        ``retrieval.in_memory_candidates``); may be switched off on a running runtime like ``enabled``, then back
+        on (a benchmark comparing the routes): candidate reads then take SQL, and the rows are kept meanwhile."""
         self.db = db
         self.enabled = enabled
+        self.keep_candidates = keep_candidates
         self._loaded: _Loaded | None = None
         self._loading: asyncio.Task | None = None
         self._cancelled = threading.Event()
@@ -168,7 +209,8 @@ class MemoryKeywordIndex:
 
     async def _load(self) -> None:
         try:
-            loaded = await asyncio.to_thread(load_index, self.db.path, self._cancelled)
+            loaded = await asyncio.to_thread(load_index, self.db.path, self._cancelled,
+                                             keep_candidates=self.keep_candidates)
         except asyncio.CancelledError:
             return
         except Exception as exc:  # the FTS5 route answers meanwhile; the next stale search retries
@@ -217,6 +259,40 @@ class MemoryKeywordIndex:
             if self._loaded is loaded:
                 self.forget()
             return None
+
+
+    async def candidates(self, memory_ids: Sequence[str], tags_for: set[str] | None,
+                         read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, dict[str, Any]]]
+                         ) -> dict[str, dict[str, Any]] | None:
+        """``RecordRepository.candidates`` from the rows held, or None when they are not kept or not loaded (the
+        caller reads them in SQL).
+
+        One hop to the reader's thread: the journal is followed first, so the rows are the committed table's, and
+        the ids not held are read there by ``read_missing(connection, ids)`` (their SQL read)."""
+        loaded = self._loaded
+        core = aiosqlite_core(self.db.reader)
+        if loaded is None or loaded.candidates is None or core is None or not (self.enabled and self.keep_candidates):
+            return None
+        execute, raw = core
+        try:
+            return await execute(_candidates_here, raw, loaded, loaded.candidates, list(memory_ids), tags_for,
+                                 read_missing)
+        except _Stale:
+            if self._loaded is loaded:
+                self.forget()
+            return None
+
+
+def _candidates_here(raw: sqlite3.Connection, loaded: _Loaded, rows: CandidateRows, memory_ids: list[str],
+                     tags_for: set[str] | None,
+                     read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, dict[str, Any]]]
+                     ) -> dict[str, dict[str, Any]]:
+    """One hop on the reader's thread: follow the journal, look the rows up, read the ones not held."""
+    _apply_journal(raw, loaded)
+    found, missing = rows.lookup(memory_ids, tags_for)
+    if missing:
+        found.update(read_missing(raw, missing))
+    return found
 
 
 def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], store_tokens: Sequence[str] | None,

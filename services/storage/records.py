@@ -19,8 +19,6 @@ from typing import Any, Awaitable, Callable, Generator, Iterable, Sequence, Type
 
 import aiosqlite
 
-from ..logic.shape import QUESTION_MARKS, TRAILING_CLOSERS
-from ..logic.speaker import HEAD_CHARS as SPEAKER_HEAD_CHARS
 from ..logic.segmentation import segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
@@ -28,11 +26,11 @@ from .database import Database, aiosqlite_core, placeholders
 from .keyword_index import BM25_SQL_WEIGHTS
 from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex
 from .keyword_plan import KeywordPlanner
+from .record_columns import CANDIDATE_COLUMNS, TAG_GROUPS, decode_list
 from .record_states import RowStateTest
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
-TAG_GROUPS = {"tag": "tags", "core": "core_tags", "diffusion": "diffusion_tags", "opposing": "opposing_tags"}
 BOOL_COLUMNS = ("is_deleted", "pinned", "protected", "anchor", "digested", "resolved")
 
 # Columns a caller may set; rid/version/timestamps/counters are managed here.
@@ -60,18 +58,8 @@ def keyword_depths(limit: int) -> tuple[int, int]:
     """How many of a keyword search's best-scored rows are checked against the caller's filters: first, then once
     deeper when the filters left fewer than ``limit`` (both keyword routes)."""
     return limit * KEYWORD_SHALLOW_DEPTH, max(limit * KEYWORD_DEEP_DEPTH, 1000)
-# ``logic.shape.ends_with_question`` in SQL.
-ENDS_WITH_QUESTION_SQL = (
-    "substr(rtrim(content, '" + TRAILING_CLOSERS.replace("'", "''") + "'), -1) IN ("
-    + ", ".join(f"'{mark}'" for mark in QUESTION_MARKS) + ")"
-)
-# What ranking reads of a candidate (``RecordRepository.candidates``): filters, partition, person, write order, time
-# and the text shape (``logic.shape``): the text only of the candidates that end with a question, the length of all;
-# and the start of every text, where a speaker label stands (``logic.speaker``).
-CANDIDATE_COLUMNS = ("memory_id", "rid", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
-                     "relation_memory_ids", "created_at", "event_start_at", "event_end_at",
-                     f"CASE WHEN {ENDS_WITH_QUESTION_SQL} THEN content END AS question_text",
-                     "length(content) AS content_chars", f"substr(content, 1, {SPEAKER_HEAD_CHARS}) AS content_head")
+
+
 # What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
 # checks (folder, type, person) and the text overlap test.
 MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content")
@@ -225,7 +213,7 @@ def escape_like(text: str) -> str:
 def row_to_record(row: aiosqlite.Row) -> dict[str, Any]:
     record = dict(row)
     for column in JSON_LIST_COLUMNS:
-        record[column] = _decode_list(record.get(column))
+        record[column] = decode_list(record.get(column))
     for column in JSON_OBJECT_COLUMNS:
         try:
             value = json.loads(record.get(column) or "{}")
@@ -237,14 +225,6 @@ def row_to_record(row: aiosqlite.Row) -> dict[str, Any]:
     for group in TAG_GROUPS.values():
         record.setdefault(group, [])
     return record
-
-
-def _decode_list(raw: Any) -> list[str]:
-    try:
-        value = json.loads(raw or "[]")
-    except (TypeError, ValueError):
-        return []
-    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _encode(column: str, value: Any) -> Any:
@@ -581,13 +561,16 @@ def _outbox_statement(memory_id: str, store_key: str, op: str, now: float) -> Pl
 class RecordRepository:
     """All SQL touching ``booku_memory_records`` and its satellites."""
 
-    def __init__(self, db: Database, *, posting_budget: int, in_memory_keywords: bool = False) -> None:
+    def __init__(self, db: Database, *, posting_budget: int, in_memory_keywords: bool = False,
+                 in_memory_candidates: bool = True) -> None:
         """``posting_budget``: the keyword planner's (``retrieval.keyword_posting_budget``), for the FTS5 route;
         ``in_memory_keywords``: rank keyword hits from the in-memory index once loaded
-        (``retrieval.in_memory_keyword_index``, ``storage.keyword_memory``)."""
+        (``retrieval.in_memory_keyword_index``, ``storage.keyword_memory``); ``in_memory_candidates``: with it,
+        read candidate rows from its copy of them (``retrieval.in_memory_candidates``, ``storage.candidate_rows``)."""
         self.db = db
         self.keyword_planner = KeywordPlanner(db, posting_budget=posting_budget)
-        self.memory_keywords = MemoryKeywordIndex(db, enabled=in_memory_keywords)
+        self.memory_keywords = MemoryKeywordIndex(db, enabled=in_memory_keywords,
+                                                  keep_candidates=in_memory_candidates)
 
     # ------------------------------------------------------------------ reads
     async def get_many(
@@ -618,9 +601,15 @@ class RecordRepository:
         full rows are read for the results only. The rows and the tags are read in one hop to the reader's worker
         thread (``run_plan``): an EPA retrieval reads candidates twice on its critical path (before and after its
         second vector pass), and under load each hop saved (a hand-over of the GIL) is worth as much as a query.
+        Once the keyword index is loaded, the rows come from its in-memory copy (``storage.candidate_rows``) in that
+        same hop, and only the ids it does not hold are read in SQL.
         """
         ids = list(memory_ids)
         tags_for = None if not with_tags else set(ids) if tags_only_for is None else set(tags_only_for)
+        held = await self.memory_keywords.candidates(
+            ids, tags_for, lambda raw, missing: _run_plan_here(raw, self._candidates_plan(missing, tags_for)))
+        if held is not None:
+            return held
         return await run_plan(self.db.reader, self._candidates_plan(ids, tags_for))
 
     @staticmethod
@@ -630,7 +619,7 @@ class RecordRepository:
         when it is None)."""
         found = yield from _columns_plan(memory_ids, CANDIDATE_COLUMNS)
         for record in found.values():
-            record["relation_memory_ids"] = _decode_list(record["relation_memory_ids"])
+            record["relation_memory_ids"] = decode_list(record["relation_memory_ids"])
         tagged = {key: row for key, row in found.items() if key in tags_for} if tags_for is not None else {}
         if tagged:
             yield from _tags_plan(tagged)
