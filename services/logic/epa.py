@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .novelty import principal_basis, usable_rows, valid_rows
+from .novelty import principal_coordinates, usable_rows, valid_rows
 from .tags import CandidateTags, TagTriplet
 
 _ZERO = 1e-12
@@ -139,10 +139,10 @@ def logic_depth(query_vec: np.ndarray, evidence_matrix: np.ndarray | Sequence[Se
     basis is built, so one missing embedding does not force 0 (reference bug B18).
     """
     q = np.asarray(query_vec, dtype=np.float64).reshape(-1)
-    basis = principal_basis(evidence_matrix, dimension=int(q.size))
-    if basis.shape[0] == 0:
+    coordinates = principal_coordinates(evidence_matrix, q)
+    if coordinates.size == 0:
         return 0.0
-    energy = (basis @ q) ** 2
+    energy = coordinates**2
     total = float(energy.sum())
     if total <= _ZERO:
         return 0.0

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from booku_memory.services.logic.novelty import novelty_energy, principal_basis
+from booku_memory.services.logic.novelty import novelty_energy, principal_basis, principal_coordinates
 
 
 def _unit(vector):
@@ -51,3 +51,18 @@ def test_basis_stops_at_ninety_percent_energy():
 
 def test_zero_vector_has_zero_novelty():
     assert novelty_energy(np.zeros(3), np.eye(3)) == 0.0
+
+
+@pytest.mark.parametrize("rows", [8, 50, 400])
+def test_principal_coordinates_are_the_vectors_coordinates_on_the_principal_basis(rows):
+    """The fast path (the small eigenproblem, or the SVD when rows outnumber dimensions) gives ``principal_basis @ v``
+    up to the sign of each direction, and the novelty is what the basis leaves of ``v``."""
+    rng = np.random.default_rng(rows)
+    matrix = rng.standard_normal((rows, 384)) @ np.diag(np.linspace(2.0, 0.1, 384))
+    vector = matrix[:3].mean(axis=0) + 0.3 * rng.standard_normal(384)
+    basis = principal_basis(matrix)
+    coordinates = principal_coordinates(list(matrix), vector)
+    assert coordinates.shape == (basis.shape[0],)
+    assert np.allclose(np.abs(coordinates), np.abs(basis @ vector), atol=1e-9)
+    residual = vector - basis.T @ (basis @ vector)
+    assert novelty_energy(vector, matrix) == pytest.approx(float(residual @ residual) / float(vector @ vector), abs=1e-9)
