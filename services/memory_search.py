@@ -29,7 +29,7 @@ from .logic.fusion import FusedHit, FusionParams, fuse_routes, keyword_challenge
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
 from .logic.segmentation import document_idf, query_terms, terms_reliability
-from .logic.shape import TextShape, question_share
+from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
 from .logic.tags import CandidateTags, TagTriplet
 from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
@@ -202,9 +202,8 @@ class MemorySearch:
         params = FusionParams(time_weight=time_weight)
         # The memory written right after one that ends with a question is usually its answer: it follows it; and a
         # memory's own text shape (asking or telling, short or long) weighs in (``logic.shape``).
-        asking = [memory_id for memory_id in positions if candidates[memory_id]["question_text"] is not None]
-        shapes = {memory_id: TextShape(question_share(asks) if (asks := row["question_text"]) else 0.0,
-                                       int(row["content_chars"] or 0))
+        asking = [memory_id for memory_id in positions if candidates[memory_id]["question_share"] is not None]
+        shapes = {memory_id: TextShape(row["question_share"] or 0.0, int(row["content_chars"] or 0))
                   for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
         reliability = terms_reliability(terms)
         fused = fuse_routes(dense, keyword_hits, keyword_reliability=reliability, params=params,

@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .record_columns import CANDIDATE_KEYS, TAG_GROUPS, decode_list
+from .record_columns import CANDIDATE_KEYS, TAG_GROUPS, decode_candidate
 
 _RELATIONS = CANDIDATE_KEYS.index("relation_memory_ids")
 # Short strings many records share: interned, so 100k rows hold one copy of each.
@@ -53,8 +53,8 @@ class CandidateRows:
             self._tags.pop(old, None)
         if values is None:
             return None
-        row = list(values)
-        row[_RELATIONS] = tuple(decode_list(row[_RELATIONS]))
+        row = decode_candidate(values)
+        row[_RELATIONS] = tuple(row[_RELATIONS])
         for index in _SHARED:
             if isinstance(row[index], str):
                 row[index] = sys.intern(row[index])

@@ -26,7 +26,7 @@ from .database import Database, aiosqlite_core, placeholders
 from .keyword_index import BM25_SQL_WEIGHTS
 from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex
 from .keyword_plan import KeywordPlanner
-from .record_columns import CANDIDATE_COLUMNS, TAG_GROUPS, decode_list
+from .record_columns import CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list
 from .record_states import RowStateTest
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -620,9 +620,8 @@ class RecordRepository:
                          tags_for: set[str] | None) -> WritePlan[dict[str, dict[str, Any]]]:
         """``candidates`` as a plan: the columns, then the tags of the rows found among ``tags_for`` (no tags read
         when it is None)."""
-        found = yield from _columns_plan(memory_ids, CANDIDATE_COLUMNS)
-        for record in found.values():
-            record["relation_memory_ids"] = decode_list(record["relation_memory_ids"])
+        found = yield from _columns_plan(memory_ids, CANDIDATE_COLUMNS,
+                                         decode=lambda row: dict(zip(CANDIDATE_KEYS, decode_candidate(row))))
         tagged = {key: row for key, row in found.items() if key in tags_for} if tags_for is not None else {}
         if tagged:
             yield from _tags_plan(tagged)

@@ -12,6 +12,7 @@ import pytest
 
 import booku_memory
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
+from booku_memory.services.logic.shape import question_share
 from booku_memory.services.storage.candidate_rows import CandidateRows
 from booku_memory.services.storage.record_columns import CANDIDATE_KEYS
 
@@ -60,7 +61,7 @@ async def test_held_rows_equal_the_sql_read(tmp_path) -> None:
         row = held[ids[-1]]
         assert set(row) == {*CANDIDATE_KEYS, "tags", "core_tags", "diffusion_tags", "opposing_tags"}
         assert row["relation_memory_ids"] == [ids[2]] and row["core_tags"] == ["caroline"]
-        assert held[ids[1]]["question_text"] == TEXTS[1] and held[ids[0]]["question_text"] is None
+        assert held[ids[1]]["question_share"] == 1.0 and held[ids[0]]["question_share"] is None
         assert held[ids[1]]["tags"] == []  # written without tags
         # A caller changing a returned row changes nothing held.
         row["relation_memory_ids"].append("x")
@@ -107,7 +108,7 @@ async def test_held_rows_follow_every_change_by_another_runtime(tmp_path) -> Non
         assert held[ids[0]]["folder_id"] == "travel" and held[ids[1]]["memory_type"] == "preference"
         assert held[ids[-1]]["person_id"] == "qq:20002" and held[ids[-1]]["relation_memory_ids"] == [ids[3]]
         assert held[ids[3]]["event_start_at"] == pytest.approx(start)
-        assert held[ids[4]]["core_tags"] == ["画"] and held[ids[5]]["question_text"] == "会议取消了，下周再约？"
+        assert held[ids[4]]["core_tags"] == ["画"] and held[ids[5]]["question_share"] == question_share("会议取消了，下周再约？")
         assert held[ids[6]]["status"] == "archived" and held[added]["core_tags"] == ["lake"]
         assert records.memory_keywords.loads == 1                                # the journal, not a reload
 
