@@ -1,19 +1,24 @@
 """Keeps the in-memory keyword index (``storage.keyword_index``) in step with ``booku_memory_fts`` and searches it.
 
 * **Loading.** At start, a thread of its own reads every keyword row and the journal's last seq in one read
-  transaction (a consistent snapshot) on a connection of its own, and builds the index (9–16 s at 100k memories
-  on this project's machine; a store under ``LOAD_BEFORE_START_ROWS`` rows is loaded before start-up returns).
+  transaction (a consistent snapshot) on a connection of its own, and builds the index (9–17 s at 100k memories
+  on this project's machine, 2–3 s of it the candidate rows; a store under ``LOAD_BEFORE_START_ROWS`` rows is
+  loaded before start-up returns).
   Until it is ready, and whenever it is not, searches take the FTS5 route (``RecordRepository.keyword_search``):
   the in-memory index is an optimisation, never a condition for answering.
 * **Filtering.** With each row, the index keeps its record's memory id, bucket, status and deletion flag
   (``storage.record_states``): a search whose filter checks no more than those (``RecordFilter.state_test``: a
   retrieval's usual filter) is answered without SQL; any other filter is checked in SQL on the best rows.
+* **Candidate rows.** With each live record it also keeps the columns ranking reads of it and its tags
+  (``storage.candidate_rows``, ``retrieval.in_memory_candidates``): ``RecordRepository.candidates`` is answered
+  from them in one hop, after the journal is followed, and only the ids not held are read in SQL.
 * **Following changes.** Every statement that writes or deletes a keyword row also appends its rid to
   ``booku_keyword_journal`` in the same transaction (``journal_plan``), and a trigger appends a record's rid when
-  its bucket, status or deletion flag changes (migration 0012). Before each search, on the reader
-  connection's thread, the entries after the last applied seq are read and each named row is re-read from the
-  table: the index then holds what the committed table holds, whichever connection or process wrote it. Applying
-  an entry twice is harmless (it re-reads the row's current text and state).
+  its bucket, status or deletion flag changes (migration 0012), or another column the candidate rows hold
+  (migration 0013; a change of text, tags or store rewrites the keyword row). Before each search or candidate
+  read, on the reader connection's thread, the entries after the last applied seq are read and each named row is
+  re-read from the tables: the index then holds what the committed tables hold, whichever connection or process
+  wrote them. Applying an entry twice is harmless (it re-reads the row's current text and state).
 * **Falling back to a reload.** A rebuild of the whole table (entry rid -1), more pending entries than
   ``SYNC_LIMIT``, or a gap in the seqs (entries trimmed before this runtime read them) drops the index; searches
   use FTS5 until a reload in the background is done.
@@ -90,14 +95,15 @@ class _Stale(Exception):
     """The index cannot be brought up to date from the journal: reload it."""
 
 
-def _set_record(row: Sequence[Any], states: RecordStates, candidates: CandidateRows | None) -> str | None:
-    """Hold keyword row ``row``'s record (``ROWS_SQL``) in ``states`` and ``candidates``; returns its memory id
-    when ``candidates`` now holds it (a live record)."""
-    states.set(row[0], row[_STATE])
+def _hold_record(rid: int, row: Sequence[Any] | None, states: RecordStates,
+                 candidates: CandidateRows | None) -> str | None:
+    """Hold the record of keyword row ``rid`` (its ``ROWS_SQL`` row, or None when the row is gone) in ``states``
+    and ``candidates``; returns its memory id when ``candidates`` now holds it (a live record)."""
+    states.set(rid, None if row is None else row[_STATE])
     if candidates is None:
         return None
-    live = row[5] is not None and not row[_IS_DELETED]
-    return candidates.set(row[0], row[_CANDIDATE] if live else None)
+    live = row is not None and row[5] is not None and not row[_IS_DELETED]
+    return candidates.set(rid, row[_CANDIDATE] if live else None)
 
 
 def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates,
@@ -109,7 +115,7 @@ def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordSt
         if cancelled.is_set():
             raise asyncio.CancelledError
         for row in batch:
-            _set_record(row, states, candidates)
+            _hold_record(row[0], row, states, candidates)
             yield row[_TEXT]
 
 
@@ -155,11 +161,7 @@ def _apply_journal(raw: sqlite3.Connection, loaded: _Loaded) -> None:
     for rid in rids:
         row = current.get(rid)
         loaded.index.replace(rid, None if row is None else row[_TEXT])
-        if row is None:
-            loaded.states.set(rid, None)
-            if loaded.candidates is not None:
-                loaded.candidates.set(rid, None)
-        elif (memory_id := _set_record(row, loaded.states, loaded.candidates)) is not None:
+        if (memory_id := _hold_record(rid, row, loaded.states, loaded.candidates)) is not None:
             held.append(memory_id)
     if loaded.candidates is not None:
         for start in range(0, len(held), 500):

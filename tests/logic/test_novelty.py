@@ -65,4 +65,5 @@ def test_principal_coordinates_are_the_vectors_coordinates_on_the_principal_basi
     assert coordinates.shape == (basis.shape[0],)
     assert np.allclose(np.abs(coordinates), np.abs(basis @ vector), atol=1e-9)
     residual = vector - basis.T @ (basis @ vector)
-    assert novelty_energy(vector, matrix) == pytest.approx(float(residual @ residual) / float(vector @ vector), abs=1e-9)
+    expected = float(residual @ residual) / float(vector @ vector)
+    assert novelty_energy(vector, matrix) == pytest.approx(expected, abs=1e-9)
