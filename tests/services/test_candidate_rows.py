@@ -13,6 +13,7 @@ import pytest
 import booku_memory
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
 from booku_memory.services.logic.shape import question_share
+from booku_memory.services.storage import keyword_memory
 from booku_memory.services.storage.candidate_rows import CandidateRows
 from booku_memory.services.storage.record_columns import CANDIDATE_KEYS
 
@@ -141,3 +142,24 @@ async def test_retrieval_is_the_same_with_and_without_held_rows(tmp_path, tagged
             assert held["results"], query
             assert [(item["id"], item["score"]) for item in held["results"]] == \
                 [(item["id"], item["score"]) for item in by_sql["results"]], query
+
+
+async def test_more_changes_than_the_journal_applies_read_sql_then_reload(tmp_path, monkeypatch) -> None:
+    """A burst of changes beyond ``SYNC_LIMIT`` (a bulk import by another process) is not applied row by row: the
+    read that finds it answers from SQL, the copy is dropped and reloaded, and then holds the new state."""
+    monkeypatch.setattr(keyword_memory, "SYNC_LIMIT", 3)
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as first:
+        ids = await write_corpus(first.get_service(booku_memory.MEMORY_SERVICE))
+        records = first.runtime.records
+        assert await records.memory_keywords.wait_ready()
+        await records.candidates(ids, with_tags=False)  # the corpus's journal is past the limit: reloaded too
+        assert await records.memory_keywords.wait_ready()
+        loads = records.memory_keywords.loads
+        async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
+            await second.get_service(booku_memory.MEMORY_SERVICE).move_memories(memory_ids=ids, to_folder_id="旅行")
+        held = await records.candidates(ids, with_tags=True)
+        assert {row["folder_id"] for row in held.values()} == {"旅行"}          # answered by SQL
+        assert records.memory_keywords._loaded is None                          # dropped, reloading
+        assert await records.memory_keywords.wait_ready() and records.memory_keywords.loads == loads + 1
+        held, by_sql, not_held = await held_and_sql(records, ids)
+        assert held == by_sql and not not_held and {row["folder_id"] for row in held.values()} == {"旅行"}
