@@ -26,6 +26,7 @@ _RELATIONS = CANDIDATE_KEYS.index("relation_memory_ids")
 # Short strings many records share: interned, so 100k rows hold one copy of each.
 _SHARED = tuple(CANDIDATE_KEYS.index(key) for key in ("store_key", "bucket", "status", "memory_type", "folder_id"))
 _GROUPS = tuple(TAG_GROUPS.values())
+_GROUP_OF_TYPE = {tag_type: index for index, tag_type in enumerate(TAG_GROUPS)}
 _NO_TAGS: tuple[tuple[str, ...], ...] = tuple(() for _ in _GROUPS)
 
 
@@ -68,11 +69,10 @@ class CandidateRows:
         record of ``memory_ids`` without rows has none). Rows of records not held are ignored."""
         grouped: dict[str, tuple[list[str], ...]] = {memory_id: tuple([] for _ in _GROUPS)
                                                       for memory_id in memory_ids if memory_id in self._rows}
-        position = {tag_type: index for index, tag_type in enumerate(TAG_GROUPS)}
         for memory_id, tag_type, value in tag_rows:
             lists = grouped.get(memory_id)
-            if lists is not None and tag_type in position:
-                lists[position[tag_type]].append(sys.intern(value))
+            if lists is not None and tag_type in _GROUP_OF_TYPE:
+                lists[_GROUP_OF_TYPE[tag_type]].append(sys.intern(value))
         for memory_id, lists in grouped.items():
             if any(lists):
                 self._tags[memory_id] = tuple(tuple(values) for values in lists)

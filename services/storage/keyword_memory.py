@@ -40,7 +40,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .database import Database, aiosqlite_core, placeholders
 from .candidate_rows import CandidateRows
 from .keyword_index import KeywordIndex, KeywordRowText
-from .record_columns import candidate_columns
+from .record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
 from .record_states import RecordStates, RowStateTest
 
 logger = logging.getLogger(__name__)
@@ -64,8 +64,6 @@ ROWS_SQL = ("SELECT f.rowid, f.title, f.content, f.tags, f.store, r.memory_id, r
 _TEXT, _STATE = slice(0, 5), slice(5, 9)
 _CANDIDATE = slice(9, None)
 _IS_DELETED = 8
-TAGS_SQL = "SELECT memory_id, tag_type, tag_value FROM booku_memory_tags"
-TAGS_ORDER = " ORDER BY memory_id, tag_type, position"
 LAST_SEQ_SQL = f"SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'), 0)"
 PENDING_SQL = (f"SELECT * FROM (SELECT seq, rid FROM {JOURNAL_TABLE} WHERE seq > ? ORDER BY seq LIMIT ?) "
                f"UNION ALL SELECT seq, NULL FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'")
@@ -131,7 +129,7 @@ def load_index(path: Path, cancelled: threading.Event, *, keep_candidates: bool 
         candidates = CandidateRows() if keep_candidates else None
         index = KeywordIndex.build(_rows(conn, cancelled, states, candidates))
         if candidates is not None:
-            candidates.set_tags(candidates.memory_ids(), conn.execute(TAGS_SQL + TAGS_ORDER))
+            candidates.set_tags(candidates.memory_ids(), conn.execute(ALL_TAGS_SQL))
         conn.execute("COMMIT")
         return _Loaded(index, states, candidates, applied)
     finally:
@@ -166,8 +164,7 @@ def _apply_journal(raw: sqlite3.Connection, loaded: _Loaded) -> None:
     if loaded.candidates is not None:
         for start in range(0, len(held), 500):
             chunk = held[start:start + 500]
-            loaded.candidates.set_tags(chunk, raw.execute(
-                f"{TAGS_SQL} WHERE memory_id IN ({placeholders(len(chunk))}){TAGS_ORDER}", chunk))
+            loaded.candidates.set_tags(chunk, raw.execute(tags_sql(len(chunk)), chunk))
     loaded.applied_seq = entries[-1][0]
 
 

@@ -6,15 +6,24 @@ repository imports the keyword index, which holds the copy).
 from __future__ import annotations
 
 import json
-from typing import Any
-
 from collections.abc import Sequence
+from typing import Any
 
 from ..logic.shape import QUESTION_MARKS, TRAILING_CLOSERS, question_share
 from ..logic.speaker import HEAD_CHARS as SPEAKER_HEAD_CHARS
+from .database import placeholders
 
 # tag_type in booku_memory_tags → the record's list of that group.
 TAG_GROUPS = {"tag": "tags", "core": "core_tags", "diffusion": "diffusion_tags", "opposing": "opposing_tags"}
+_TAGS_SELECT = "SELECT memory_id, tag_type, tag_value FROM booku_memory_tags"
+_TAGS_ORDER = "ORDER BY memory_id, tag_type, position"
+# Every tag row, grouped by record and in stored order (each group's values by position).
+ALL_TAGS_SQL = f"{_TAGS_SELECT} {_TAGS_ORDER}"
+
+
+def tags_sql(count: int) -> str:
+    """``ALL_TAGS_SQL`` for ``count`` memory ids, given as parameters."""
+    return f"{_TAGS_SELECT} WHERE memory_id IN ({placeholders(count)}) {_TAGS_ORDER}"
 
 
 def decode_list(raw: Any) -> list[str]:

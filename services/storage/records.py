@@ -26,7 +26,9 @@ from .database import Database, aiosqlite_core, placeholders
 from .keyword_index import BM25_SQL_WEIGHTS
 from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex
 from .keyword_plan import KeywordPlanner
-from .record_columns import CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list
+from .record_columns import (
+    CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list, tags_sql,
+)
 from .record_states import RowStateTest
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -527,11 +529,7 @@ def _tags_plan(records: dict[str, dict[str, Any]]) -> WritePlan[None]:
             record[group] = []
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        rows = yield PlanStatement(
-            f"SELECT memory_id, tag_type, tag_value FROM booku_memory_tags "
-            f"WHERE memory_id IN ({placeholders(len(chunk))}) ORDER BY memory_id, tag_type, position",
-            chunk, fetch=True,
-        )
+        rows = yield PlanStatement(tags_sql(len(chunk)), chunk, fetch=True)
         for row in rows:
             records[row["memory_id"]][TAG_GROUPS[row["tag_type"]]].append(row["tag_value"])
 
