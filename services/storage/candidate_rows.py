@@ -36,7 +36,6 @@ class CandidateRows:
     def __init__(self) -> None:
         self._rows: dict[str, tuple[Any, ...]] = {}
         self._tags: dict[str, tuple[tuple[str, ...], ...]] = {}
-        self._memory_ids: dict[int, str] = {}  # rid → memory id of the rows held
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -45,13 +44,14 @@ class CandidateRows:
         """The ids of the records held."""
         return list(self._rows)
 
-    def set(self, rid: int, values: Sequence[Any] | None) -> str | None:
-        """The record at ``rid`` now reads ``values`` (``CANDIDATE_KEYS`` order, as SQL returns them), or is deleted,
-        gone or unknown (None). Its tags are dropped until ``set_tags`` gives them. Returns the memory id held."""
-        old = self._memory_ids.pop(rid, None)
-        if old is not None:
-            self._rows.pop(old, None)
-            self._tags.pop(old, None)
+    def set(self, previous_id: str | None, values: Sequence[Any] | None) -> str | None:
+        """A record now reads ``values`` (``CANDIDATE_KEYS`` order, as SQL returns them), or is deleted, gone or
+        unknown (None); ``previous_id``: the memory id its keyword row had (``RecordStates.memory_ids``, which keeps
+        rid → id for both), whose row is dropped. Its tags are dropped until ``set_tags`` gives them. Returns the
+        memory id held."""
+        if previous_id is not None:
+            self._rows.pop(previous_id, None)
+            self._tags.pop(previous_id, None)
         if values is None:
             return None
         row = decode_candidate(values)
@@ -61,7 +61,6 @@ class CandidateRows:
                 row[index] = sys.intern(row[index])
         memory_id = row[0]
         self._rows[memory_id] = tuple(row)
-        self._memory_ids[rid] = memory_id
         return memory_id
 
     def set_tags(self, memory_ids: Iterable[str], tag_rows: Iterable[Sequence[Any]]) -> None:

@@ -97,11 +97,12 @@ def _hold_record(rid: int, row: Sequence[Any] | None, states: RecordStates,
                  candidates: CandidateRows | None) -> str | None:
     """Hold the record of keyword row ``rid`` (its ``ROWS_SQL`` row, or None when the row is gone) in ``states``
     and ``candidates``; returns its memory id when ``candidates`` now holds it (a live record)."""
+    previous_id = states.memory_ids.get(rid)
     states.set(rid, None if row is None else row[_STATE])
     if candidates is None:
         return None
     live = row is not None and row[5] is not None and not row[_IS_DELETED]
-    return candidates.set(rid, row[_CANDIDATE] if live else None)
+    return candidates.set(previous_id, row[_CANDIDATE] if live else None)
 
 
 def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates,
