@@ -233,22 +233,31 @@ def term_coverage(terms: Sequence[str], document_tokens: str | Sequence[str] | N
     ``document_idf`` so a rare term counts more than a common one; ``None`` weighs every term 1, and a term missing
     from ``weights`` weighs 0. 0.0 without terms, without a document or when every weight is 0.
     """
-    distinct = list(dict.fromkeys(terms))
-    if not distinct or document_tokens is None:
-        return 0.0
-    tokens = document_tokens.split() if isinstance(document_tokens, str) else list(document_tokens)
-    vocabulary = set(tokens)
-    # " stem" occurs in the space-joined tokens exactly when some token starts with stem: one search in C instead
-    # of a startswith per token (the speaker step weighs up to 46 texts per call). Joined only for prefix terms.
-    joined = " " + " ".join(tokens) if any(is_prefix_term(term) for term in distinct) else ""
+    return CoverageWeigher(terms, weights)(document_tokens)
 
-    def covered(term: str) -> bool:
-        if is_prefix_term(term):
-            return " " + term[: -len(PREFIX_MARK)] in joined
-        return term in vocabulary
 
-    weight = {term: 1.0 if weights is None else max(float(weights.get(term, 0.0)), 0.0) for term in distinct}
-    total = sum(weight.values())
-    if total <= 0.0:
-        return 0.0
-    return sum(weight[term] for term in distinct if covered(term)) / total
+class CoverageWeigher:
+    """``term_coverage`` of one set of ``terms`` and ``weights`` for many documents: the terms' weights, their
+    total and which of them are prefixes are worked out once, not per document (the speaker step weighs up to 46
+    texts per retrieval)."""
+
+    def __init__(self, terms: Sequence[str], weights: Mapping[str, float] | None = None) -> None:
+        distinct = list(dict.fromkeys(terms))
+        weight = {term: 1.0 if weights is None else max(float(weights.get(term, 0.0)), 0.0) for term in distinct}
+        self.total = sum(weight.values())
+        # Only terms that can count are tested, in the terms' order (the sum's order, so the result is the same
+        # float whichever way it is computed): (True, " stem", weight) for a prefix, (False, word, weight).
+        self.checks = [(True, " " + term[: -len(PREFIX_MARK)], w) if is_prefix_term(term) else (False, term, w)
+                       for term, w in weight.items() if w > 0.0]
+        self.has_prefix = any(prefix for prefix, _, _ in self.checks)
+
+    def __call__(self, document_tokens: str | Sequence[str] | None) -> float:
+        if self.total <= 0.0 or document_tokens is None:
+            return 0.0
+        tokens = document_tokens.split() if isinstance(document_tokens, str) else list(document_tokens)
+        vocabulary = set(tokens)
+        # " stem" occurs in the space-joined tokens exactly when some token starts with stem: one search in C
+        # instead of a startswith per token.
+        joined = " " + " ".join(tokens) if self.has_prefix else ""
+        covered = sum(w for prefix, key, w in self.checks if (key in joined if prefix else key in vocabulary))
+        return covered / self.total

@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 from .fusion import LEAD_MARGIN, FusedHit
 from .inflection import PREFIX_MARK, is_prefix_term
-from .segmentation import term_coverage, tokenize
+from .segmentation import CoverageWeigher, tokenize
 
 MAX_LABEL_CHARS = 32
 """Longest speaker label read; the candidate query reads ``HEAD_CHARS`` characters of each text for it."""
@@ -188,7 +188,8 @@ def plan_speaker_lift(query: str, terms: Sequence[str], hits: Sequence[FusedHit]
 def content_coverage(terms: Sequence[str], texts: Mapping[Hashable, str | None],
                      weights: Mapping[str, float]) -> dict[Hashable, float]:
     """Each text's idf-weighted coverage of ``terms`` (``content_terms`` output; ``segmentation.term_coverage``)."""
-    return {key: term_coverage(terms, text, weights) for key, text in texts.items()}
+    weigh = CoverageWeigher(terms, weights)
+    return {key: weigh(text) for key, text in texts.items()}
 
 
 def _ceiling(hit: FusedHit, rivals: Sequence[FusedHit], coverage: Mapping[Hashable, float], ceiling: float) -> float:
