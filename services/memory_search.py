@@ -31,7 +31,7 @@ from .logic.neighbours import answers_to_questions, write_neighbours
 from .logic.segmentation import document_idf, query_terms, terms_reliability
 from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
-from .logic.tags import CandidateTags, TagTriplet
+from .logic.tags import CandidateTags, TagTriplet, stored_tags
 from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
 from .scope import Scope
@@ -104,8 +104,8 @@ def calibration(order, dense: dict[str, float]) -> float:
 def candidate_tags(record: dict[str, Any] | None) -> CandidateTags | None:
     if record is None:
         return None
-    return CandidateTags.from_lists(record.get("core_tags"), record.get("diffusion_tags"),
-                                    record.get("opposing_tags"), record.get("tags"))
+    return stored_tags(record.get("core_tags"), record.get("diffusion_tags"), record.get("opposing_tags"),
+                       record.get("tags"))
 
 
 class MemorySearch:

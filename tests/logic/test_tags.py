@@ -83,3 +83,15 @@ def test_candidate_tags_normalise_stored_values():
     tags = CandidateTags.from_lists(core=["Work"], generic="Project, X")
     assert tags.core == frozenset({"work"})
     assert tags.generic == frozenset({"project", "x"})
+
+
+def test_stored_tags_equal_the_normalised_sets_and_follow_changed_values():
+    from booku_memory.services.logic.tags import CandidateTags, stored_tags
+
+    lists = (["Alice", " travel "], ["Paris"], ["work"], ["conv-1"])
+    assert stored_tags(*lists) == CandidateTags.from_lists(*lists)
+    assert stored_tags(*lists) is stored_tags(*[list(group) for group in lists])  # remembered by value
+    assert stored_tags(None, [], None, None) == CandidateTags()
+    assert stored_tags("a,B", None, None, None) == CandidateTags.from_lists("a,B")  # a string is split, not iterated
+    edited = (["Alice", "food"], ["Paris"], ["work"], ["conv-1"])
+    assert stored_tags(*edited).core == frozenset({"alice", "food"})
