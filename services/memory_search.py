@@ -349,7 +349,9 @@ class MemorySearch:
                 # Hits new to this pass, or keyword candidates read without tags, need their tags now.
                 fresh = [h.memory_id for h in hits if "tags" not in candidates.get(h.memory_id, {})]
                 if fresh:
-                    candidates.update(await self.rt.records.candidates(fresh, with_tags=True))
+                    # As of the first read a few milliseconds ago: one moment for every candidate of this
+                    # retrieval, and no hop to the reader on the critical path unless some are not held.
+                    candidates.update(await self.rt.records.candidates(fresh, with_tags=True, as_of_last_read=True))
         for hit in hits:
             record = candidates.get(hit.memory_id)
             if record is None or hit.embedding is None or not self._passes(record, flt):

@@ -282,6 +282,21 @@ class MemoryKeywordIndex:
                 self.forget()
             return None
 
+    def held_candidates(self, memory_ids: Sequence[str], tags_for: set[str] | None
+                        ) -> tuple[dict[str, dict[str, Any]], list[str]] | None:
+        """The rows held of ``memory_ids`` and the ids not held, read here without following the journal first;
+        None when no rows are held.
+
+        For a retrieval's second read of candidates (EPA pass 2's new hits), a few milliseconds after its first
+        read followed the journal: the rows are those of that moment, so one retrieval weighs every candidate as
+        of one moment, and the hop to the reader's thread is saved on the critical path (~0.7 ms under load). The
+        caller reads the ids not held with ``candidates``. Safe beside a journal being applied on the reader's
+        thread: each row and each tag tuple is replaced whole, so a lookup sees a record's old or new row."""
+        loaded = self._loaded
+        if loaded is None or loaded.candidates is None or not (self.enabled and self.keep_candidates):
+            return None
+        return loaded.candidates.lookup(memory_ids, tags_for)
+
 
 def _candidates_here(raw: sqlite3.Connection, loaded: _Loaded, rows: CandidateRows, memory_ids: list[str],
                      tags_for: set[str] | None,

@@ -593,7 +593,8 @@ class RecordRepository:
         return records
 
     async def candidates(self, memory_ids: Iterable[str], *, with_tags: bool,
-                         tags_only_for: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+                         tags_only_for: Iterable[str] | None = None,
+                         as_of_last_read: bool = False) -> dict[str, dict[str, Any]]:
         """The columns ranking needs of each live candidate (``CANDIDATE_COLUMNS``, tags only when asked, and then
         only for ``tags_only_for`` when given: tag bonuses apply to vector hits, not to keyword-only candidates).
 
@@ -604,9 +605,19 @@ class RecordRepository:
         second vector pass), and under load each hop saved (a hand-over of the GIL) is worth as much as a query.
         Once the keyword index is loaded, the rows come from its in-memory copy (``storage.candidate_rows``) in that
         same hop, and only the ids it does not hold are read in SQL.
+
+        ``as_of_last_read``: a second read within one retrieval may take the rows held as the last read left them,
+        without a hop (``MemoryKeywordIndex.held_candidates``); only the ids not held are read as above.
         """
         ids = list(memory_ids)
         tags_for = None if not with_tags else set(ids) if tags_only_for is None else set(tags_only_for)
+        if as_of_last_read:
+            snapshot = self.memory_keywords.held_candidates(ids, tags_for)
+            if snapshot is not None:
+                found, missing = snapshot
+                if missing:
+                    found.update(await self.candidates(missing, with_tags=with_tags, tags_only_for=tags_for))
+                return found
         held = await self.memory_keywords.candidates(
             ids, tags_for, lambda raw, missing: _run_plan_here(raw, self._candidates_plan(missing, tags_for)))
         if held is not None:

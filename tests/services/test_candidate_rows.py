@@ -126,6 +126,36 @@ async def test_a_record_not_held_is_read_in_sql(tmp_path) -> None:
         assert held == by_sql and not_held == [ids[3]]
 
 
+async def test_a_second_read_as_of_the_last_one_takes_held_rows_without_a_hop_and_reads_the_rest(
+        tmp_path, monkeypatch) -> None:
+    """EPA pass 2's read (``as_of_last_read``): the rows held as the last read left them, looked up without a hop
+    to the reader and without following the journal; the ids not held are read as usual (journal, then SQL)."""
+    async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
+        service = memory.get_service(booku_memory.MEMORY_SERVICE)
+        ids = await write_corpus(service)
+        records = memory.runtime.records
+        assert await records.memory_keywords.wait_ready()
+        first = await records.candidates(ids, with_tags=True)  # follows the journal: the copy holds the corpus
+        rows: CandidateRows = records.memory_keywords._loaded.candidates
+        rows.set(ids[3], None)  # as if not held
+        hops = []
+        original = keyword_memory.MemoryKeywordIndex.candidates
+
+        async def counted(self, *args, **kwargs):
+            hops.append(list(args[0]))
+            return await original(self, *args, **kwargs)
+
+        monkeypatch.setattr(keyword_memory.MemoryKeywordIndex, "candidates", counted)
+        second = await records.candidates([*ids, "no-such-id"], with_tags=True, as_of_last_read=True)
+        assert hops == [[ids[3], "no-such-id"]]  # only the ids not held took the hop
+        assert second == first
+        hops.clear()
+        held_only = [memory_id for memory_id in ids if memory_id != ids[3]]
+        assert await records.candidates(held_only, with_tags=True, as_of_last_read=True) == \
+            {memory_id: first[memory_id] for memory_id in held_only}
+        assert hops == []
+
+
 @pytest.mark.parametrize("tagged", [False, True])
 async def test_retrieval_is_the_same_with_and_without_held_rows(tmp_path, tagged: bool) -> None:
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=DeterministicTestEmbedder()) as memory:
