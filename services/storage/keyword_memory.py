@@ -269,9 +269,9 @@ class MemoryKeywordIndex:
 
         One hop to the reader's thread: the journal is followed first, so the rows are the committed table's, and
         the ids not held are read there by ``read_missing(connection, ids)`` (their SQL read)."""
-        loaded = self._loaded
+        loaded = self._loaded_with_candidates()
         core = aiosqlite_core(self.db.reader)
-        if loaded is None or loaded.candidates is None or core is None or not (self.enabled and self.keep_candidates):
+        if loaded is None or core is None:
             return None
         execute, raw = core
         try:
@@ -292,10 +292,15 @@ class MemoryKeywordIndex:
         of one moment, and the hop to the reader's thread is saved on the critical path (~0.7 ms under load). The
         caller reads the ids not held with ``candidates``. Safe beside a journal being applied on the reader's
         thread: each row and each tag tuple is replaced whole, so a lookup sees a record's old or new row."""
+        loaded = self._loaded_with_candidates()
+        return None if loaded is None else loaded.candidates.lookup(memory_ids, tags_for)
+
+    def _loaded_with_candidates(self) -> _Loaded | None:
+        """The loaded index when it holds candidate rows and they are to be used, else None."""
         loaded = self._loaded
         if loaded is None or loaded.candidates is None or not (self.enabled and self.keep_candidates):
             return None
-        return loaded.candidates.lookup(memory_ids, tags_for)
+        return loaded
 
 
 def _candidates_here(raw: sqlite3.Connection, loaded: _Loaded, rows: CandidateRows, memory_ids: list[str],
