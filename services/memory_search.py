@@ -24,7 +24,9 @@ import numpy as np
 from .errors import EmbeddingUnavailableError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
-from .logic.epa import EpaParams, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus
+from .logic.epa import (
+    EpaParams, QueryTags, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus,
+)
 from .logic.fusion import FusedHit, FusionParams, fuse_routes, keyword_challenge, settle_keyword_challenge
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
@@ -352,13 +354,14 @@ class MemorySearch:
                     # As of the first read a few milliseconds ago: one moment for every candidate of this
                     # retrieval, and no hop to the reader on the critical path unless some are not held.
                     candidates.update(await self.rt.records.candidates(fresh, with_tags=True, as_of_last_read=True))
+        query_tags = QueryTags.of(triplet)
         for hit in hits:
             record = candidates.get(hit.memory_id)
             if record is None or hit.embedding is None or not self._passes(record, flt):
                 continue
             if with_tags:
                 tags = tags_by_id[hit.memory_id] if hit.memory_id in tags_by_id else candidate_tags(record)
-                bonus = tag_bonus(tags, triplet, params, result.beta)
+                bonus = tag_bonus(tags, query_tags, params, result.beta)
             else:
                 bonus = 0.0
             dense[hit.memory_id] = float(hit.similarity) + bonus

@@ -61,6 +61,7 @@ _RESONANCE_MARKERS_EN = re.compile(r"\b(?:cross|across)\b", re.IGNORECASE)
 __all__ = [
     "CandidateTags",
     "EpaParams",
+    "QueryTags",
     "ReshapedQuery",
     "TagMatch",
     "compute_beta",
@@ -119,15 +120,34 @@ class ReshapedQuery:
     reshaped: bool
 
 
-def match_tags(candidate: CandidateTags, query: TagTriplet) -> TagMatch:
+@dataclass(frozen=True)
+class QueryTags:
+    """A query triplet's groups as sets, built once per retrieval: ``match_tags`` runs for every hit of both
+    passes (~100 per tagged retrieval) and built the three sets on each call."""
+
+    core: frozenset[str]
+    diffusion: frozenset[str]
+    opposing: frozenset[str]
+
+    @classmethod
+    def of(cls, query: TagTriplet | QueryTags) -> QueryTags:
+        if isinstance(query, QueryTags):
+            return query
+        return cls(frozenset(query.core), frozenset(query.diffusion), frozenset(query.opposing))
+
+    @property
+    def is_empty(self) -> bool:
+        return not (self.core or self.diffusion or self.opposing)
+
+
+def match_tags(candidate: CandidateTags, query: TagTriplet | QueryTags) -> TagMatch:
     """Count the candidate's tag overlaps with the query triplet (no token fallback for empty groups)."""
-    query_core = set(query.core)
-    query_opposing = set(query.opposing)
-    opposed = len(query_opposing & (candidate.core | candidate.diffusion | candidate.generic))
-    opposed += len(candidate.opposing & query_core)
+    sets = QueryTags.of(query)
+    opposed = len(sets.opposing & (candidate.core | candidate.diffusion | candidate.generic))
+    opposed += len(candidate.opposing & sets.core)
     return TagMatch(
-        core=len(query_core & candidate.core),
-        diffusion=len(set(query.diffusion) & candidate.diffusion),
+        core=len(sets.core & candidate.core),
+        diffusion=len(sets.diffusion & candidate.diffusion),
         opposing=opposed,
     )
 
@@ -236,10 +256,11 @@ def reshape_query_detailed(
     diff_w: list[float] = []
     opp_w: list[float] = []
     rows: list[np.ndarray] = []
+    query_tags = QueryTags.of(query_triplet)
     for index, tags in enumerate(cand_tags):
         if tags is None or index >= similarities.size:
             continue
-        match = match_tags(tags, query_triplet)
+        match = match_tags(tags, query_tags)
         if not match.any:
             continue
         similarity = float(similarities[index])
@@ -289,7 +310,8 @@ def reshape_query(
     return reshape_query_detailed(query_vec, cand_embeddings, cand_tags, query_triplet, sims, params, beta).vector
 
 
-def tag_bonus(candidate_tags: CandidateTags | None, query_triplet: TagTriplet, params: EpaParams, beta: float) -> float:
+def tag_bonus(candidate_tags: CandidateTags | None, query_triplet: TagTriplet | QueryTags, params: EpaParams,
+              beta: float) -> float:
     """Additive score of a pass-2 hit: ``β (κ·mc + diffusion_boost·md − opposing_penalty·mo)``; 0 without tags."""
     if candidate_tags is None or query_triplet.is_empty:
         return 0.0

@@ -175,3 +175,16 @@ def test_diffusion_adds_only_new_directions():
     both = reshape_query(q, embeddings, tags, query, sims, PARAMS, 0.5)
     single = reshape_query(q, embeddings[:1], tags[:1], query, sims[:1], PARAMS, 0.5)
     assert np.allclose(both, single, atol=1e-6)
+
+
+def test_query_tags_built_once_match_as_the_triplet_does():
+    from booku_memory.services.logic.epa import QueryTags
+
+    triplet = TagTriplet(core=["travel", "lake"], diffusion=["food"], opposing=["work"])
+    sets = QueryTags.of(triplet)
+    assert QueryTags.of(sets) is sets and not sets.is_empty and QueryTags.of(TagTriplet()).is_empty
+    params = EpaParams()
+    for memory in (CandidateTags.from_lists(["travel"], ["food"], ["holiday"], ["work"]),
+                   CandidateTags.from_lists(["lake", "travel"], [], ["travel"], []), CandidateTags()):
+        assert match_tags(memory, sets) == match_tags(memory, triplet)
+        assert tag_bonus(memory, sets, params, 0.4) == tag_bonus(memory, triplet, params, 0.4)
