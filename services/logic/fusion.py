@@ -210,17 +210,19 @@ def fuse_routes(
     order: dict[Hashable, int] = {}
     for key in [*dense_z, *keyword_z, *(time_matches or {})]:
         order.setdefault(key, len(order))
+    time_of = time_matches or {}
+    shape_of = shapes or {}
     route_parts: dict[Hashable, tuple[float, float, float]] = {}
     for key in order:
         vector_part = (1.0 - weight) * (dense_z.get(key, dense_floor) - dense_floor) if dense_z else 0.0
         keyword_part = weight * (keyword_z.get(key, keyword_floor) - keyword_floor) if keyword_z else 0.0
-        route_parts[key] = (vector_part, keyword_part, params.time_weight * (time_matches or {}).get(key, 0.0))
+        route_parts[key] = (vector_part, keyword_part, params.time_weight * time_of.get(key, 0.0))
     lifts: dict[Hashable, float] = {}
     if neighbours:
         lifts = neighbour_lift({key: sum(parts) for key, parts in route_parts.items()}, neighbours,
                                params.neighbour_weight)
     lengths = {key: length_prior(shape, length_weight=params.length_weight, length_cap=params.length_cap)
-               for key, shape in (shapes or {}).items()}
+               for key, shape in shape_of.items()}
     if answers:
         # The answer is placed against its question with both lengths counted, so it ends ``answer_margin`` below
         # the question in the final score unless the question penalty (a memory that only asks) drops the question.
@@ -231,7 +233,7 @@ def fuse_routes(
     for key in order:
         vector_part, keyword_part, time_part = route_parts[key]
         neighbour_part = lifts.get(key, 0.0)
-        shape = (shapes or {}).get(key)
+        shape = shape_of.get(key)
         shape_part = 0.0 if shape is None else lengths[key] + question_prior(
             shape, keyword_reliability, question_penalty=params.question_penalty)
         cosine = dense.get(key) if key in dense_z else None
