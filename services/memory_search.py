@@ -339,10 +339,11 @@ class MemorySearch:
         # Each hit's tags as sets, built once: pass 2 mostly finds the pass-1 hits again, and building them was a
         # third of the EPA step's Python time when reshaping and the tag bonus each built their own.
         tags_by_id = {h.memory_id: candidate_tags(candidates.get(h.memory_id)) for h in pass1} if with_tags else {}
+        query_tags = QueryTags.of(triplet)  # the query's groups as sets, for the reshaping and the tag bonus
         if with_tags and pass1:
             with single_threaded_blas():
                 reshaped = reshape_query_detailed(
-                    query_vec, evidence, [tags_by_id[h.memory_id] for h in pass1], triplet,
+                    query_vec, evidence, [tags_by_id[h.memory_id] for h in pass1], query_tags,
                     [h.similarity for h in pass1], params, result.beta,
                 )
             if reshaped.reshaped:
@@ -354,7 +355,6 @@ class MemorySearch:
                     # As of the first read a few milliseconds ago: one moment for every candidate of this
                     # retrieval, and no hop to the reader on the critical path unless some are not held.
                     candidates.update(await self.rt.records.candidates(fresh, with_tags=True, as_of_last_read=True))
-        query_tags = QueryTags.of(triplet)
         for hit in hits:
             record = candidates.get(hit.memory_id)
             if record is None or hit.embedding is None or not self._passes(record, flt):

@@ -229,7 +229,7 @@ def reshape_query_detailed(
     query_vec: np.ndarray,
     cand_embeddings: np.ndarray | Sequence[Sequence[float] | None],
     cand_tags: Sequence[CandidateTags | None],
-    query_triplet: TagTriplet,
+    query_triplet: TagTriplet | QueryTags,
     sims: np.ndarray | Sequence[float],
     params: EpaParams,
     beta: float,
