@@ -98,7 +98,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .neighbours import answer_lift, neighbour_lift
-from .segmentation import clamped_reliability, term_coverage
+from .segmentation import CoverageWeigher, clamped_reliability
 from .shape import TextShape, length_prior, question_prior
 
 _EPS = 1e-12
@@ -312,8 +312,8 @@ def settle_keyword_challenge(hits: Sequence[FusedHit], challenge: KeywordChallen
     """``hits`` with the challenger first (``lead_with``) when its text covers the query's ``terms``, weighed by
     ``weights`` (``segmentation.document_idf``), strictly better than the incumbent's; otherwise unchanged (a tie
     keeps the fused order). ``texts``: id → the segmented text the keyword index holds for it."""
-    if term_coverage(terms, texts.get(challenge.challenger), weights) \
-            <= term_coverage(terms, texts.get(challenge.incumbent), weights):
+    coverage = CoverageWeigher(terms, weights)  # the terms' weights worked out once for both texts
+    if coverage(texts.get(challenge.challenger)) <= coverage(texts.get(challenge.incumbent)):
         return list(hits)
     return lead_with(hits, challenge.challenger)
 
