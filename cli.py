@@ -1,7 +1,8 @@
 """Command line: ``python -m booku_memory <serve|command|reindex|export|import|ingest|manifest|mcp>``.
 
-Every sub-command opens the same standalone runtime the library uses (``booku_memory.open``), so the CLI, the
-dashboard and other programs see one store.
+Every sub-command gets its memory the way the library does (``booku_memory.open``): when ``serve``, an MCP server
+or another owner already holds the data dir, the command runs through that process (``owner_client``), so the CLI,
+the dashboard and other programs see one store and its one set of indexes. ``serve`` itself must own the data dir.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ def _print(data: Any) -> None:
 
 
 async def _with_memory(args: argparse.Namespace, job, *, check_model: bool = True) -> Any:
+    from .services.embedding.deterministic import testing_embedder_from_env
     from .standalone import open_memory
 
-    async with open_memory(args.data_dir, _config(args), check_model=check_model) as memory:
+    async with open_memory(args.data_dir, _config(args), check_model=check_model, entry_point="cli",
+                           embedder=testing_embedder_from_env()) as memory:
         return await job(memory)
 
 
@@ -52,12 +55,14 @@ async def run_serve(args: argparse.Namespace) -> None:
     from .router.app import create_dashboard_app
     from .router.auth import ensure_api_key
     from .router.settings import DashboardSettings
+    from .services.embedding.deterministic import testing_embedder_from_env
     from .standalone import open_memory
 
     config = _config(args)
     host = args.host or config.dashboard.host
     port = args.port or config.dashboard.port
-    async with open_memory(args.data_dir, config) as memory:
+    async with open_memory(args.data_dir, config, entry_point="serve", accept_clients=True, connect=False,
+                           embedder=testing_embedder_from_env()) as memory:
         runtime = memory.runtime
         api_key = ensure_api_key(runtime.data_dir, config)
         runtime.knowledge_service().schedule_startup_ingest()
@@ -71,11 +76,8 @@ async def run_serve(args: argparse.Namespace) -> None:
 
 
 async def run_command(args: argparse.Namespace) -> None:
-    from .tools.memory_command import run_memory_command
-
     async def job(memory):
-        service = memory.get_service("booku_memory:service:booku_memory")
-        return await run_memory_command(service, args.text, stream_id=args.stream)
+        return await memory.run_memory_command(args.text, stream_id=args.stream)
 
     _print(await _with_memory(args, job))
 
@@ -90,28 +92,22 @@ async def run_memo(args: argparse.Namespace) -> None:
 
 
 async def run_reindex(args: argparse.Namespace) -> None:
-    from .services.portability import reindex
-
     async def job(memory):
-        return await reindex(memory.runtime, progress=progress_bar)
+        return await memory.reindex(progress=progress_bar)
 
     _print(await _with_memory(args, job, check_model=False))
 
 
 async def run_export(args: argparse.Namespace) -> None:
-    from .services.portability import export_jsonl
-
     async def job(memory):
-        return await export_jsonl(memory.runtime, args.file, progress=progress_bar)
+        return await memory.export_jsonl(args.file, progress=progress_bar)
 
     _print(await _with_memory(args, job))
 
 
 async def run_import(args: argparse.Namespace) -> None:
-    from .services.portability import import_jsonl
-
     async def job(memory):
-        return await import_jsonl(memory.runtime, args.file, progress=progress_bar)
+        return await memory.import_jsonl(args.file, progress=progress_bar)
 
     _print(await _with_memory(args, job))
 

@@ -59,6 +59,7 @@ from .services.errors import BookuError, ConfigError, EmbeddingUnavailableError
 from .services.knowledge_service import BookuKnowledgeService
 from .services.memory_service import BookuMemoryService
 from .services.evidence.capture import record_host_message
+from .owner_rpc import OwnerEndpoint, start_endpoint
 from .services.runtime import BookuRuntime
 from .services.scope import Scope
 from .services.scoping import scope_for_chat
@@ -690,6 +691,7 @@ class BookuMemoryPlugin(BasePlugin):
         # Raises ConfigError naming the key: the host then refuses the plugin with that message.
         self.booku_config, self.data_dir = settings_from_host_config(config)
         self.runtime: BookuRuntime | None = None
+        self.owner_endpoint: OwnerEndpoint | None = None
         self.startup_error = ""
         self.tool_usage = ToolUsageTracker(self.booku_config.plugin.memory_tool_miss_warning_threshold)
         self.flashback = FlashbackPicker(self.booku_config.flashback)
@@ -749,9 +751,11 @@ class BookuMemoryPlugin(BasePlugin):
         if not self.booku_config.plugin.enabled:
             return
         runtime = BookuRuntime(self.booku_config, self.data_dir, embedder=host_embedder(self.booku_config),
-                               host_chat_fn=host_chat_fn(self.booku_config))
+                               host_chat_fn=host_chat_fn(self.booku_config), entry_point="host", accepts_clients=True)
         try:
             await runtime.start()
+            # The plugin owns the data dir: the CLI, MCP servers and scripts run on it through this endpoint.
+            self.owner_endpoint = await start_endpoint(runtime)
         except Exception as exc:
             self.startup_error = f"{type(exc).__name__}: {exc}"
             logger.error(f"Booku 记忆启动失败，服务与工具不可用：{self.startup_error}")
@@ -775,8 +779,13 @@ class BookuMemoryPlugin(BasePlugin):
         except Exception as exc:  # the host does not unmount routers on unload; failing to do it must not block close
             logger.warning(f"卸载管理后台路由失败：{exc}")
         runtime, self.runtime = self.runtime, None
-        if runtime is not None:
-            await runtime.close()
+        endpoint, self.owner_endpoint = self.owner_endpoint, None
+        try:
+            if endpoint is not None:
+                await endpoint.stop()
+        finally:
+            if runtime is not None:
+                await runtime.close()
         logger.info("Booku 记忆已关闭")
 
     # -------------------------------------------------------------------------------------------------- reminders

@@ -5,7 +5,7 @@ bearer token. Every call runs in one scope fixed by the operator (``[mcp]`` owne
 See docs/MCP.md.
 """
 
-from .catalog import McpTool, ToolOutcome, build_tools
+from .catalog import McpTool, ToolOutcome, build_tools, remote_tool_call, runtime_tool_call
 from .entry import serve, serve_http, serve_stdio
 from .server import build_server
 from .settings import McpSettings, mcp_scope, mcp_settings
@@ -20,6 +20,8 @@ __all__ = [
     "ensure_token",
     "mcp_scope",
     "mcp_settings",
+    "remote_tool_call",
+    "runtime_tool_call",
     "serve",
     "serve_http",
     "serve_stdio",

@@ -170,6 +170,35 @@ def checked_arguments(tool: McpTool, arguments: Mapping[str, Any] | None) -> dic
     return given
 
 
+ToolCall = Callable[[McpTool, Mapping[str, Any] | None], Awaitable[ToolOutcome]]
+"""How a server runs one checked-by-name tool call: in this process (``runtime_tool_call``) or in the data dir's
+owner (``remote_tool_call``)."""
+
+
+def runtime_tool_call(runtime: Any, scope: Scope) -> ToolCall:
+    """Calls run on ``runtime`` (this process owns the data dir) within ``scope``."""
+    context = ToolContext(runtime, scope)
+
+    async def run(tool: McpTool, arguments: Mapping[str, Any] | None) -> ToolOutcome:
+        return await call_tool(tool, context, arguments)
+
+    return run
+
+
+def remote_tool_call(memory: Any, scope: Scope) -> ToolCall:
+    """Calls run by the data dir's owner process (``memory`` is an ``owner_client.RemoteMemoryHandle``), checked
+    and rendered there by ``call_tool``, so the client reads exactly what an in-process server would answer."""
+
+    async def run(tool: McpTool, arguments: Mapping[str, Any] | None) -> ToolOutcome:
+        try:
+            answer = await memory.call_mcp_tool(tool.name, dict(arguments or {}), scope=scope)
+        except BookuError as exc:  # the owner is gone or refused: tell the model, as for any refused call
+            return ToolOutcome(str(exc), is_error=True)
+        return ToolOutcome(str(answer["text"]), is_error=bool(answer["is_error"]))
+
+    return run
+
+
 async def call_tool(tool: McpTool, context: ToolContext, arguments: Mapping[str, Any] | None) -> ToolOutcome:
     """Check the arguments, run the tool, and turn every failure into an error outcome the model can read
     (a service's own Chinese message for bad input; a generic sentence, never a traceback, for anything else)."""

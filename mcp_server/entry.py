@@ -1,16 +1,17 @@
 """``python -m booku_memory mcp``: open the standalone memory and serve it over stdio or streamable HTTP.
 
-The test-only switch ``BOOKU_TEST_EMBEDDER=deterministic`` is read here and nowhere else: it lets the subprocess
-tests run the real server with the fast hashing embedder instead of loading the local model. Never set it for real
-use: its vectors know nothing about meaning, and a store written with it opens with the real model only after a
-``reindex``.
+The server owns the data dir and accepts clients (the CLI, ``booku_memory.open()``, another MCP server), or, when
+another process already owns it (say the dashboard), it becomes that owner's client: every tool call then runs in
+the owner (``catalog.remote_tool_call``), so nothing is served from a second, stale copy of the stores.
+
+The test-only switch ``BOOKU_TEST_EMBEDDER=deterministic`` (``embedding.deterministic.testing_embedder_from_env``)
+lets the subprocess tests run the real server with the fast hashing embedder instead of loading the local model.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 import threading
@@ -20,27 +21,23 @@ from typing import Any
 
 from ..config import BookuConfig
 from ..services.embedding.base import Embedder
-from ..services.errors import ConfigError
-from ..standalone import open_memory
+from ..services.embedding.deterministic import TEST_EMBEDDER_ENV, testing_embedder_from_env
+from ..services.scope import Scope
+from ..standalone import MemoryHandle, open_memory
+from .catalog import ToolCall, remote_tool_call, runtime_tool_call
 from .http_transport import endpoint_url, http_app
 from .server import build_server
 from .settings import HTTP_HOST, McpSettings, mcp_scope, mcp_settings
 from .token import configured_token, ensure_token, token_path
 
-TEST_EMBEDDER_ENV = "BOOKU_TEST_EMBEDDER"
+__all__ = ["TEST_EMBEDDER_ENV", "serve", "serve_http", "serve_stdio", "testing_embedder_from_env"]
 
 
-def testing_embedder_from_env() -> Embedder | None:
-    """FOR TESTS ONLY: the deterministic hashing embedder when ``BOOKU_TEST_EMBEDDER=deterministic``, else None
-    (the configured embedder is used)."""
-    value = os.environ.get(TEST_EMBEDDER_ENV, "").strip()
-    if not value:
-        return None
-    if value != "deterministic":
-        raise ConfigError(f"环境变量 {TEST_EMBEDDER_ENV} 只能是 deterministic（仅供测试），当前为 {value!r}")
-    from ..services.embedding.deterministic import DeterministicTestEmbedder
-
-    return DeterministicTestEmbedder()
+def _tool_call(memory: Any, scope: Scope) -> ToolCall:
+    """In-process calls when this process owns the data dir, calls to the owner otherwise."""
+    if isinstance(memory, MemoryHandle):
+        return runtime_tool_call(memory.runtime, scope)
+    return remote_tool_call(memory, scope)
 
 
 async def serve(data_dir: str | Path, config: BookuConfig, *, http: bool = False, port: int | None = None,
@@ -68,10 +65,11 @@ async def serve_stdio(data_dir: str | Path, config: BookuConfig, settings: McpSe
 
     scope = mcp_scope(settings)
     async with stdio_server() as (read_stream, write_stream):
-        async with open_memory(data_dir, config, embedder=embedder, scope=scope) as memory:
-            _report(f"Booku Memory MCP（stdio）已启动：数据目录 {memory.runtime.data_dir}，"
-                    f"记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}", memory.runtime, stream=sys.stderr)
-            server = build_server(memory.runtime, scope)
+        async with open_memory(data_dir, config, embedder=embedder, scope=scope, entry_point="mcp",
+                               accept_clients=True) as memory:
+            _report(f"Booku Memory MCP（stdio）已启动：数据目录 {memory.data_dir}，"
+                    f"记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}", memory, stream=sys.stderr)
+            server = build_server(memory.config, _tool_call(memory, scope))
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
@@ -81,17 +79,17 @@ async def serve_http(data_dir: str | Path, config: BookuConfig, settings: McpSet
     import uvicorn
 
     scope = mcp_scope(settings)
-    async with open_memory(data_dir, config, embedder=embedder, scope=scope) as memory:
-        runtime = memory.runtime
-        token = ensure_token(runtime.data_dir, settings)
-        app = http_app(build_server(runtime, scope), token=token, port=settings.port)
+    async with open_memory(data_dir, config, embedder=embedder, scope=scope, entry_point="mcp",
+                           accept_clients=True) as memory:
+        token = ensure_token(memory.data_dir, settings)
+        app = http_app(build_server(memory.config, _tool_call(memory, scope)), token=token, port=settings.port)
         server = uvicorn.Server(uvicorn.Config(app, host=HTTP_HOST, port=settings.port, log_level="warning"))
         source = ("来自配置或环境变量" if configured_token(settings)
-                  else f"保存在 {token_path(runtime.data_dir)}")
+                  else f"保存在 {token_path(memory.data_dir)}")
         lines = (f"Booku Memory MCP（streamable HTTP）已启动：{endpoint_url(settings.port)}\n"
-                 f"数据目录 {runtime.data_dir}，记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}\n"
+                 f"数据目录 {memory.data_dir}，记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}\n"
                  f"请求头 Authorization: Bearer {token}  （令牌{source}）")
-        announcer = asyncio.create_task(_announce_when_started(server, lines, runtime))
+        announcer = asyncio.create_task(_announce_when_started(server, lines, memory))
         try:
             with _stop_on_signals(server):
                 await server.serve()
@@ -123,15 +121,18 @@ def _stop_on_signals(server: Any) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-async def _announce_when_started(server: Any, text: str, runtime: Any) -> None:
+async def _announce_when_started(server: Any, text: str, memory: Any) -> None:
     # Printed only once the socket listens, so a script waiting for this line can connect right away.
     while not server.started:
         await asyncio.sleep(0.05)
-    _report(text, runtime, stream=sys.stdout)
+    _report(text, memory, stream=sys.stdout)
 
 
-def _report(text: str, runtime: Any, *, stream: Any) -> None:
-    reason = runtime.degraded_reason()
+def _report(text: str, memory: Any, *, stream: Any) -> None:
+    if not isinstance(memory, MemoryHandle):
+        print(f"{text}\n数据目录由{memory.owner.describe()}持有，本服务的每次调用都交给它执行", file=stream, flush=True)
+        return
+    reason = memory.runtime.degraded_reason()
     if reason:
         text += f"\n注意：嵌入模型不可用，检索退化为关键词模式：{reason}"
     print(text, file=stream, flush=True)

@@ -13,8 +13,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from ..services.scope import Scope
-from .catalog import McpTool, ToolContext, build_tools, call_tool
+from .catalog import McpTool, ToolCall, build_tools
 
 SERVER_NAME = "booku-memory"
 INSTRUCTIONS = (
@@ -32,14 +31,15 @@ def _package_version() -> str:
         return ""
 
 
-def build_server(runtime: Any, scope: Scope) -> Server[Any]:
-    """A server whose every tool call runs on ``runtime`` within ``scope`` (the connection's fixed owner and store).
+def build_server(config: Any, call: ToolCall) -> Server[Any]:
+    """A server listing the tools built with ``config`` and running each call through ``call``: on this process's
+    runtime (``catalog.runtime_tool_call``) or in the data dir's owner (``catalog.remote_tool_call``), always
+    within the connection's fixed owner and store.
 
     Unknown tool names are protocol errors (``INVALID_PARAMS``); bad arguments and refused operations are tool
     results with ``is_error`` set, so the model reads the Chinese message and can correct itself.
     """
-    tools: dict[str, McpTool] = {tool.name: tool for tool in build_tools(runtime.config)}
-    context = ToolContext(runtime, scope)
+    tools: dict[str, McpTool] = {tool.name: tool for tool in build_tools(config)}
 
     async def list_tools(_ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None,
                          ) -> types.ListToolsResult:
@@ -53,7 +53,7 @@ def build_server(runtime: Any, scope: Scope) -> Server[Any]:
         tool = tools.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS, f"未知工具 {params.name!r}，可用：{'、'.join(tools)}")
-        outcome = await call_tool(tool, context, params.arguments)
+        outcome = await call(tool, params.arguments)
         return types.CallToolResult(content=[types.TextContent(text=outcome.text)], is_error=outcome.is_error)
 
     return Server(SERVER_NAME, version=_package_version(), instructions=INSTRUCTIONS,

@@ -18,6 +18,7 @@ from .embedding.cached import CachedEmbedder
 from .embedding.factory import build_embedder
 from .errors import EmbeddingUnavailableError
 from .logic.segmentation import warm_up as warm_up_segmentation
+from .ownership import Ownership
 from .scope import DEFAULT_SCOPE, Scope
 from .storage.audit import AuditLog
 from .storage.database import Database
@@ -115,9 +116,16 @@ class BookuRuntime:
         host_embed_fn: Callable[[list[str]], Awaitable[list[list[float]]]] | None = None,
         host_chat_fn: Callable[[list[dict[str, str]]], Awaitable[str]] | None = None,
         default_scope: Scope = DEFAULT_SCOPE,
+        entry_point: str = "open",
+        accepts_clients: bool = False,
     ) -> None:
         self.config: BookuConfig = load_config(config)
         self.data_dir = Path(data_dir).expanduser().resolve()
+        # Written into the owner record at start (``services.ownership``): who owns the data dir, and whether
+        # other processes should wait for its client endpoint rather than be refused.
+        self.entry_point = entry_point
+        self.accepts_clients = accepts_clients
+        self.ownership: Ownership | None = None
         self.default_scope = default_scope
         self._given_embedder = embedder
         self._host_embed_fn = host_embed_fn
@@ -169,7 +177,10 @@ class BookuRuntime:
 
     # -------------------------------------------------------------- lifecycle
     async def start(self, *, check_model: bool = True) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        """Take ownership of the data dir (raises ``DataDirBusy`` when another runtime holds it, before anything
+        is opened), then open SQLite, the vector index and the embedder."""
+        self.ownership = Ownership.claim(self.data_dir, entry_point=self.entry_point,
+                                         accepts_clients=self.accepts_clients)
         await self.db.open()
         # A migration that reshapes the keyword index leaves it empty and flags it; refill it once, here, because
         # its segmentation (jieba) runs in Python, before any search could miss rows.
@@ -225,6 +236,16 @@ class BookuRuntime:
         return int((await self.embed_queries(["维度探测"])).shape[1])
 
     async def close(self) -> None:
+        """Stop background work, flush vectors, close the stores, then release the data dir (even if a store
+        failed to close: the process is letting go of it either way)."""
+        try:
+            await self._close_stores()
+        finally:
+            if self.ownership is not None:  # last: no other process may open the stores before they are closed
+                self.ownership.release()
+                self.ownership = None
+
+    async def _close_stores(self) -> None:
         if self.dreaming is not None:
             await self.dreaming.stop()
             self.dreaming = None

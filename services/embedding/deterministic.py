@@ -10,11 +10,12 @@ to it. ``UnavailableEmbedder`` always fails, for testing the keyword-only degrad
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import EmbeddingUnavailableError, ValidationError
+from ..errors import ConfigError, EmbeddingUnavailableError, ValidationError
 from .base import empty_matrix, l2_normalise, text_list
 
 _TOKEN_WEIGHT = 1.0
@@ -102,3 +103,23 @@ class UnavailableEmbedder:
 
     async def aclose(self) -> None:
         """Nothing to release."""
+
+
+TEST_EMBEDDER_ENV = "BOOKU_TEST_EMBEDDER"
+
+
+def testing_embedder_from_env() -> "DeterministicTestEmbedder | None":
+    """FOR TESTS ONLY: the deterministic hashing embedder when ``BOOKU_TEST_EMBEDDER=deterministic``, else None
+    (the configured embedder is used).
+
+    Read by the entry points that start a runtime in a subprocess (``mcp``, ``serve`` and the other CLI commands),
+    so subprocess tests run the real programs without loading the local model. Never set it for real use: its
+    vectors know nothing about meaning, and a store written with it opens with the real model only after a
+    ``reindex``.
+    """
+    value = os.environ.get(TEST_EMBEDDER_ENV, "").strip()
+    if not value:
+        return None
+    if value != "deterministic":
+        raise ConfigError(f"环境变量 {TEST_EMBEDDER_ENV} 只能是 deterministic（仅供测试），当前为 {value!r}")
+    return DeterministicTestEmbedder()

@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 import booku_memory
 from booku_memory.cli import build_parser
-from booku_memory.mcp_server import build_server, build_tools, ensure_token, mcp_scope, mcp_settings
+from booku_memory.mcp_server import build_server, build_tools, ensure_token, mcp_scope, mcp_settings, runtime_tool_call
 from booku_memory.mcp_server.settings import McpSettings
 from booku_memory.services.companion.tool_specs import COMPANION_TOOLS, json_schema
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
@@ -40,7 +40,7 @@ async def runtime(tmp_path):
 def connect(runtime) -> Client:
     """An in-process SDK client on a server for ``SCOPE``; entered inside each test, because the SDK's task groups
     must be left in the task that entered them (an async fixture tears down in another one)."""
-    return Client(build_server(runtime, SCOPE))
+    return Client(build_server(runtime.config, runtime_tool_call(runtime, SCOPE)))
 
 
 def text(result) -> str:
