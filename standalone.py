@@ -50,6 +50,7 @@ class MemoryHandle:
 
     def __init__(self, runtime: BookuRuntime) -> None:
         self.runtime = runtime
+        self.endpoint: Any = None  # the ``owner_rpc.OwnerEndpoint`` while this handle accepts clients
         self.config = runtime.config
         self.data_dir = runtime.data_dir
         self.default_scope = runtime.default_scope
@@ -146,7 +147,7 @@ async def open_memory(
         if accept_clients:
             from .owner_rpc import start_endpoint
 
-            endpoint = await start_endpoint(runtime)
+            endpoint = handle.endpoint = await start_endpoint(runtime)
         _open_handles.append(handle)
         try:
             yield handle
