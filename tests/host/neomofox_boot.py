@@ -13,6 +13,8 @@ Usage: ``python neomofox_boot.py '<json args>'`` with ``{"mode": "full"|"bad-con
 import asyncio
 import importlib
 import json
+import os
+import subprocess
 import sys
 import time
 import tomllib
@@ -315,6 +317,22 @@ async def run_full(args: dict) -> None:
                 "second_extra": second["values"]["extra"]}
 
     await step("session_self", session_self)
+
+    async def cli_client():
+        # The plugin owns its data dir: a CLI run on it (another interpreter, the one running the tests) works
+        # through the plugin's runtime, and what it writes is found by the plugin's own service at once.
+        command = [args["cli_python"], "-m", "booku_memory", "command", "--data-dir", str(plugin.data_dir),
+                   'create -title 命令行写入 -content "命令行写给宿主的一条记忆：周五去看牙医" '
+                   '-triple_tags "牙医|周五|体检"']
+        done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=300)
+        record = json.loads((Path(plugin.data_dir) / "booku.lock").read_text(encoding="utf-8"))
+        found = await get_service(MEMORY_SERVICE).retrieve_memories("周五 看牙医", record_activation=False)
+        written = json.loads(done.stdout)["results"][0]["result"]["id"] if done.returncode == 0 else ""
+        return {"returncode": done.returncode, "stderr": done.stderr[-2000:], "written": written,
+                "first_found": found["results"][0]["id"] if found["results"] else "",
+                "owner_entry": record["entry_point"], "owner_pid": record["pid"], "host_pid": os.getpid()}
+
+    await step("cli_client", cli_client)
 
     async def unload():
         ok = await get_plugin_manager().unload_plugin(PLUGIN)

@@ -173,7 +173,8 @@ def _run_boot(host: tuple[Path, Path], run: Path, args: dict) -> dict:
 def booted(host, embedding_port, tmp_path_factory) -> dict:
     """One full host session: load, use every public surface, unload."""
     run, plugins = _prepare_run_dir(tmp_path_factory.mktemp("neomofox_full"), embedding_port, PLUGIN_TEST_CONFIG)
-    return _run_boot(host, run, {"mode": "full", "plugins_dir": str(plugins), "http_port": _free_port()})
+    return _run_boot(host, run, {"mode": "full", "plugins_dir": str(plugins), "http_port": _free_port(),
+                                 "cli_python": sys.executable})
 
 
 def _no_errors(result: dict, *names: str) -> None:
@@ -316,6 +317,14 @@ def test_dashboard_router_over_http(booted: dict) -> None:
     assert http["authed"] == 200
     assert http["memories"] == 200 and booted["create"]["id"] in http["memories_body"]
     assert http["docs"] == 404  # no unauthenticated OpenAPI/docs on the mount
+
+
+def test_a_cli_run_on_the_hosts_data_dir_goes_through_the_plugin(booted: dict) -> None:
+    _no_errors(booted, "cli_client")
+    cli = booted["cli_client"]
+    assert cli["owner_entry"] == "host" and cli["owner_pid"] == cli["host_pid"]
+    assert cli["returncode"] == 0, cli["stderr"]
+    assert cli["written"] and cli["first_found"] == cli["written"]
 
 
 def test_unload_closes_everything(booted: dict) -> None:
