@@ -222,6 +222,25 @@ async def _answer_stream(dispatcher: Dispatcher, owner_loop: asyncio.AbstractEve
     yield future.result()
 
 
+THREAD_NAME = "booku-owner-endpoint"
+
+
+class _EndpointChatter(logging.Filter):
+    """Drops the endpoint thread's info lines ("Uvicorn running on …", one access line per call) from uvicorn's
+    process-wide loggers: a second "running on" line in serve's output would point users and scripts at the wrong
+    port. Warnings and errors still pass."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.threadName != THREAD_NAME or record.levelno >= logging.WARNING
+
+
+def _quiet_endpoint_logs() -> None:
+    for name in ("uvicorn.error", "uvicorn.access"):
+        target = logging.getLogger(name)
+        if not any(isinstance(existing, _EndpointChatter) for existing in target.filters):
+            target.addFilter(_EndpointChatter())
+
+
 class OwnerEndpoint:
     """The running endpoint of one owner runtime: ``await start()`` after the runtime, ``await stop()`` before
     closing it."""
@@ -241,9 +260,12 @@ class OwnerEndpoint:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.bind((LOOPBACK, 0))
         app = build_app(Dispatcher(self.runtime), asyncio.get_running_loop(), token)
-        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+        # log_config/log_level None: uvicorn would otherwise reconfigure the process's "uvicorn" loggers, which the
+        # dashboard's server (or the host's) configures; the filter keeps this server's chatter out of them.
+        self._server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level=None, lifespan="off"))
+        _quiet_endpoint_logs()
         self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=[sock])),
-                                        name="booku-owner-endpoint", daemon=True)
+                                        name=THREAD_NAME, daemon=True)
         self._thread.start()
         deadline = asyncio.get_running_loop().time() + START_TIMEOUT_SECONDS
         while not self._server.started:

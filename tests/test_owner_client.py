@@ -85,8 +85,9 @@ async def test_errors_keep_their_type_and_chinese_message_and_nothing_is_written
 
 async def test_maintenance_reports_progress_through_the_owner(owner, client, tmp_path, monkeypatch) -> None:
     remote = client.get_service(booku_memory.MEMORY_SERVICE)
-    for number in range(3):
-        await remote.create_memory(title=f"第{number}次读书会", content=f"第{number}次在紫藤书店的读书会", **TAGS)
+    for title, content in (("紫藤书店", "周六下午在紫藤书店参加读书会"), ("南湖划船", "傍晚去南湖划船看晚霞"),
+                           ("老槐树", "外公每天在老槐树下和邻居下象棋")):
+        assert (await remote.create_memory(title=title, content=content, **TAGS))["mode"] == "created"
     seen: list[tuple] = []
     result = await client.reindex(progress=lambda *args: seen.append(args))
     assert result["vectors"] == 3 and seen and seen[-1][0] == seen[-1][1] == 3
