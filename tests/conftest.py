@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 import booku_memory
@@ -20,3 +22,29 @@ async def memory(tmp_path):
 @pytest.fixture
 async def service(memory):
     return memory.get_service(booku_memory.MEMORY_SERVICE)
+
+
+class _NoLock:
+    """Stands in for ``services.ownership.Ownership`` in a runtime that ignores the data dir's owner."""
+
+    def publish(self, address: str, token: str) -> None:
+        pass
+
+    def release(self) -> None:
+        pass
+
+
+@pytest.fixture
+def lock_ignored(monkeypatch):
+    """``with lock_ignored(): async with booku_memory.open(...)`` opens a second runtime beside the data dir's owner,
+    as a process that ignores the owner lock would (an older version, a tool writing SQLite directly). For the
+    tests of how the in-memory copies follow writes their own runtime did not make; the product never does this."""
+    from booku_memory.services.ownership import Ownership
+
+    @contextlib.contextmanager
+    def ignoring():
+        with monkeypatch.context() as patch:
+            patch.setattr(Ownership, "claim", classmethod(lambda cls, data_dir, **_: _NoLock()))
+            yield
+
+    return ignoring

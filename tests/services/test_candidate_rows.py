@@ -74,7 +74,7 @@ async def test_held_rows_equal_the_sql_read(tmp_path) -> None:
         assert held == by_sql and "tags" in held[ids[0]] and "tags" not in held[ids[2]]
 
 
-async def test_held_rows_follow_every_change_by_another_runtime(tmp_path) -> None:
+async def test_held_rows_follow_every_change_by_another_runtime(tmp_path, lock_ignored) -> None:
     """Moves, type, person, time, relation, tag and text edits, archive, soft and hard delete, restore and new
     records, all written by a second runtime (as another process would): the first runtime's held rows follow them
     through the journal, with no reload. The folder, type, person, time and relation edits are journalled by the
@@ -85,23 +85,24 @@ async def test_held_rows_follow_every_change_by_another_runtime(tmp_path) -> Non
         assert await records.memory_keywords.wait_ready()
         held, by_sql, not_held = await held_and_sql(records, ids)  # the copy holds the corpus from here on
         assert held == by_sql and not not_held
-        async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
-            other = second.get_service(booku_memory.MEMORY_SERVICE)
-            await other.move_memories(memory_ids=[ids[0]], to_folder_id="travel")
-            await other.update_memory_by_id(memory_id=ids[1], memory_type="preference")
-            await other.update_memory_by_id(memory_id=ids[-1], person_id="qq:20002", relation_memory_ids=[ids[3]])
-            start = time.time() - 86400
-            await other.update_memory_by_id(memory_id=ids[3], memory_type="event", event_start_at=start,
-                                            event_end_at=start + 3600)
-            await other.update_memory_by_id(memory_id=ids[4], core_tags=["画"], diffusion_tags=["湖"],
-                                            opposing_tags=["城市"])
-            await other.update_memory_by_id(memory_id=ids[5], content="会议取消了，下周再约？")
-            await other.archive_memories(memory_ids=[ids[6]])
-            await other.delete_memories(memory_ids=[ids[7]])
-            await other.delete_memories(memory_ids=[ids[2]], hard=True)
-            await other.delete_memories(memory_ids=[ids[0]])
-            await other.restore_memories(memory_ids=[ids[0]])
-            added = (await other.upsert_memory("新写入的一条：明天去爬山？", **TRIPLE))["id"]
+        with lock_ignored():  # a second runtime beside the owner, as a lock-ignoring process would be
+            async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
+                other = second.get_service(booku_memory.MEMORY_SERVICE)
+                await other.move_memories(memory_ids=[ids[0]], to_folder_id="travel")
+                await other.update_memory_by_id(memory_id=ids[1], memory_type="preference")
+                await other.update_memory_by_id(memory_id=ids[-1], person_id="qq:20002", relation_memory_ids=[ids[3]])
+                start = time.time() - 86400
+                await other.update_memory_by_id(memory_id=ids[3], memory_type="event", event_start_at=start,
+                                                event_end_at=start + 3600)
+                await other.update_memory_by_id(memory_id=ids[4], core_tags=["画"], diffusion_tags=["湖"],
+                                                opposing_tags=["城市"])
+                await other.update_memory_by_id(memory_id=ids[5], content="会议取消了，下周再约？")
+                await other.archive_memories(memory_ids=[ids[6]])
+                await other.delete_memories(memory_ids=[ids[7]])
+                await other.delete_memories(memory_ids=[ids[2]], hard=True)
+                await other.delete_memories(memory_ids=[ids[0]])
+                await other.restore_memories(memory_ids=[ids[0]])
+                added = (await other.upsert_memory("新写入的一条：明天去爬山？", **TRIPLE))["id"]
         every = [*ids, added]
         held, by_sql, not_held = await held_and_sql(records, every)
         assert held == by_sql and not not_held
@@ -174,7 +175,7 @@ async def test_retrieval_is_the_same_with_and_without_held_rows(tmp_path, tagged
                 [(item["id"], item["score"]) for item in by_sql["results"]], query
 
 
-async def test_more_changes_than_the_journal_applies_read_sql_then_reload(tmp_path, monkeypatch) -> None:
+async def test_more_changes_than_the_journal_applies_read_sql_then_reload(tmp_path, monkeypatch, lock_ignored) -> None:
     """A burst of changes beyond ``SYNC_LIMIT`` (a bulk import by another process) is not applied row by row: the
     read that finds it answers from SQL, the copy is dropped and reloaded, and then holds the new state."""
     monkeypatch.setattr(keyword_memory, "SYNC_LIMIT", 3)
@@ -185,8 +186,9 @@ async def test_more_changes_than_the_journal_applies_read_sql_then_reload(tmp_pa
         await records.candidates(ids, with_tags=False)  # the corpus's journal is past the limit: reloaded too
         assert await records.memory_keywords.wait_ready()
         loads, old_copy = records.memory_keywords.loads, records.memory_keywords._loaded
-        async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
-            await second.get_service(booku_memory.MEMORY_SERVICE).move_memories(memory_ids=ids, to_folder_id="旅行")
+        with lock_ignored():  # a second runtime beside the owner, as a lock-ignoring process would be
+            async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
+                await second.get_service(booku_memory.MEMORY_SERVICE).move_memories(memory_ids=ids, to_folder_id="旅行")
         held = await records.candidates(ids, with_tags=True)
         assert {row["folder_id"] for row in held.values()} == {"旅行"}          # answered by SQL
         # Dropped and reloaded (the reload of a store this small may already be done here, so wait for it).

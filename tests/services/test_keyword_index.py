@@ -137,11 +137,12 @@ async def test_memory_route_returns_what_the_fts5_route_returns(tmp_path) -> Non
         assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], rel=1e-12)
 
 
-async def test_a_write_by_another_runtime_reaches_this_runtimes_index(tmp_path) -> None:
+async def test_a_write_by_another_runtime_reaches_this_runtimes_index(tmp_path, lock_ignored) -> None:
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as first:
         await write_corpus(first)
-        async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
-            written = await second.get_service(booku_memory.MEMORY_SERVICE).upsert_memory("独角兽在彩虹下奔跑")
+        with lock_ignored():  # a second runtime beside the owner, as a lock-ignoring process would be
+            async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
+                written = await second.get_service(booku_memory.MEMORY_SERVICE).upsert_memory("独角兽在彩虹下奔跑")
         flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
         hits = await first.runtime.records.search_terms(["独角兽"], flt, limit=5)
         assert [memory_id for memory_id, _ in hits] == [written["id"]]
@@ -259,7 +260,8 @@ async def test_concurrent_writes_edits_deletes_and_searches_leave_the_index_equa
             conn.close()
 
 
-async def test_record_state_changes_by_another_runtime_filter_the_memory_route_as_sql_does(tmp_path) -> None:
+async def test_record_state_changes_by_another_runtime_filter_the_memory_route_as_sql_does(
+        tmp_path, lock_ignored) -> None:
     """Archive, soft delete, restore and hard delete change no keyword row; a trigger journals them (migration
     0012), so the index's copy of each record's state follows them, whoever made them, and the in-memory filter
     keeps exactly the rows the SQL filter keeps."""
@@ -268,12 +270,13 @@ async def test_record_state_changes_by_another_runtime_filter_the_memory_route_a
         records = first.runtime.records
         everything = searchable_filter(DEFAULT_SCOPE, include_archived=True, include_knowledge=True)
         await records.search_terms(["西湖"], everything, limit=5)  # the index holds the corpus from here on
-        async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
-            other = second.get_service(booku_memory.MEMORY_SERVICE)
-            await other.archive_memories(memory_ids=[ids[0], ids[4]])
-            await other.delete_memories(memory_ids=[ids[1], ids[5]])
-            await other.restore_memories(memory_ids=[ids[5]])
-            await other.delete_memories(memory_ids=[ids[6]], hard=True)
+        with lock_ignored():  # a second runtime beside the owner, as a lock-ignoring process would be
+            async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
+                other = second.get_service(booku_memory.MEMORY_SERVICE)
+                await other.archive_memories(memory_ids=[ids[0], ids[4]])
+                await other.delete_memories(memory_ids=[ids[1], ids[5]])
+                await other.restore_memories(memory_ids=[ids[5]])
+                await other.delete_memories(memory_ids=[ids[6]], hard=True)
         queries = [["西湖", "绿茶", "咖啡"], ["lake", "caroline", "paint*"], ["melanie", "sunrise", "morning"]]
         for include_archived in (False, True):
             flt = searchable_filter(DEFAULT_SCOPE, include_archived=include_archived, include_knowledge=True)
