@@ -92,7 +92,8 @@ async def main() -> None:
                 mine, theirs = percentiles(samples["owner"]), percentiles(samples["client"])
                 rows.append((label, f"{mine['p50']:.1f} / {mine['p95']:.1f}",
                              f"{theirs['p50']:.1f} / {theirs['p95']:.1f}", theirs["p50"] - mine["p50"]))
-        as_client = percentiles(cli_ms(data_dir, args.cli_runs))
+        # In a thread: the owner's event loop must stay free to answer the CLI's call.
+        as_client = percentiles(await asyncio.to_thread(cli_ms, data_dir, args.cli_runs))
     as_owner = percentiles(cli_ms(data_dir, args.cli_runs))
     rows.append(("CLI `command status`, whole program", f"{as_owner['p50']:.0f} / {as_owner['max']:.0f} (max)",
                  f"{as_client['p50']:.0f} / {as_client['max']:.0f} (max)", as_client["p50"] - as_owner["p50"]))

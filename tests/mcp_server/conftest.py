@@ -105,6 +105,17 @@ async def _wait_for_banner(process: subprocess.Popen, stdout_path: Path, stderr_
                          + stderr_path.read_text(encoding="utf-8"))
 
 
+def interrupt(process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Stop a server subprocess the way a user does (Ctrl+C, i.e. SIGINT); kill it if it hangs on the way out."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @asynccontextmanager
 async def http_server(space: Workspace, port: int, *extra: str) -> AsyncIterator[HttpServer]:
     """``python -m booku_memory mcp --http --port <port>`` as a subprocess, stopped with Ctrl+C (SIGINT) after."""
@@ -119,13 +130,7 @@ async def http_server(space: Workspace, port: int, *extra: str) -> AsyncIterator
             token = re.search(r"Authorization: Bearer (\S+)", banner).group(1)
             yield HttpServer(process, url, token, stdout_path)
         finally:
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            interrupt(process)
 
 
 @asynccontextmanager
@@ -226,6 +231,7 @@ class Kit:
     http_server = staticmethod(http_server)
     http_session = staticmethod(http_session)
     free_port = staticmethod(free_port)
+    interrupt = staticmethod(interrupt)
     leaf_exceptions = staticmethod(leaf_exceptions)
     text_of = staticmethod(text_of)
     letters_missing_reason = staticmethod(letters_missing_reason)

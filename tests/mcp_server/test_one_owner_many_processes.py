@@ -5,6 +5,7 @@ Every program here is a real process started as a user would start it (the serve
 it owned and work through it. What a user would notice is checked: a memory written through any entry point is
 found by every other one at once, at the rank a fresh process gives it; maintenance commands run while the server
 keeps answering; a second owner is refused with a message naming the first; a killed owner's lock is taken over.
+The workspace, the MCP stdio session and free ports come from this folder's ``kit`` (conftest.py).
 """
 
 from __future__ import annotations
@@ -13,18 +14,15 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, AsyncIterator
 
 import httpx
-import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import ClientSession
 
 import booku_memory
 from booku_memory.owner_client import RemoteMemoryHandle
@@ -32,43 +30,25 @@ from booku_memory.services.embedding.deterministic import TEST_EMBEDDER_ENV, Det
 from booku_memory.services.ownership import read_owner
 from booku_memory.standalone import MemoryHandle
 
-QUIET_TOML = "[maintenance]\nenabled = false\n\n[startup_ingest]\nenabled = false\n"
 START_TIMEOUT = 120.0  # generous: a cold interpreter imports chromadb and jieba, and five engineers share 2 cores
 
 
-@dataclass(frozen=True)
-class Space:
-    root: Path
-    data_dir: Path
-    config: Path
-
-    def args(self, *command: str) -> list[str]:
-        return [sys.executable, "-m", "booku_memory", *command, "--data-dir", str(self.data_dir),
-                "--config", str(self.config)]
-
-
-@pytest.fixture
-def space(tmp_path: Path) -> Space:
-    config = tmp_path / "booku.toml"
-    config.write_text(QUIET_TOML, encoding="utf-8")
-    (tmp_path / "work").mkdir()
-    return Space(tmp_path, tmp_path / "data", config)
+def program(space: Any, *command: str) -> list[str]:
+    """``python -m booku_memory <command>`` on the workspace's data dir and quiet config."""
+    return [sys.executable, "-m", "booku_memory", *command, "--data-dir", str(space.data_dir),
+            "--config", str(space.config_path)]
 
 
 def env() -> dict[str, str]:
     return {**os.environ, TEST_EMBEDDER_ENV: "deterministic"}
 
 
-def cli(space: Space, *command: str) -> subprocess.CompletedProcess:
-    """Run one CLI command from the ``work`` directory (not the server's), as a user in another terminal would."""
-    return subprocess.run(space.args(*command), capture_output=True, text=True, env=env(), cwd=space.root / "work",
+def cli(space: Any, *command: str) -> subprocess.CompletedProcess:
+    """Run one CLI command from a ``work`` directory (not the server's), as a user in another terminal would."""
+    work = space.root / "work"
+    work.mkdir(exist_ok=True)
+    return subprocess.run(program(space, *command), capture_output=True, text=True, env=env(), cwd=work,
                           timeout=START_TIMEOUT)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -78,11 +58,11 @@ class Dashboard:
 
 
 @asynccontextmanager
-async def serve(space: Space) -> AsyncIterator[Dashboard]:
-    """``python -m booku_memory serve`` on a free loopback port until the HTTP API answers; Ctrl+C after."""
-    port = free_port()
+async def serve(kit: Any, space: Any) -> AsyncIterator[Dashboard]:
+    """``python -m booku_memory serve`` on a free port until the HTTP API answers; Ctrl+C after."""
+    port = kit.free_port()
     with open(space.root / "serve.out", "w") as out, open(space.root / "serve.err", "w") as err:
-        process = subprocess.Popen(space.args("serve", "--port", str(port)), stdout=out, stderr=err, env=env(),
+        process = subprocess.Popen(program(space, "serve", "--port", str(port)), stdout=out, stderr=err, env=env(),
                                    cwd=space.root)
     try:
         deadline = time.monotonic() + START_TIMEOUT
@@ -102,30 +82,12 @@ async def serve(space: Space) -> AsyncIterator[Dashboard]:
                 await asyncio.sleep(0.1)
             yield Dashboard(process, http)
     finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        kit.interrupt(process)
 
 
-def _record_ready(space: Space) -> bool:
+def _record_ready(space: Any) -> bool:
     record = read_owner(space.data_dir) if (space.data_dir / "booku.lock").exists() else None
     return record is not None and record.ready
-
-
-@asynccontextmanager
-async def mcp_stdio(space: Space) -> AsyncIterator[ClientSession]:
-    """An MCP stdio server started by the SDK client, as Claude Desktop starts one."""
-    params = StdioServerParameters(command=sys.executable, args=space.args("mcp")[1:], env=env(),
-                                   cwd=str(space.root / "work"))
-    with open(space.root / "mcp.err", "a", encoding="utf-8") as errlog:
-        async with stdio_client(params, errlog=errlog) as (read_stream, write_stream):
-            async with ClientSession(read_stream, write_stream) as session:
-                await asyncio.wait_for(session.initialize(), START_TIMEOUT)
-                yield session
 
 
 # ----- one way to write and one way to read per entry point --------------------------------------------------------
@@ -165,7 +127,7 @@ def command_ids(answer: dict[str, Any]) -> list[str]:
 class Entrypoints:
     """The four programs, each writing and reading its own way."""
 
-    def __init__(self, space: Space, dashboard: Dashboard, memory: Any, session: ClientSession) -> None:
+    def __init__(self, space: Any, dashboard: Dashboard, memory: Any, session: ClientSession) -> None:
         self.space, self.dashboard, self.memory, self.session = space, dashboard, memory, session
 
     async def write(self, writer: str) -> str:
@@ -225,15 +187,17 @@ def rank(ids: list[str], memory_id: str) -> int | None:
     return ids.index(memory_id) + 1 if memory_id in ids else None
 
 
-async def test_a_write_through_any_entry_point_is_found_by_every_other_at_a_fresh_rank(space: Space) -> None:
+async def test_a_write_through_any_entry_point_is_found_by_every_other_at_a_fresh_rank(kit, workspace) -> None:
+    """Each of the four writes once; right after its acknowledgement each of the four reads once (16 pairs)."""
+    space = workspace
     seen: dict[tuple[str, str], int | None] = {}
     written: dict[str, str] = {}
-    async with serve(space) as dashboard:
-        async with booku_memory.open(space.data_dir, space.config) as memory:
+    async with serve(kit, space) as dashboard:
+        async with booku_memory.open(space.data_dir, space.config_path) as memory:
             assert isinstance(memory, RemoteMemoryHandle) and memory.owner.entry_point == "serve"
             for title, content, triple in BACKGROUND:
                 assert (await memory.run_memory_command(create_command(title, content, triple)))["ok"]
-            async with mcp_stdio(space) as session:
+            async with kit.stdio_session(space) as session:
                 entry = Entrypoints(space, dashboard, memory, session)
                 for writer in TOPICS:
                     written[writer] = await entry.write(writer)
@@ -244,7 +208,7 @@ async def test_a_write_through_any_entry_point_is_found_by_every_other_at_a_fres
                         if reader in ("open", "http"):  # in-process readers: well within a second of the ack
                             assert time.monotonic() - acknowledged < 1.0
 
-    async with booku_memory.open(space.data_dir, space.config, embedder=DeterministicTestEmbedder()) as fresh:
+    async with booku_memory.open(space.data_dir, space.config_path, embedder=DeterministicTestEmbedder()) as fresh:
         assert isinstance(fresh, MemoryHandle)  # serve is gone: this process owns the data dir now
         expected = {(writer, reader): rank(await fresh_ranking(fresh, reader, query_of(writer)), written[writer])
                     for writer, reader in seen}
@@ -255,8 +219,9 @@ async def test_a_write_through_any_entry_point_is_found_by_every_other_at_a_fres
     assert seen == expected
 
 
-async def test_maintenance_commands_run_through_the_serving_owner(space: Space) -> None:
-    async with serve(space) as dashboard:
+async def test_maintenance_commands_run_through_the_serving_owner(kit, workspace) -> None:
+    space = workspace
+    async with serve(kit, space) as dashboard:
         for title, content, triple in [TOPICS["open"], *BACKGROUND]:
             done = await asyncio.to_thread(cli, space, "command", create_command(title, content, triple))
             assert done.returncode == 0, done.stderr
@@ -287,13 +252,14 @@ async def test_maintenance_commands_run_through_the_serving_owner(space: Space) 
         assert created.status_code == 201, created.text
 
         # A second serve cannot share: it is refused with the owner's name and what to do.
-        second = await asyncio.to_thread(cli, space, "serve", "--port", str(free_port()))
+        second = await asyncio.to_thread(cli, space, "serve", "--port", str(kit.free_port()))
         assert second.returncode == 2
         assert f"进程 {dashboard.process.pid}（管理后台 serve" in second.stderr and "请先停止它" in second.stderr
 
 
-async def test_a_plain_owner_makes_the_cli_refuse_and_a_killed_owner_is_taken_over(space: Space) -> None:
-    async with booku_memory.open(space.data_dir, space.config, embedder=DeterministicTestEmbedder()) as owner:
+async def test_a_plain_owner_makes_the_cli_refuse_and_a_killed_owner_is_taken_over(workspace) -> None:
+    space = workspace
+    async with booku_memory.open(space.data_dir, space.config_path, embedder=DeterministicTestEmbedder()) as owner:
         service = owner.get_service(booku_memory.MEMORY_SERVICE)
         title, content, triple = TOPICS["open"]
         await owner.run_memory_command(create_command(title, content, triple))
@@ -308,7 +274,7 @@ async def test_a_plain_owner_makes_the_cli_refuse_and_a_killed_owner_is_taken_ov
     script = ("import asyncio, booku_memory, sys\n"
               "from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder\n"
               "async def main():\n"
-              f"    async with booku_memory.open({str(space.data_dir)!r}, {str(space.config)!r}, accept_clients=True,"
+              f"    async with booku_memory.open({str(space.data_dir)!r}, {str(space.config_path)!r}, accept_clients=True,"
               " embedder=DeterministicTestEmbedder()) as m:\n"
               "        r = await m.run_memory_command('create -title 临终之前 -content \"被杀之前写下的最后一条\" "
               "-triple_tags \"告别|最后|开始\"')\n"
@@ -327,7 +293,7 @@ async def test_a_plain_owner_makes_the_cli_refuse_and_a_killed_owner_is_taken_ov
             victim.wait()
     assert read_owner(space.data_dir).pid == victim.pid  # its record is still there, stale
 
-    async with booku_memory.open(space.data_dir, space.config, embedder=DeterministicTestEmbedder()) as heir:
+    async with booku_memory.open(space.data_dir, space.config_path, embedder=DeterministicTestEmbedder()) as heir:
         assert isinstance(heir, MemoryHandle) and read_owner(space.data_dir).pid == os.getpid()
         service = heir.get_service(booku_memory.MEMORY_SERVICE)
         found = await service.retrieve_memories("被杀之前写下的最后一条", record_activation=False)
