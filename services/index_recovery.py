@@ -257,6 +257,15 @@ class IndexRecovery:
         rt = self.rt
         vectors = rt.vectors
         self._set("rebuilding", "向量索引重建中，检索暂时只走关键词路线")
+        # Queue first, then empty the index: a crash after the commit leaves every vector queued for the next
+        # start's drain, a crash before it leaves the old index untouched.
+        async with rt.db.transaction() as conn:
+            keyword_rows = await rt.records.rebuild_keyword_index(conn) if keywords else 0
+            job.total = await rt.records.enqueue_all_vectors(conn)
+        from .evidence.hub import evidence_hub
+
+        evidence_vectors = evidence_hub(rt).vectors
+        await evidence_vectors.enqueue_all()
         if move_aside and vectors.path is not None:
             job.moved_to = str(await vectors.replace_files() or "")
         else:
@@ -269,13 +278,6 @@ class IndexRecovery:
                 job.moved_to = str(await vectors.replace_files() or "")
         if rt.embedder is not None:
             vectors.bind_model(rt.embedder.model_id, await rt._probe_dimension())
-        async with rt.db.transaction() as conn:
-            keyword_rows = await rt.records.rebuild_keyword_index(conn) if keywords else 0
-            job.total = await rt.records.enqueue_all_vectors(conn)
-        from .evidence.hub import evidence_hub
-
-        evidence_vectors = evidence_hub(rt).vectors
-        await evidence_vectors.enqueue_all()
         report = None
         while True:
             report = await rt.vector_sync.drain(batch=batch, max_batches=1)
