@@ -124,7 +124,6 @@ class BookuRuntime:
         self._host_embed_fn = host_embed_fn
         self._host_chat_fn = host_chat_fn
         self.dreaming: Any = None
-        self.vector_copy_load: asyncio.Task | None = None
         self.db = Database(self._resolve(self.config.storage.database_path))
         self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget,
                                         in_memory_keywords=self.config.retrieval.in_memory_keyword_index,
@@ -136,11 +135,9 @@ class BookuRuntime:
         self.embedder_error = ""
         vector = self.config.vector
         if vector.backend == "http":
-            self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl,
-                                       copy_vectors=self.config.retrieval.in_memory_vectors)
+            self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl)
         else:
-            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path),
-                                       copy_vectors=self.config.retrieval.in_memory_vectors)
+            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path))
         self.vector_sync = VectorSync(self.db, self.records, self.vectors, lambda: self if self.embedder else None)
         self.index_recovery = IndexRecovery(self)
         self.vectors.on_failure = self.index_recovery.report_failure
@@ -196,9 +193,6 @@ class BookuRuntime:
             self.vectors.bind_model(self.embedder.model_id, int(self.embedder.dimension))
             if check_model:
                 rebuild_reason = await self.index_recovery.check_index() or rebuild_reason
-        # Queries ask Chroma for the hits' vectors until their in-memory copy is loaded from the embedding cache
-        # (``storage.vector_copy``; a model learnt later: the copy fills as queries read vectors from Chroma).
-        self.vector_copy_load = self.spawn(self.vectors.load_copy(self.db.path), name="booku-vector-copy")
         self._check_model = check_model
         from .storage.documents import DocumentRepository
 

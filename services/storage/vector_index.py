@@ -34,7 +34,6 @@ from typing import Any, Awaitable, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelMismatchError, VectorIndexUnavailableError
-from .vector_copy import VectorCopy, read_cached_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -132,10 +131,6 @@ def tier_of(record: dict[str, Any]) -> str | None:
     return "live" if record.get("status") == "active" else "archive"
 
 
-def _collection_of_record(store_key: str, bucket: str, status: str) -> str:
-    return collection_name(tier_of({"bucket": bucket, "status": status}) or "live", store_key)
-
-
 def collection_name(tier: str, store_key: str) -> str:
     digest = hashlib.sha1(store_key.encode("utf-8")).hexdigest()[:16]
     return f"booku_{tier}_{digest}"
@@ -145,11 +140,8 @@ class VectorIndex:
     """Thin async facade over a Chroma client (embedded PersistentClient or HttpClient)."""
 
     def __init__(self, *, path: Path | None = None, http_host: str | None = None, http_port: int = 8000,
-                 http_ssl: bool = False, copy_vectors: bool = False) -> None:
-        """``copy_vectors``: keep the stored vectors in memory too (``storage.vector_copy``), so queries that need
-        the hits' vectors ask Chroma for distances only (``retrieval.in_memory_vectors``)."""
+                 http_ssl: bool = False) -> None:
         self._path = path
-        self.copy = VectorCopy() if copy_vectors else None
         self._http = (http_host, http_port, http_ssl) if http_host else None
         self._client: Any = None
         self._collections: dict[str, Any] = {}
@@ -250,8 +242,6 @@ class VectorIndex:
     def _replace_files_sync(self) -> Path | None:
         client, self._client = self._client, None
         self._collections.clear()
-        if self.copy is not None:
-            self.copy.clear()
         if client is not None:
             self._release(client)
         assert self._path is not None
@@ -361,8 +351,6 @@ class VectorIndex:
                 metadata={"model_id": self.model_id or "", "dimension": int(self.dimension or 0),
                           "tier": tier, "store_key": store_key},
             )
-            if self.copy is not None and self.copy.listed is not None and name not in self.copy.listed:
-                self.copy.loaded.add(name)  # created after the copy's load listed the collections: new, empty
         else:
             try:
                 col = self._client.get_collection(name, embedding_function=None)
@@ -398,8 +386,6 @@ class VectorIndex:
             col = self._collection_sync(tier, store_key, create=True)
             matrix = np.asarray(vectors, dtype=np.float32)
             col.upsert(ids=list(ids), embeddings=matrix, metadatas=list(metadatas) if metadatas else None)
-            if self.copy is not None:
-                self.copy.put(ids, matrix)
         await self._run_write(work)
 
     async def delete(self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS) -> None:
@@ -411,8 +397,6 @@ class VectorIndex:
                 col = self._collection_sync(tier, store_key, create=False)
                 if col is not None:
                     col.delete(ids=list(ids))
-            if self.copy is not None:
-                self.copy.drop(ids)
         await self._run_write(work)
 
     async def query(
@@ -455,19 +439,14 @@ class VectorIndex:
                     col = self._collection_sync(tier, store_key, create=False)
                     if col is None:
                         continue
-                    copied = with_embeddings and self.copy is not None and str(col.name) in self.copy.loaded
-                    include = ["distances", "embeddings"] if with_embeddings and not copied else ["distances"]
+                    include = ["distances", "embeddings"] if with_embeddings else ["distances"]
                     # No count() first: it cost ~10 ms at 100k vectors, and Chroma already returns fewer
                     # results (none for an empty partition) when asked for more than it holds.
                     res = col.query(query_embeddings=matrix, n_results=limit, include=include)
                     for row, ids in enumerate(res["ids"]):
                         similarities = [1.0 - float(distance) for distance in res["distances"][row]]
-                        if copied:
-                            embs = self._copied_vectors(col, matrix[row], ids, similarities)
-                        elif with_embeddings and res.get("embeddings") is not None:
+                        if with_embeddings and res.get("embeddings") is not None:
                             embs = [np.asarray(emb, dtype=np.float32) for emb in res["embeddings"][row]]
-                            if self.copy is not None:
-                                self.copy.put(ids, embs)
                         else:
                             embs = [None] * len(ids)
                         for memory_id, similarity, emb in zip(ids, similarities, embs):
@@ -477,44 +456,6 @@ class VectorIndex:
                 del hits[limit:]
             return found
         return await self._run(work)
-
-    def _copied_vectors(self, col: Any, query: np.ndarray, ids: Sequence[str],
-                        similarities: Sequence[float]) -> list[np.ndarray | None]:
-        """The hits' vectors from the copy, those it cannot vouch for read from ``col`` (and copied)."""
-        assert self.copy is not None
-        vectors = self.copy.verified(query, ids, similarities)
-        missing = [memory_id for memory_id, vector in zip(ids, vectors) if vector is None]
-        if missing:
-            res = col.get(ids=missing, include=["embeddings"])
-            read = dict(zip(res["ids"], res["embeddings"] if res["embeddings"] is not None else []))
-            self.copy.put(list(read), list(read.values()))
-            vectors = [vector if vector is not None else
-                       (np.asarray(read[memory_id], dtype=np.float32) if memory_id in read else None)
-                       for memory_id, vector in zip(ids, vectors)]
-        return vectors
-
-    async def load_copy(self, database_path: Path) -> int:
-        """Fill the vector copy from the embedding cache in ``database_path`` (``storage.vector_copy``) and mark the
-        collections it holds vectors of as loaded; returns the vectors copied. Nothing is copied before a model is
-        bound.
-
-        Why no count per collection to check that the cache covers it: ``count()`` made Chroma load every
-        collection's index, 3.5 GB of RSS with 1,000 owners' stores. The cache keeps every passage vector the
-        current model made (nothing prunes it); a vector it lacks is read from Chroma when a query finds it."""
-        copy = self.copy
-        if copy is None or self.model_id is None or not self.dimension:
-            return 0
-        try:
-            names = await self._run(lambda: [str(c.name) for c in self._client.list_collections()
-                                             if str(c.name).startswith("booku_")])
-            copy.listed = set(names)
-            copied = await asyncio.to_thread(read_cached_vectors, database_path, self.model_id, self.dimension, copy,
-                                             _collection_of_record)
-        except Exception as exc:  # queries keep asking Chroma for the vectors
-            logger.warning("向量内存副本加载失败，检索继续由 Chroma 返回向量：%s", exc)
-            return 0
-        copy.loaded.update(name for name in names if copied[name])
-        return sum(copied.values())
 
     async def get_embeddings(self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS) -> dict[str, np.ndarray]:
         """Stored vectors of ``ids`` in one store, ``{memory_id: vector}`` (ids without a vector are absent)."""
@@ -581,15 +522,11 @@ class VectorIndex:
 
         def work():
             self._client.get_collection(name, embedding_function=None).delete(ids=list(ids))
-            if self.copy is not None:
-                self.copy.drop(ids)
         await self._run_write(work)
 
     async def drop_all(self) -> None:
         """Delete every booku collection (reindex starts from a clean slate)."""
         def work():
-            if self.copy is not None:
-                self.copy.clear()
             for col in self._client.list_collections():
                 if str(col.name).startswith("booku_"):
                     self._client.delete_collection(col.name)
