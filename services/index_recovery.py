@@ -134,8 +134,8 @@ class IndexRecovery:
     async def missing_partitions(self) -> list[str]:
         """Collections SQLite says must exist (live records whose vectors are not pending) that Chroma lacks.
 
-        Why partitions and not counts: counting every collection loads every index (gigabytes with a thousand
-        owners' stores), listing them costs nothing, and a deleted or emptied store shows up as missing
+        Why partitions and not counts: counting a collection makes Chroma load its whole index, for every owner's
+        store at once, while listing them costs nothing, and a deleted or emptied store shows up as missing
         collections. Vectors missing inside a collection are found by ``check`` (``services.integrity``).
         """
         if self.rt.embedder is None:
