@@ -180,23 +180,21 @@ class IndexRecovery:
 
     async def _recover(self, reason: str, move_aside: bool) -> None:
         attempt = 0
-        while True:
+        while not self.healthy:  # a reindex finished meanwhile also ends the wait
             job = RebuildJob("recovery", reason)
             try:
                 await self._rebuild(job, move_aside=move_aside, keywords=False, progress=_quiet)
-            except (VectorIndexUnavailableError, EmbeddingUnavailableError, OSError) as exc:
-                # Chroma failed again (its files are suspect now: move them aside next time), or the model or the
-                # disk is down: stay on the keyword route and try again later.
+            except Exception as exc:
+                # Chroma failed again (its files are suspect now: move them aside next time), or the model, the
+                # disk or the database failed: stay on the keyword route and try again later.
                 move_aside = move_aside or isinstance(exc, VectorIndexUnavailableError)
                 pause = RETRY_SECONDS[min(attempt, len(RETRY_SECONDS) - 1)]
                 self._set("degraded", f"向量索引重建失败，{pause:.0f} 秒后重试：{exc}")
                 logger.error("向量索引重建失败，%.0f 秒后重试：%s", pause, exc)
-                attempt += 1
-                await asyncio.sleep(pause)
-                continue
-            if self.healthy:
-                return
-            pause = RETRY_SECONDS[min(attempt, len(RETRY_SECONDS) - 1)]
+            else:
+                if self.healthy:
+                    return
+                pause = RETRY_SECONDS[min(attempt, len(RETRY_SECONDS) - 1)]
             attempt += 1
             await asyncio.sleep(pause)
 

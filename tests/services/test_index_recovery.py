@@ -177,3 +177,26 @@ async def test_check_finds_and_repairs_derived_differences(tmp_path: Path) -> No
         assert (await check_store(runtime))["ok"]
         hits = await service.retrieve_memories("香山 红叶", top_k=3)
         assert hits["results"][0]["id"] == ids[1] and "degraded" not in hits
+
+
+class PanicException(BaseException):
+    """The shape of pyo3's ``PanicException`` (a Rust panic inside Chroma's core): a ``BaseException``."""
+
+
+async def test_a_panic_inside_chroma_degrades_instead_of_escaping(tmp_path: Path, monkeypatch) -> None:
+    async with _open(tmp_path / "data") as memory:
+        runtime, service = memory.runtime, memory.get_service(MEMORY_SERVICE)
+        ids = await _seed(service)
+        await runtime.flush_vectors()
+        await service.retrieve_memories("咖啡", top_k=3)
+        (collection,) = [col for name, col in runtime.vectors._collections.items() if name.startswith("booku_live")]
+
+        def panic(*args, **kwargs):
+            raise PanicException("called `Result::unwrap()` on an `Err` value")
+
+        monkeypatch.setattr(type(collection), "query", panic)
+        answer = await service.retrieve_memories("咖啡 美式", top_k=3)
+        monkeypatch.undo()
+        assert answer["results"][0]["id"] == ids[2] and "PanicException" in answer["degraded"]
+        await _until_recovered(runtime, service, "咖啡 美式")
+        assert len(_moved_aside(runtime.vectors.path)) == 1
