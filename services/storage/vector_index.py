@@ -47,7 +47,7 @@ FailureListener = Callable[[BaseException, bool], None]
 only missing collections (rebuild in place)."""
 
 _chroma_paths_opened: set[str] = set()
-"""Vector directories an embedded Chroma has opened in this process (Chroma keeps each open until exit)."""
+"""Vector directories an embedded Chroma holds open in this process (until ``VectorIndex.close`` releases them)."""
 
 
 def use_write_ahead_log(directory: Path) -> None:
@@ -63,8 +63,8 @@ def use_write_ahead_log(directory: Path) -> None:
 
     Only before Chroma first opens ``directory`` in this process: Python's ``sqlite3`` and Chroma's bundled SQLite
     are two libraries, and closing a file one of them opened drops the POSIX locks the other holds on it (measured:
-    Chroma then failed with disk I/O errors). Chroma keeps a store open until the process exits, so later opens
-    leave the file alone. A file that cannot be switched (locked by another process) is left as it is.
+    Chroma then failed with disk I/O errors). While this process's Chroma holds a store open, later opens leave
+    the file alone. A file that cannot be switched (locked by another process) is left as it is.
     """
     key = str(directory.resolve())
     if key in _chroma_paths_opened:
