@@ -1,4 +1,4 @@
-"""Command line: ``python -m booku_memory <serve|command|reindex|export|import|ingest|manifest|mcp>``.
+"""Command line: ``python -m booku_memory <serve|command|reindex|check|export|import|ingest|manifest|mcp>``.
 
 Every sub-command gets its memory the way the library does (``booku_memory.open``): when ``serve``, an MCP server
 or another owner already holds the data dir, the command runs through that process (``owner_client``), so the CLI,
@@ -98,6 +98,17 @@ async def run_reindex(args: argparse.Namespace) -> None:
     _print(await _with_memory(args, job, check_model=False))
 
 
+async def run_check(args: argparse.Namespace) -> int:
+    from .services.integrity import check_store
+
+    async def job(memory):
+        return await check_store(memory.runtime, repair=args.repair)
+
+    result = await _with_memory(args, job)
+    _print(result)
+    return 0 if result["ok"] else 1
+
+
 async def run_export(args: argparse.Namespace) -> None:
     async def job(memory):
         return await memory.export_jsonl(args.file, progress=progress_bar)
@@ -159,6 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     memo.add_argument("--hours", type=float, default=2.0)
     memo.add_argument("--stream", default=None)
     common(sub.add_parser("reindex", help="用当前嵌入模型重建全部向量与关键词索引"))
+    check = common(sub.add_parser("check", help="核对向量与关键词索引、待同步队列是否与数据库一致"))
+    check.add_argument("--repair", action="store_true", help="从数据库修复派生索引（不改动记忆本身）")
     export = common(sub.add_parser("export", help="导出全部记忆（JSON Lines，含历史）"))
     export.add_argument("file")
     imp = common(sub.add_parser("import", help="导入导出文件（幂等）"))
@@ -176,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 RUNNERS = {"serve": run_serve, "command": run_command, "memo": run_memo, "reindex": run_reindex,
-           "export": run_export, "import": run_import, "ingest": run_ingest, "mcp": run_mcp}
+           "check": run_check, "export": run_export, "import": run_import, "ingest": run_ingest, "mcp": run_mcp}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -185,7 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.action == "manifest":
             run_manifest(args)
         else:
-            asyncio.run(RUNNERS[args.action](args))
+            code = asyncio.run(RUNNERS[args.action](args))
+            if isinstance(code, int):
+                return code
     except BookuError as exc:
         print(f"错误：{exc}", file=sys.stderr)
         return 2

@@ -147,7 +147,6 @@ async def measure(owners: int, per_owner: int, queries: int, top_k: int) -> dict
     async with booku_memory.open(store_dir(total), config=BENCH_CONFIG, embedder=embedder) as memory:
         rt = memory.runtime
         await rt.records.memory_keywords.wait_ready()  # a running service has its in-memory keyword index loaded
-        await rt.vector_copy_load  # and its in-memory copy of the vectors
         timer = RouteTimer(rt)
         keyword_hits: list[int] = []
         timed_keyword = rt.records.search_terms

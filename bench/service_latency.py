@@ -228,7 +228,7 @@ class RouteTimer:
 
 
 async def measure(size: int, queries: int, top_k: int, embed_queries: int,
-                  memory_keywords: bool = True, memory_vectors: bool = True,
+                  memory_keywords: bool = True,
                   memory_candidates: bool = True) -> dict[str, Any]:
     """Latency of ``retrieve_memories`` on the cached store, route breakdown, query-embedding time, peak RSS."""
     directory = store_dir(size)
@@ -238,7 +238,7 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
     if missing:
         raise SystemExit(f"{len(missing)} latency queries have no precomputed vector; run without --phase first")
     result: dict[str, Any] = {"size": size, "top_k": top_k, "queries": len(chosen)}
-    config = route_config(memory_keywords, memory_vectors, memory_candidates)
+    config = route_config(memory_keywords, memory_candidates)
     async with booku_memory.open(directory, config=config, embedder=embedder) as memory:
         svc = memory.get_service(MEMORY_SERVICE)
         rt = memory.runtime
@@ -250,10 +250,6 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
         loaded = rt.records.memory_keywords._loaded
         held = loaded.candidates if loaded is not None and memory_candidates else None
         result["candidate_rows"] = f"{len(held):,} in memory" if held is not None else "SQL"
-        # Likewise the vectors' in-memory copy (Chroma returns the hits' vectors meanwhile).
-        copied = await rt.vector_copy_load if rt.vector_copy_load is not None else 0
-        result["vector_copy"] = f"{copied:,} in memory" if rt.vectors.copy is not None else "from Chroma"
-        result["vector_copy_load_s"] = round(time.perf_counter() - loading, 2)
         result["rss_after_open_mb"] = round(rss_mb(), 1)
         timer = RouteTimer(rt)
         for text, _ in chosen[:20]:  # warm-up: Chroma loads the HNSW segment, SQLite fills its page cache
@@ -317,11 +313,10 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
     return result
 
 
-def route_config(memory_keywords: bool, memory_vectors: bool = True, memory_candidates: bool = True) -> dict[str, Any]:
-    """The bench config with the keyword route chosen by ``--keyword-index``, where the hits' vectors come from by
-    ``--vector-copy`` and where the candidates' rows come from by ``--candidate-rows``."""
+def route_config(memory_keywords: bool, memory_candidates: bool = True) -> dict[str, Any]:
+    """The bench config with the keyword route chosen by ``--keyword-index`` and where the candidates' rows come
+    from by ``--candidate-rows``."""
     return {**BENCH_CONFIG, "retrieval": {"in_memory_keyword_index": memory_keywords,
-                                          "in_memory_vectors": memory_vectors,
                                           "in_memory_candidates": memory_candidates}}
 
 
@@ -427,7 +422,7 @@ def child(phase: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
                "--queries", str(args.queries), "--top-k", str(args.top_k), "--embed-queries", str(args.embed_queries),
                "--writes", str(args.writes), "--embedded-writes", str(args.embedded_writes),
                "--concurrency", str(args.concurrency), "--build", args.build, "--keyword-index", args.keyword_index,
-               "--vector-copy", args.vector_copy, "--candidate-rows", args.candidate_rows]
+               "--candidate-rows", args.candidate_rows]
     subprocess.run(command, check=True)
     result = json.loads(out.read_text(encoding="utf-8"))
     out.unlink()
@@ -486,12 +481,12 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
     print("### Memory and disk")
     print()
     rows = [[f"{size:,}", m.get("keyword_index", "FTS5"), m.get("keyword_index_load_s", "—"),
-             m.get("candidate_rows", "SQL"), m.get("vector_copy", "from Chroma"), m.get("vector_copy_load_s", "—"),
+             m.get("candidate_rows", "SQL"),
              m["rss_after_open_mb"],
              m["rss_after_queries_mb"], m["peak_rss_mb"], m["disk_mb"]]
             for size, m in measured.items()]
-    print(markdown_table(["memories", "keyword index", "its load after start-up s", "candidate rows", "hits' vectors",
-                          "copy loaded after start-up s", "RSS after open MB", "RSS after queries MB",
+    print(markdown_table(["memories", "keyword index", "its load after start-up s", "candidate rows",
+                          "RSS after open MB", "RSS after queries MB",
                           "peak RSS MB (incl. model)", "store on disk MB"], rows))
 
 
@@ -533,9 +528,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--keyword-index", choices=("memory", "fts5"), default="memory",
                         help="keyword route of the timed calls: the in-memory index (the default config) or FTS5 "
                              "with its posting budget (retrieval.in_memory_keyword_index = false)")
-    parser.add_argument("--vector-copy", choices=("memory", "chroma"), default="memory",
-                        help="where the timed calls take the hits' vectors from: the in-memory copy (the default "
-                             "config) or Chroma's answer (retrieval.in_memory_vectors = false)")
     parser.add_argument("--candidate-rows", choices=("memory", "sql"), default="memory",
                         help="where the timed calls read their candidates' rows: the copy the keyword index holds "
                              "(the default config) or SQL (retrieval.in_memory_candidates = false)")
@@ -556,7 +548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             result = asyncio.run(build_store(args.phase_size, args.build, args.concurrency))
         elif args.phase == "measure":
             result = asyncio.run(measure(args.phase_size, args.queries, args.top_k, args.embed_queries,
-                                         args.keyword_index == "memory", args.vector_copy == "memory",
+                                         args.keyword_index == "memory",
                                          args.candidate_rows == "memory"))
         else:
             result = asyncio.run(measure_writes(args.phase_size, args.writes, args.embedded_writes,

@@ -88,10 +88,6 @@ class RetrievalSection:
         "doc": "with the in-memory keyword index, also keep the columns ranking reads of each memory and its tags "
                "(~1 KB per memory), so a retrieval weighs its candidates without reading them in SQL (~2.5 ms less "
                "CPU per plain call at 100k memories, ~4 with tags); false = read them in SQL"})
-    in_memory_vectors: bool = field(default=True, metadata={
-        "doc": "keep the stored vectors in memory too (~1.6 KB per memory), so a retrieval asks Chroma for distances "
-               "only (~2 ms less CPU per vector pass at 100k memories; each copied vector is checked against "
-               "Chroma's similarity before use); false = Chroma returns the vectors"})
     snippet_chars: int = bounded(280, 40, 4000)
     time_anchor_weight: float = bounded(
         2.0, 0.0, 10.0, "lift, in standard deviations, of memories whose time matches a date the query names (0 = off)"

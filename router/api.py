@@ -22,6 +22,7 @@ from .deps import (
     DashboardServices,
     StoreSelection,
     api_auth,
+    current_runtime,
     dashboard_services,
     knowledge_service,
     memory_service,
@@ -71,6 +72,20 @@ async def list_stores(selection: Annotated[StoreSelection, Depends(store_selecti
 async def status(service: MemoryService) -> dict[str, Any]:
     """Global counts (vector and metadata, per bucket) and the newest records (``get_status``)."""
     return await service.get_status()
+
+
+@router.get("/maintenance/index")
+async def index_status(request: Request) -> dict[str, Any]:
+    """The vector index's health (``ok`` | ``degraded`` | ``rebuilding``), the running or last rebuild job with
+    its progress (``job.done`` / ``job.total``) and why retrieval is keyword-only right now, if it is."""
+    return operations.index_health(current_runtime(request))
+
+
+@router.post("/maintenance/reindex", status_code=202)
+async def reindex(request: Request) -> dict[str, Any]:
+    """Start rebuilding the keyword index and every vector in the background (the keyword route serves meanwhile);
+    poll ``GET /api/maintenance/index`` for progress. 409 while a rebuild already runs."""
+    return operations.start_reindex(current_runtime(request))
 
 
 @router.get("/statistics")

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fastapi import HTTPException
+
 from ..services.errors import NotFoundError, ValidationError
 from .charts import horizontal_bars, month_series, vertical_bars
 from .diffs import diff_snapshots
@@ -394,3 +396,21 @@ async def restore_batch(views: Sequence[tuple[str, Any]], batch_id: str) -> dict
     """Undo one batch in every selected store it touched; ``stores`` lists them, counts are added up."""
     results = [await service.restore_batch(batch_id=batch_id) for _, service in views]
     return {**merge_results(results), "stores": [store_key for store_key, _ in views]}
+
+
+# ------------------------------------------------------------------------------------------------ index upkeep
+
+
+def index_health(runtime: Any) -> dict[str, Any]:
+    """The vector index's state and its rebuild job (``IndexRecovery.snapshot``) plus why answers are keyword-only
+    right now (``degraded_reason``: empty when the vector route works)."""
+    return {**runtime.index_recovery.snapshot(), "degraded_reason": runtime.degraded_reason()}
+
+
+def start_reindex(runtime: Any) -> dict[str, Any]:
+    """Start the runtime's reindex job; 409 while a rebuild runs (one at a time)."""
+    job = runtime.index_recovery.job
+    if job is not None and job.running:
+        raise HTTPException(status_code=409, detail=f"已有索引重建任务在运行（{job.done}/{job.total}），请等它完成")
+    runtime.index_recovery.start_reindex()
+    return index_health(runtime)

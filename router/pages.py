@@ -27,6 +27,7 @@ from .deps import (
     STORE_PARAM,
     DashboardServices,
     StoreSelection,
+    current_runtime,
     dashboard_services,
     encode_store_cookie,
     knowledge_service,
@@ -71,6 +72,7 @@ NOTICES: dict[str, str] = {
     "uploaded": "文档已入库",
     "document_deleted": "文档及其全部片段已删除",
     "memo_cancelled": "临时便签已取消",
+    "reindex_started": "已开始重建索引：完成前检索只走关键词路线，进度见下方",
     "logged_out": "已退出登录",
     "stores": "已切换要查看的记忆库",
     "audit_restored": "已恢复到该改动之前的状态（恢复本身也记入审计日志）",
@@ -603,7 +605,15 @@ async def stats_page(request: Request, service: MemoryService) -> Response:
     """Counts and server-drawn SVG charts by type and by month."""
     data = await operations.memory_statistics(service)
     status = await service.get_status()
-    return render(request, "stats.html", {"nav": "stats", **data, "status": status})
+    return render(request, "stats.html", {"nav": "stats", **data, "status": status, "notice": notice_text(request),
+                                          "index": operations.index_health(current_runtime(request))})
+
+
+@router.post("/stats/reindex")
+async def stats_reindex(request: Request) -> Response:
+    """The statistics page's button: start the runtime's reindex job, back to the page that shows its progress."""
+    operations.start_reindex(current_runtime(request))
+    return redirect_to(request, "/stats", "reindex_started")
 
 
 # --------------------------------------------------------------------------------------------------- audit

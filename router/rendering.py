@@ -196,6 +196,15 @@ def build_environment() -> jinja2.Environment:
     return env
 
 
+def degraded_banner(request: Request) -> str:
+    """Why retrieval is keyword-only right now (vector index broken or being rebuilt, model down), for the banner
+    every page shows; empty when the vector route works or no runtime is running."""
+    runtime = request.app.state.runtime_provider()
+    if runtime is None or not getattr(runtime, "started", False):
+        return ""
+    return runtime.degraded_reason()
+
+
 def render(
     request: Request,
     template: str,
@@ -218,6 +227,7 @@ def render(
         "error": "",
         "url": lambda path, **params: app_url(request, path, **params),
     }
+    values["degraded_banner"] = degraded_banner(request) if values["logged_in"] else ""
     values.update(context or {})
     html = env.get_template(template).render(values)
     return HTMLResponse(html, status_code=status_code)

@@ -23,6 +23,11 @@ class EmbeddingUnavailableError(BookuError):
     """The embedding provider cannot answer right now; callers fall back to keyword search."""
 
 
+class VectorIndexUnavailableError(EmbeddingUnavailableError):
+    """The vector index (Chroma) is broken, missing or being rebuilt; callers fall back to keyword search exactly as
+    they do when the embedder is down, which is why this is an ``EmbeddingUnavailableError``."""
+
+
 class ModelMismatchError(BookuError):
     """The vector index was built with another embedding model or dimension; run `reindex`."""
 

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import EmbeddingUnavailableError, ValidationError
+from .errors import EmbeddingUnavailableError, ValidationError, VectorIndexUnavailableError
 from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import (
@@ -186,9 +186,14 @@ class MemorySearch:
         time_ids = [memory_id for memory_id in time_task.result() if memory_id not in keyword_hits]
         query_vec, pass1, result.degraded = first_task.result()
         if query_vec is not None:
-            await self._vector_route(query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense,
-                                     embeddings, tiers_by_id, candidates, [*keyword_hits, *time_ids])
-            await self._score_time_route(query_vec, time_ids, tiers, candidates, dense, embeddings)
+            try:
+                await self._vector_route(query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense,
+                                         embeddings, tiers_by_id, candidates, [*keyword_hits, *time_ids])
+                await self._score_time_route(query_vec, time_ids, tiers, candidates, dense, embeddings)
+            except VectorIndexUnavailableError as exc:  # broke after the first pass: the keyword route answers
+                for partial in (candidates, dense, embeddings, tiers_by_id):
+                    partial.clear()
+                result.degraded = str(exc)
         if not candidates and (keyword_hits or time_ids):
             candidates = await self.rt.records.candidates([*keyword_hits, *time_ids], with_tags=False)
 
@@ -312,11 +317,11 @@ class MemorySearch:
             return None, [], self.rt.degraded_reason()
         try:
             query_vec = (await self.rt.embed_queries([query_text]))[0]
-        except EmbeddingUnavailableError as exc:
+            pass1 = await self.rt.query_vectors(query_vec, store_keys=list(self.scope.readable_store_keys),
+                                                tiers=tiers, limit=max(pool, self.rt.config.write_conflict.top_n),
+                                                with_embeddings=True)
+        except EmbeddingUnavailableError as exc:  # the model, or the vector index (a subclass), is down
             return None, [], str(exc)
-        pass1 = await self.rt.query_vectors(query_vec, store_keys=list(self.scope.readable_store_keys), tiers=tiers,
-                                            limit=max(pool, self.rt.config.write_conflict.top_n),
-                                            with_embeddings=True)
         return query_vec, pass1, ""
 
     async def _vector_route(self, query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense, embeddings,

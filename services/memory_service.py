@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import NotFoundError, ValidationError
+from .errors import NotFoundError, ValidationError, VectorIndexUnavailableError
 from .logic.tags import triplet_from_lists
 from .logic.text import normalise_folder_id
 from .memory_fields import (
@@ -253,7 +253,11 @@ class BookuMemoryService:
 
     async def _status(self, folder: str | None, *, include_archived: bool, recent_limit: int) -> dict:
         stores = self.scope.readable_store_keys
-        vector_counts = await self.runtime.vectors.count(store_keys=stores)
+        try:
+            vector_counts = await self.runtime.vectors.count(store_keys=stores)
+            counted = True
+        except VectorIndexUnavailableError:  # broken or being rebuilt: ``index`` below says which
+            vector_counts, counted = {"live": 0, "archive": 0, "knowledge": 0}, False
         flt = RecordFilter(store_keys=stores, folder_id=folder, statuses=None if include_archived else ("active",))
         recent = await self.runtime.records.list_records(flt, limit=recent_limit)
         ids = [] if folder is None else [r["memory_id"] for r in await self.runtime.records.list_records(flt, limit=200)]
@@ -261,13 +265,14 @@ class BookuMemoryService:
             "action": "query_memory_status",
             "folder_id": folder or "all",
             "vector_counts": {"memory": vector_counts["live"] + vector_counts["archive"],
-                              "knowledge": vector_counts["knowledge"], **vector_counts},
+                              "knowledge": vector_counts["knowledge"], **vector_counts} if counted else {},
             "metadata_counts": await self.runtime.records.bucket_counts(store_keys=stores, folder_id=folder),
             "recent": [record_item(r) for r in recent],
             "folder_memory_ids": ids,
             "vector_pending": await self.runtime.vector_sync.pending_count(),
             "embedding": {"available": self.runtime.embedding_available(),
                           "model": self.runtime.vectors.model_id, "degraded_reason": self.runtime.degraded_reason()},
+            "index": self.runtime.index_recovery.snapshot(),
         }
 
     async def get_status(self, folder_id: str | None = None) -> dict:
@@ -278,7 +283,8 @@ class BookuMemoryService:
         return {"folder_id": status["folder_id"],
                 "counts": {"vector": status["vector_counts"], "metadata": status["metadata_counts"]},
                 "recent": status["recent"], "folder_memory_ids": status["folder_memory_ids"],
-                "vector_pending": status["vector_pending"], "embedding": status["embedding"]}
+                "vector_pending": status["vector_pending"], "embedding": status["embedding"],
+                "index": status["index"]}
 
     async def list_folder_ids(self) -> dict:
         """Folders in use, default first. Returns ``{"action": "list_folder_ids", "total", "items"}``."""

@@ -153,7 +153,10 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
         presegment(text for job in batch
                    for text in (keyword_title(job.draft.title, job.draft.content), job.draft.content))
         for key, indexes in groups.items():
-            hits_of.update(zip(indexes, await queries[key]))
+            try:
+                hits_of.update(zip(indexes, await queries[key]))
+            except EmbeddingUnavailableError:  # the vector index broke meanwhile: these write without merging
+                pass
     except BaseException:
         for task in queries.values():
             task.cancel()

@@ -110,29 +110,6 @@ async def import_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet
 
 
 async def reindex(runtime, *, progress: Progress = _quiet, batch: int = 256) -> dict[str, Any]:
-    """Rebuild the FTS index and every vector with the current embedding model."""
-    if runtime.embedder is None:
-        from .errors import EmbeddingUnavailableError
-
-        raise EmbeddingUnavailableError(f"无法重建向量：{runtime.degraded_reason()}")
-    await runtime.vectors.drop_all()
-    runtime.vectors.bind_model(runtime.embedder.model_id, await runtime._probe_dimension())
-    async with runtime.db.transaction() as conn:
-        keyword_rows = await runtime.records.rebuild_keyword_index(conn)
-        queued = await runtime.records.enqueue_all_vectors(conn)
-    done = 0
-    while True:
-        report = await runtime.vector_sync.drain(batch=batch, max_batches=1)
-        done += report.applied
-        progress(done, queued, "重建向量")
-        if report.pending == 0 or report.applied == 0:
-            break
-    # Chat messages and episodes live in their own tiers; rebuild them from SQLite too.
-    from .evidence.hub import evidence_hub
-
-    evidence_vectors = evidence_hub(runtime).vectors
-    await evidence_vectors.enqueue_all()
-    evidence_report = await evidence_vectors.drain(batch=batch)
-    return {"action": "reindex", "keyword_rows": keyword_rows, "vectors": done, "pending": report.pending,
-            "evidence_vectors": evidence_report.applied,
-            "model": runtime.vectors.model_id, "dimension": runtime.vectors.dimension, "error": report.error}
+    """Rebuild the FTS index and every vector with the current embedding model, through the runtime's one rebuild
+    job at a time (``services.index_recovery``): the keyword route serves meanwhile, never a half-built index."""
+    return await runtime.index_recovery.reindex(progress=progress, batch=batch)

@@ -17,6 +17,7 @@ from .embedding.base import Embedder
 from .embedding.cached import CachedEmbedder
 from .embedding.factory import build_embedder
 from .errors import EmbeddingUnavailableError
+from .index_recovery import IndexRecovery
 from .logic.segmentation import warm_up as warm_up_segmentation
 from .ownership import Ownership
 from .scope import DEFAULT_SCOPE, Scope
@@ -24,7 +25,7 @@ from .storage.audit import AuditLog
 from .storage.database import Database
 from .storage.embedding_cache import SqliteEmbeddingCache
 from .storage.memos import MemoRepository
-from .storage.outbox import VectorSync
+from .storage.outbox import SyncReport, VectorSync
 from .storage.records import RecordRepository
 from .storage.vector_index import VectorHit, VectorIndex
 
@@ -131,7 +132,6 @@ class BookuRuntime:
         self._host_embed_fn = host_embed_fn
         self._host_chat_fn = host_chat_fn
         self.dreaming: Any = None
-        self.vector_copy_load: asyncio.Task | None = None
         self.db = Database(self._resolve(self.config.storage.database_path))
         self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget,
                                         in_memory_keywords=self.config.retrieval.in_memory_keyword_index,
@@ -143,12 +143,12 @@ class BookuRuntime:
         self.embedder_error = ""
         vector = self.config.vector
         if vector.backend == "http":
-            self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl,
-                                       copy_vectors=self.config.retrieval.in_memory_vectors)
+            self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl)
         else:
-            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path),
-                                       copy_vectors=self.config.retrieval.in_memory_vectors)
+            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path))
         self.vector_sync = VectorSync(self.db, self.records, self.vectors, lambda: self if self.embedder else None)
+        self.index_recovery = IndexRecovery(self)
+        self.vectors.on_failure = self.index_recovery.report_failure
         self.write_lock = asyncio.Lock()
         # Upserts waiting for their group commit (memory_writes: one task writes them in batches, one transaction each).
         self.pending_upserts: list[Any] = []
@@ -196,21 +196,25 @@ class BookuRuntime:
             self.embedder = CachedEmbedder(inner, self.embedding_cache.deferring())
         else:
             self.embedder_error = "嵌入模型已在配置中关闭（embedding.provider = none）"
-        await self.vectors.open()
+        # Derived data never blocks start-up: an index that will not open is moved aside and rebuilt in the
+        # background (``index_recovery``) while the keyword route serves.
+        rebuild_reason = await self.index_recovery.open_index()
         if self.embedder is not None and self.embedder.dimension:
             # The model announces its dimension: bind and check now, so a model change fails at start-up.
             self.vectors.bind_model(self.embedder.model_id, int(self.embedder.dimension))
             if check_model:
-                await self.vectors.check_model()
-        # Queries ask Chroma for the hits' vectors until their in-memory copy is loaded from the embedding cache
-        # (``storage.vector_copy``; a model learnt later: the copy fills as queries read vectors from Chroma).
-        self.vector_copy_load = self.spawn(self.vectors.load_copy(self.db.path), name="booku-vector-copy")
+                rebuild_reason = await self.index_recovery.check_index() or rebuild_reason
         self._check_model = check_model
         from .storage.documents import DocumentRepository
 
         self.documents = DocumentRepository(self.db, self.records)
         self.started = True
-        if self.vectors.model_id is None and self.embedder is not None:
+        if not rebuild_reason and (missing := await self.index_recovery.missing_partitions()):
+            rebuild_reason = f"向量索引缺少 {len(missing)} 个分区（数据库中有对应记忆）"
+        if rebuild_reason and self.embedder is not None:
+            logger.error("向量索引需要重建，后台进行：%s", rebuild_reason)
+            self.index_recovery.begin_recovery(rebuild_reason)
+        elif self.vectors.model_id is None and self.embedder is not None:
             # A remote model (host task, HTTP endpoint) learns its dimension from a first call; probing it must
             # not hold up the host's plugin loading, so it happens in the background (degraded until then).
             self.spawn(self.sync_vectors(), name="booku-embedding-probe")
@@ -218,6 +222,7 @@ class BookuRuntime:
             await self.sync_vectors()
         self._flusher_stopping = False
         self._flusher_task = asyncio.create_task(self._vector_flusher(), name="booku-vector-flusher")
+        self.index_recovery.start_watchdog()
         if self.config.maintenance.enabled:
             self._maintenance_task = asyncio.create_task(self._maintenance_loop(), name="booku-maintenance")
             self.spawn(self.vectors.warm_up(), name="booku-vector-warmup")
@@ -273,10 +278,12 @@ class BookuRuntime:
     # ------------------------------------------------------------ embeddings
     def embedding_available(self) -> bool:
         """Whether the vector route may be tried (each call still falls back to keywords if the model fails)."""
-        return self.embedder is not None and self.vectors.model_id is not None
+        return self.embedder is not None and self.vectors.model_id is not None and not self.vectors.reads_closed
 
     def degraded_reason(self) -> str:
         """Why answers are (or were, on the last call) keyword-only; empty when the model works."""
+        if self.vectors.reads_closed:
+            return self.vectors.reads_closed
         if self.embedder is None:
             return self.embedder_error or "未配置嵌入模型"
         if self.vectors.model_id is None:
@@ -303,7 +310,11 @@ class BookuRuntime:
         return matrix
 
     async def sync_vectors(self) -> Any:
-        """Apply pending vector work (after every write, at start-up and from the maintenance loop)."""
+        """Apply pending vector work (after every write, at start-up and from the maintenance loop).
+
+        While the index is broken or being rebuilt the work stays in the outbox: the rebuild drains it."""
+        if not self.index_recovery.healthy:
+            return SyncReport(pending=await self.vector_sync.pending_count(), error=self.index_recovery.reason)
         if self.vectors.model_id is None and self.embedder is not None:
             try:
                 self.vectors.bind_model(self.embedder.model_id, await self._probe_dimension())

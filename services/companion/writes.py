@@ -213,8 +213,11 @@ class CompanionWriter:
     async def _merge_target(self, draft: MomentDraft, vector: np.ndarray) -> tuple[dict[str, Any] | None, float]:
         """The memory of the same kind a grow item should fold into, and the item's novelty."""
         wc = self.rt.config.write_conflict
-        hits = await self.rt.query_vectors(vector, store_keys=[self.scope.writable_store_key], tiers=["live"],
-                                           limit=wc.top_n, with_embeddings=True)
+        try:
+            hits = await self.rt.query_vectors(vector, store_keys=[self.scope.writable_store_key], tiers=["live"],
+                                               limit=wc.top_n, with_embeddings=True)
+        except EmbeddingUnavailableError:  # the vector index broke meanwhile: write without a merge check
+            return None, 1.0
         if not hits:
             return None, 1.0
         novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])

@@ -124,9 +124,6 @@ class EvidenceSearch:
         if self.rt.embedding_available():
             try:
                 vector = (await self.rt.embed_queries([query]))[0]
-            except EmbeddingUnavailableError as exc:
-                degraded = str(exc)
-            else:
                 # Channel and time filters apply after the vector query, so ask for more when they narrow.
                 depth = pool * 3 if (channels is not None or since is not None or until is not None) else pool
                 if wants_chat:
@@ -134,6 +131,8 @@ class EvidenceSearch:
                 if wants_episodes:
                     dense_episodes = dict(await self.hub.vectors.query(EPISODE_TIER, vector, store_keys=stores,
                                                                        limit=depth))
+            except EmbeddingUnavailableError as exc:  # the model, or the vector index (a subclass), is down
+                dense_chat, dense_episodes, degraded = {}, {}, str(exc)
         else:
             degraded = self.rt.degraded_reason()
 

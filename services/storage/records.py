@@ -1198,8 +1198,10 @@ class RecordRepository:
         return True
 
     async def enqueue_all_vectors(self, conn: aiosqlite.Connection) -> int:
-        """Queue every live record for a vector rebuild (reindex)."""
-        await conn.execute("DELETE FROM booku_vector_outbox")
+        """Queue every live record for a vector rebuild (reindex); returns how many.
+
+        Rows already queued stay: a pending removal (a record deleted a moment ago) must still reach an index that
+        a crash leaves undropped, and the drain handles several rows of one record as one."""
         cur = await conn.execute(
             "INSERT INTO booku_vector_outbox (memory_id, store_key, op, created_at) "
             "SELECT memory_id, store_key, 'upsert', ? FROM booku_memory_records WHERE is_deleted = 0 ORDER BY rid",

@@ -9,6 +9,12 @@ may see. Collection names are hashes, never raw user text (reference bug B12).
 Chroma is synchronous; every call runs in a worker thread so the event loop never blocks. Writes (upsert, delete)
 have a thread of their own, in order, so a batched upsert (Chroma persists on every call) never holds up a query;
 readers that must see vectors not yet written go through ``BookuRuntime.query_vectors``.
+
+Every Chroma call is guarded: whatever it raises (``NotFoundError`` for a collection dropped underneath, an
+``InternalError`` for a file that is not a database, a ``PanicException`` from the Rust core, which derives from
+``BaseException``) becomes a ``VectorIndexUnavailableError`` and is reported to ``on_failure``, so the runtime can
+fall back to the keyword route and rebuild the index from SQLite (``services.index_recovery``). While the index is
+being rebuilt its reads are closed (``close_reads``): a half-filled index would rank as if most memories were gone.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,8 +33,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ModelMismatchError
-from .vector_copy import VectorCopy, read_cached_vectors
+from ..errors import ModelMismatchError, VectorIndexUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -36,8 +42,12 @@ TIERS = ("live", "archive", "knowledge")
 CHROMA_SQLITE_FILE = "chroma.sqlite3"
 """The SQLite file an embedded Chroma keeps its write log and metadata in (inside the vector directory)."""
 
+FailureListener = Callable[[BaseException, bool], None]
+"""Called on the event loop with what Chroma raised and whether its files are broken (move them aside) rather than
+only missing collections (rebuild in place)."""
+
 _chroma_paths_opened: set[str] = set()
-"""Vector directories an embedded Chroma has opened in this process (Chroma keeps each open until exit)."""
+"""Vector directories an embedded Chroma holds open in this process (until ``VectorIndex.close`` releases them)."""
 
 
 def use_write_ahead_log(directory: Path) -> None:
@@ -53,8 +63,8 @@ def use_write_ahead_log(directory: Path) -> None:
 
     Only before Chroma first opens ``directory`` in this process: Python's ``sqlite3`` and Chroma's bundled SQLite
     are two libraries, and closing a file one of them opened drops the POSIX locks the other holds on it (measured:
-    Chroma then failed with disk I/O errors). Chroma keeps a store open until the process exits, so later opens
-    leave the file alone. A file that cannot be switched (locked by another process) is left as it is.
+    Chroma then failed with disk I/O errors). While this process's Chroma holds a store open, later opens leave
+    the file alone. A file that cannot be switched (locked by another process) is left as it is.
     """
     key = str(directory.resolve())
     if key in _chroma_paths_opened:
@@ -67,6 +77,41 @@ def use_write_ahead_log(directory: Path) -> None:
                 conn.execute("PRAGMA journal_mode=WAL")
     except sqlite3.Error as exc:
         logger.warning("向量库 SQLite 文件未能切换到 WAL 模式（不影响使用，仅写入较慢）：%s", exc)
+
+
+def _is_fatal(exc: BaseException) -> bool:
+    """Exceptions that must travel on untouched: interpreter shutdown and task cancellation, never Chroma faults."""
+    return isinstance(exc, (KeyboardInterrupt, SystemExit, GeneratorExit, asyncio.CancelledError))
+
+
+class _ChromaFault(Exception):
+    """What a guarded Chroma call raised, carried out of the worker thread (a ``PanicException`` must not cross
+    ``run_in_executor`` as a ``BaseException``: asyncio would treat it as fatal to the loop)."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
+
+
+def _guarded(fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except BaseException as exc:
+        if _is_fatal(exc):
+            raise
+        raise _ChromaFault(exc) from exc
+
+
+def broken_files(exc: BaseException) -> bool:
+    """Whether a Chroma fault means its files are unusable (anything but a collection that is simply gone)."""
+    from chromadb.errors import NotFoundError
+
+    return not isinstance(exc, NotFoundError)
+
+
+def describe_fault(exc: BaseException) -> str:
+    """A one-line Chinese reason for status pages and ``degraded`` notes."""
+    return f"向量索引不可用（{type(exc).__name__}: {str(exc)[:160]}）"
 
 
 @dataclass
@@ -86,10 +131,6 @@ def tier_of(record: dict[str, Any]) -> str | None:
     return "live" if record.get("status") == "active" else "archive"
 
 
-def _collection_of_record(store_key: str, bucket: str, status: str) -> str:
-    return collection_name(tier_of({"bucket": bucket, "status": status}) or "live", store_key)
-
-
 def collection_name(tier: str, store_key: str) -> str:
     digest = hashlib.sha1(store_key.encode("utf-8")).hexdigest()[:16]
     return f"booku_{tier}_{digest}"
@@ -99,11 +140,8 @@ class VectorIndex:
     """Thin async facade over a Chroma client (embedded PersistentClient or HttpClient)."""
 
     def __init__(self, *, path: Path | None = None, http_host: str | None = None, http_port: int = 8000,
-                 http_ssl: bool = False, copy_vectors: bool = False) -> None:
-        """``copy_vectors``: keep the stored vectors in memory too (``storage.vector_copy``), so queries that need
-        the hits' vectors ask Chroma for distances only (``retrieval.in_memory_vectors``)."""
+                 http_ssl: bool = False) -> None:
         self._path = path
-        self.copy = VectorCopy() if copy_vectors else None
         self._http = (http_host, http_port, http_ssl) if http_host else None
         self._client: Any = None
         self._collections: dict[str, Any] = {}
@@ -112,6 +150,39 @@ class VectorIndex:
         self.model_id: str | None = None
         self.dimension: int | None = None
         self._read_barrier: Callable[[], Awaitable[None]] | None = None
+        self.on_failure: FailureListener | None = None
+        self.reads_closed = ""
+        """Why similarity reads are refused right now (empty: open); set while the index is broken or rebuilt."""
+        self._identity: tuple[int, int] | None = None
+
+    @property
+    def path(self) -> Path | None:
+        """The embedded index's directory (None for a Chroma server)."""
+        return None if self._http else self._path
+
+    def close_reads(self, reason: str) -> None:
+        """Refuse similarity reads (they raise ``VectorIndexUnavailableError(reason)``); writes still go through."""
+        self.reads_closed = reason
+
+    def open_reads(self) -> None:
+        self.reads_closed = ""
+
+    def _check_reads(self) -> None:
+        if self.reads_closed:
+            raise VectorIndexUnavailableError(self.reads_closed)
+
+    def files_replaced(self) -> bool:
+        """Whether the embedded index's SQLite file was deleted or replaced since it was opened.
+
+        Why: Chroma keeps reading an unlinked file, so a deleted directory answers queries from the old data and
+        fails only at the next write; a stat is enough to notice it at once."""
+        if self._identity is None or self._path is None:
+            return False
+        try:
+            info = os.stat(self._path / CHROMA_SQLITE_FILE)
+        except OSError:
+            return True
+        return (info.st_dev, info.st_ino) != self._identity
 
     def set_read_barrier(self, barrier: Callable[[], Awaitable[None]] | None) -> None:
         """Awaited before ``get_embeddings`` and ``count``: the runtime flushes write-behind vectors there.
@@ -127,15 +198,66 @@ class VectorIndex:
             await self._read_barrier()
 
     async def _run(self, fn, *args, **kwargs):
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, lambda: fn(*args, **kwargs))
+        return await self._call(self._executor, lambda: fn(*args, **kwargs))
 
     async def _run_write(self, fn, *args, **kwargs):
+        return await self._call(self._write_executor, lambda: fn(*args, **kwargs))
+
+    async def _call(self, executor: ThreadPoolExecutor, work: Callable[[], Any]) -> Any:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._write_executor, lambda: fn(*args, **kwargs))
+        try:
+            return await loop.run_in_executor(executor, _guarded, work)
+        except _ChromaFault as fault:
+            exc = fault.original
+            logger.warning("向量索引调用失败：%s: %s", type(exc).__name__, exc)
+            if self.on_failure is not None:
+                self.on_failure(exc, bool(self._path) and not self._http and broken_files(exc))
+            raise VectorIndexUnavailableError(describe_fault(exc)) from exc
 
     async def open(self) -> None:
-        await self._run(self._open_sync)
+        """Open the client; a broken index raises ``VectorIndexUnavailableError`` (nothing is reported)."""
+        loop = asyncio.get_running_loop()
+        try:
+            await loop.run_in_executor(self._executor, _guarded, self._open_sync)
+        except _ChromaFault as fault:
+            raise VectorIndexUnavailableError(describe_fault(fault.original)) from fault.original
+
+    async def drained(self) -> None:
+        """Wait until every Chroma call queued so far has finished (both threads run in order)."""
+        loop = asyncio.get_running_loop()
+        await asyncio.gather(loop.run_in_executor(self._executor, lambda: None),
+                             loop.run_in_executor(self._write_executor, lambda: None))
+
+    async def replace_files(self) -> Path | None:
+        """Close the embedded index, rename its directory aside with a timestamp and open a new, empty one.
+
+        Returns where the old directory went (None when there was none). Never deletes: the broken files stay for
+        the operator to inspect or remove. Call after ``drained`` with reads closed.
+        """
+        assert self._path is not None and not self._http
+        await self.drained()
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._write_executor, self._replace_files_sync)
+
+    def _replace_files_sync(self) -> Path | None:
+        client, self._client = self._client, None
+        self._collections.clear()
+        if client is not None:
+            self._release(client)
+        assert self._path is not None
+        _chroma_paths_opened.discard(str(self._path.resolve()))
+        moved: Path | None = None
+        if self._path.exists():
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            moved = self._path.with_name(f"{self._path.name}.broken-{stamp}")
+            suffix = 1
+            while moved.exists():
+                suffix += 1
+                moved = self._path.with_name(f"{self._path.name}.broken-{stamp}-{suffix}")
+            self._path.rename(moved)
+        self._identity = None
+        self._open_sync()
+        return moved
 
     def _open_sync(self) -> None:
         os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
@@ -150,13 +272,48 @@ class VectorIndex:
             assert self._path is not None
             self._path.mkdir(parents=True, exist_ok=True)
             use_write_ahead_log(self._path)
-            self._client = chromadb.PersistentClient(path=str(self._path), settings=settings)
+            try:
+                self._client = chromadb.PersistentClient(path=str(self._path), settings=settings)
+                self._client.list_collections()  # a file that is not a database fails here, not at a query
+            except BaseException:
+                # Chroma caches the System it failed to start under the path: forget it, or every later open in
+                # this process (the new, empty index included) would reuse the broken one.
+                self._client = None
+                self._forget_system()
+                raise
+            info = os.stat(self._path / CHROMA_SQLITE_FILE)
+            self._identity = (info.st_dev, info.st_ino)
 
     async def close(self) -> None:
         self._write_executor.shutdown(wait=True)
         self._executor.shutdown(wait=True)
         self._collections.clear()
-        self._client = None
+        client, self._client = self._client, None
+        if client is not None and self._path is not None and not self._http:
+            # Release Chroma's shared System, so a later open in this process reads the files as they are then
+            # (a restart in-process must notice an index damaged meanwhile, as a new process would).
+            await asyncio.to_thread(self._release, client)
+
+    def _release(self, client: Any) -> None:
+        try:
+            client.close()
+        except BaseException as exc:  # a broken store may fail to close; its System is dropped all the same
+            if _is_fatal(exc):
+                raise
+            logger.warning("关闭向量索引时出错（忽略）：%s", exc)
+            self._forget_system()
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        assert self._path is not None
+        if str(self._path) not in SharedSystemClient._identifier_to_system:
+            _chroma_paths_opened.discard(str(self._path.resolve()))
+
+    def _forget_system(self) -> None:
+        """Drop Chroma's cached System for this path (Chroma has no public call for a System that failed)."""
+        from chromadb.api.shared_system_client import SharedSystemClient
+
+        SharedSystemClient._identifier_to_system.pop(str(self._path), None)
+        SharedSystemClient._identifier_to_refcount.pop(str(self._path), None)
 
     # ----------------------------------------------------------------- model
     def bind_model(self, model_id: str, dimension: int) -> None:
@@ -194,8 +351,6 @@ class VectorIndex:
                 metadata={"model_id": self.model_id or "", "dimension": int(self.dimension or 0),
                           "tier": tier, "store_key": store_key},
             )
-            if self.copy is not None and self.copy.listed is not None and name not in self.copy.listed:
-                self.copy.loaded.add(name)  # created after the copy's load listed the collections: new, empty
         else:
             try:
                 col = self._client.get_collection(name, embedding_function=None)
@@ -231,8 +386,6 @@ class VectorIndex:
             col = self._collection_sync(tier, store_key, create=True)
             matrix = np.asarray(vectors, dtype=np.float32)
             col.upsert(ids=list(ids), embeddings=matrix, metadatas=list(metadatas) if metadatas else None)
-            if self.copy is not None:
-                self.copy.put(ids, matrix)
         await self._run_write(work)
 
     async def delete(self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS) -> None:
@@ -244,8 +397,6 @@ class VectorIndex:
                 col = self._collection_sync(tier, store_key, create=False)
                 if col is not None:
                     col.delete(ids=list(ids))
-            if self.copy is not None:
-                self.copy.drop(ids)
         await self._run_write(work)
 
     async def query(
@@ -276,6 +427,7 @@ class VectorIndex:
         Returns one hit list per row of ``vectors``, each best first. Why: the fixed cost of a Chroma query (~3 ms)
         dwarfs the HNSW search itself, so a batch of concurrent writers checks its neighbours in one call.
         """
+        self._check_reads()
         matrix = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
         if not len(matrix):
             return []
@@ -287,19 +439,14 @@ class VectorIndex:
                     col = self._collection_sync(tier, store_key, create=False)
                     if col is None:
                         continue
-                    copied = with_embeddings and self.copy is not None and str(col.name) in self.copy.loaded
-                    include = ["distances", "embeddings"] if with_embeddings and not copied else ["distances"]
+                    include = ["distances", "embeddings"] if with_embeddings else ["distances"]
                     # No count() first: it cost ~10 ms at 100k vectors, and Chroma already returns fewer
                     # results (none for an empty partition) when asked for more than it holds.
                     res = col.query(query_embeddings=matrix, n_results=limit, include=include)
                     for row, ids in enumerate(res["ids"]):
                         similarities = [1.0 - float(distance) for distance in res["distances"][row]]
-                        if copied:
-                            embs = self._copied_vectors(col, matrix[row], ids, similarities)
-                        elif with_embeddings and res.get("embeddings") is not None:
+                        if with_embeddings and res.get("embeddings") is not None:
                             embs = [np.asarray(emb, dtype=np.float32) for emb in res["embeddings"][row]]
-                            if self.copy is not None:
-                                self.copy.put(ids, embs)
                         else:
                             embs = [None] * len(ids)
                         for memory_id, similarity, emb in zip(ids, similarities, embs):
@@ -310,46 +457,9 @@ class VectorIndex:
             return found
         return await self._run(work)
 
-    def _copied_vectors(self, col: Any, query: np.ndarray, ids: Sequence[str],
-                        similarities: Sequence[float]) -> list[np.ndarray | None]:
-        """The hits' vectors from the copy, those it cannot vouch for read from ``col`` (and copied)."""
-        assert self.copy is not None
-        vectors = self.copy.verified(query, ids, similarities)
-        missing = [memory_id for memory_id, vector in zip(ids, vectors) if vector is None]
-        if missing:
-            res = col.get(ids=missing, include=["embeddings"])
-            read = dict(zip(res["ids"], res["embeddings"] if res["embeddings"] is not None else []))
-            self.copy.put(list(read), list(read.values()))
-            vectors = [vector if vector is not None else
-                       (np.asarray(read[memory_id], dtype=np.float32) if memory_id in read else None)
-                       for memory_id, vector in zip(ids, vectors)]
-        return vectors
-
-    async def load_copy(self, database_path: Path) -> int:
-        """Fill the vector copy from the embedding cache in ``database_path`` (``storage.vector_copy``) and mark the
-        collections it holds vectors of as loaded; returns the vectors copied. Nothing is copied before a model is
-        bound.
-
-        Why no count per collection to check that the cache covers it: ``count()`` made Chroma load every
-        collection's index, 3.5 GB of RSS with 1,000 owners' stores. The cache keeps every passage vector the
-        current model made (nothing prunes it); a vector it lacks is read from Chroma when a query finds it."""
-        copy = self.copy
-        if copy is None or self.model_id is None or not self.dimension:
-            return 0
-        try:
-            names = await self._run(lambda: [str(c.name) for c in self._client.list_collections()
-                                             if str(c.name).startswith("booku_")])
-            copy.listed = set(names)
-            copied = await asyncio.to_thread(read_cached_vectors, database_path, self.model_id, self.dimension, copy,
-                                             _collection_of_record)
-        except Exception as exc:  # queries keep asking Chroma for the vectors
-            logger.warning("向量内存副本加载失败，检索继续由 Chroma 返回向量：%s", exc)
-            return 0
-        copy.loaded.update(name for name in names if copied[name])
-        return sum(copied.values())
-
     async def get_embeddings(self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS) -> dict[str, np.ndarray]:
         """Stored vectors of ``ids`` in one store, ``{memory_id: vector}`` (ids without a vector are absent)."""
+        self._check_reads()
         await self._settle()
 
         def work():
@@ -366,6 +476,7 @@ class VectorIndex:
 
     async def count(self, *, store_keys: Sequence[str] | None = None, tiers: Sequence[str] = TIERS) -> dict[str, int]:
         """Vector counts per tier, over the given stores (all known booku collections when None)."""
+        self._check_reads()
         await self._settle()
 
         def work():
@@ -381,11 +492,41 @@ class VectorIndex:
             return counts
         return await self._run(work)
 
+    async def partitions(self) -> dict[str, tuple[str, str]]:
+        """Every booku collection: ``{name: (tier, store_key)}`` from the collections' own metadata."""
+        def work():
+            found: dict[str, tuple[str, str]] = {}
+            for col in self._client.list_collections():
+                meta = col.metadata or {}
+                if str(col.name).startswith("booku_"):
+                    found[str(col.name)] = (str(meta.get("tier", "")), str(meta.get("store_key", "")))
+            return found
+        return await self._run(work)
+
+    async def stored_ids(self, name: str, *, page: int = 5000) -> list[str]:
+        """Every id stored in the collection ``name`` (read in pages; no vectors), for consistency checks."""
+        def work():
+            col = self._client.get_collection(name, embedding_function=None)
+            ids: list[str] = []
+            while True:
+                chunk = col.get(include=[], limit=page, offset=len(ids))["ids"]
+                ids.extend(chunk)
+                if len(chunk) < page:
+                    return ids
+        return await self._run(work)
+
+    async def delete_from(self, name: str, ids: Sequence[str]) -> None:
+        """Remove ``ids`` from the collection ``name`` (stray vectors found by a check)."""
+        if not ids:
+            return
+
+        def work():
+            self._client.get_collection(name, embedding_function=None).delete(ids=list(ids))
+        await self._run_write(work)
+
     async def drop_all(self) -> None:
         """Delete every booku collection (reindex starts from a clean slate)."""
         def work():
-            if self.copy is not None:
-                self.copy.clear()
             for col in self._client.list_collections():
                 if str(col.name).startswith("booku_"):
                     self._client.delete_collection(col.name)

@@ -130,6 +130,9 @@ def _api_cases(alice: dict[str, Any], bob: dict[str, Any]) -> dict[tuple[str, st
             {"path": "/api/v1/search/recall", "status": 200, "alice": ALICE_MARK,
              "json": {"query": "绿茶", "min_score": -10.0, "render": False, "peer_scope": "all"}},
         ],
+        # Index upkeep is about the whole data dir's derived data: it reports and rebuilds, never returns memories.
+        ("GET", "/api/maintenance/index"): [{"path": "/api/maintenance/index", "status": 200}],
+        ("POST", "/api/maintenance/reindex"): [{"path": "/api/maintenance/reindex", "status": 202}],
     }
 
 
