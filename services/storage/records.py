@@ -19,6 +19,7 @@ from typing import Any, Awaitable, Callable, Generator, Iterable, Sequence, Type
 
 import aiosqlite
 
+from ..logic.safe_regex import Matcher
 from ..logic.segmentation import segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
@@ -30,6 +31,7 @@ from .record_columns import (
     CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list, tags_sql,
 )
 from .record_states import RowStateTest
+from .regex_grep import run_regex_grep
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
@@ -830,15 +832,19 @@ class RecordRepository:
         return await self._with_tags(rows)
 
     async def grep_regex(
-        self, pattern: str, fields: Sequence[str], flt: RecordFilter, *, limit: int
+        self, pattern: str, matcher: Matcher, fields: Sequence[str], flt: RecordFilter, *, limit: int,
+        budget_seconds: float,
     ) -> list[dict[str, Any]]:
-        """Regex match evaluated inside SQLite through the REGEXP function registered on the reader."""
+        """Regex match (``matcher``, compiled from ``pattern`` by ``logic.safe_regex``) on a connection and thread
+        of its own within ``budget_seconds`` (``storage.regex_grep``), newest first; the shared reader only reads
+        the hits' tags."""
         ors, params = self._grep_field_clauses(fields, "REGEXP ?", pattern)
         where, fparams = flt.where()
-        rows = await self.db.fetch_all(
+        rows = await run_regex_grep(
+            self.db.path,
             f"SELECT r.* FROM booku_memory_records r WHERE {where} AND ({ors}) "
             f"ORDER BY r.updated_at DESC, r.rid DESC LIMIT ?",
-            [*fparams, *params, limit],
+            [*fparams, *params, limit], matcher, budget_seconds=budget_seconds,
         )
         return await self._with_tags(rows)
 
