@@ -261,7 +261,7 @@ class MemorySearch:
         if challenge is None:
             return fused
         texts = await self.rt.records.keyword_texts([challenge.challenger, challenge.incumbent])
-        frequencies, documents = await self.rt.records.term_statistics(terms)
+        frequencies, documents = await self.rt.records.term_statistics(terms, self.scope.readable_store_keys)
         return settle_keyword_challenge(fused, challenge, terms, texts, document_idf(frequencies, documents))
 
     async def _lift_speakers(self, fused: list[FusedHit], query_text: str, terms: Sequence[str],
@@ -275,7 +275,8 @@ class MemorySearch:
         coverage = None
         if plan.needs_coverage:
             texts = await self.rt.records.keyword_texts(plan.contested)
-            frequencies, documents = await self.rt.records.term_statistics(plan.content_terms)
+            frequencies, documents = await self.rt.records.term_statistics(plan.content_terms,
+                                                                           self.scope.readable_store_keys)
             coverage = content_coverage(plan.content_terms,
                                         {memory_id: texts.get(memory_id) for memory_id in plan.contested},
                                         document_idf(frequencies, documents))
