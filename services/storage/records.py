@@ -809,7 +809,7 @@ class RecordRepository:
         # 1,000 rows cost ~7 ms at 100k) and deepens once when the filters left fewer than ``limit`` rows of a
         # full inner page (e.g. archived rows or knowledge chunks outranking the memories asked for).
         expression = scoped_fts_query(fts_query, flt.store_keys if scope_in_index else None)
-        rescore = await self._scoped_statistics(flt.store_keys, fts_query)
+        rescore = await self._store_rescoring(flt.store_keys, fts_query)
         # With per-store statistics (``keyword_scoped``) every row of the inner page that passes the filters is read
         # with its keyword text and scored again; otherwise FTS5's own score is the store's score.
         text_columns, outer_limit = (", title, content, tags, store", []) if rescore else ("", [limit])
@@ -836,7 +836,7 @@ class RecordRepository:
         scored.sort()
         return [(memory_id, -negative) for negative, _, memory_id in scored[:limit]]
 
-    async def _scoped_statistics(self, store_keys: Sequence[str] | None, fts_query: str
+    async def _store_rescoring(self, store_keys: Sequence[str] | None, fts_query: str
                                  ) -> tuple[list[str], list[int], int, float] | None:
         """(terms, their document counts, rows, average row size) of the readable stores when they hold only part
         of the keyword table (so FTS5's whole-table statistics would not be theirs); None when FTS5's own score
