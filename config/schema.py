@@ -89,6 +89,14 @@ class RetrievalSection:
                "(~1 KB per memory), so a retrieval weighs its candidates without reading them in SQL (~2.5 ms less "
                "CPU per plain call at 100k memories, ~4 with tags); false = read them in SQL"})
     snippet_chars: int = bounded(280, 40, 4000)
+    max_query_chars: int = bounded(
+        2000, 20, 10_000,
+        "longest query (characters) that retrieval, recall, search, grep and listing keywords accept; a longer one "
+        "is refused with an error naming this limit (a query's cost grows with its length on every read path)")
+    grep_regex_budget_seconds: float = bounded(
+        2.0, 0.1, 60.0,
+        "time one regex grep may spend matching before it stops with an error (it runs on a connection and a "
+        "thread of its own, so other reads go on meanwhile)")
     time_anchor_weight: float = bounded(
         2.0, 0.0, 10.0, "lift, in standard deviations, of memories whose time matches a date the query names (0 = off)"
     )

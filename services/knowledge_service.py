@@ -31,6 +31,7 @@ from .logic.chunking import TextChunk, chunk_text, normalise_text
 from .logic.segmentation import STOPWORDS, tokenize
 from .logic.tags import normalise_tags
 from .scope import Scope, WriteContext
+from .text_input import guarded_text_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +102,7 @@ def plan_chunks(title: str, text: str, *, markdown: bool, max_chars: int, overla
     return planned
 
 
+@guarded_text_inputs
 class BookuKnowledgeService:
     """Knowledge-base API (signature ``booku_memory:service:booku_knowledge``). Cheap view on a ``BookuRuntime``."""
 

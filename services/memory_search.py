@@ -13,7 +13,6 @@ and are filtered out of the keyword route before its best rows are taken, so the
 from __future__ import annotations
 
 import asyncio
-import re
 from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from zoneinfo import ZoneInfo
@@ -30,6 +29,7 @@ from .logic.epa import (
 from .logic.fusion import FusedHit, FusionParams, fuse_routes, keyword_challenge, settle_keyword_challenge
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
+from .logic.safe_regex import compile_safe_regex
 from .logic.segmentation import document_idf, query_terms, terms_reliability
 from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
@@ -266,7 +266,7 @@ class MemorySearch:
         if challenge is None:
             return fused
         texts = await self.rt.records.keyword_texts([challenge.challenger, challenge.incumbent])
-        frequencies, documents = await self.rt.records.term_statistics(terms)
+        frequencies, documents = await self.rt.records.term_statistics(terms, self.scope.readable_store_keys)
         return settle_keyword_challenge(fused, challenge, terms, texts, document_idf(frequencies, documents))
 
     async def _lift_speakers(self, fused: list[FusedHit], query_text: str, terms: Sequence[str],
@@ -280,7 +280,8 @@ class MemorySearch:
         coverage = None
         if plan.needs_coverage:
             texts = await self.rt.records.keyword_texts(plan.contested)
-            frequencies, documents = await self.rt.records.term_statistics(plan.content_terms)
+            frequencies, documents = await self.rt.records.term_statistics(plan.content_terms,
+                                                                           self.scope.readable_store_keys)
             coverage = content_coverage(plan.content_terms,
                                         {memory_id: texts.get(memory_id) for memory_id in plan.contested},
                                         document_idf(frequencies, documents))
@@ -498,11 +499,9 @@ class MemorySearch:
         flt = RecordFilter(store_keys=self.scope.readable_store_keys, buckets=("memory",), folder_id=folder_id,
                            statuses=None if include_archived else ("active",))
         if use_regex:
-            try:
-                re.compile(text)
-            except re.error as exc:
-                raise ValidationError(f"无效的正则表达式: {exc}") from exc
-            records = await self.rt.records.grep_regex(text, fields, flt, limit=top_k)
+            records = await self.rt.records.grep_regex(
+                text, compile_safe_regex(text), fields, flt, limit=top_k,
+                budget_seconds=self.rt.config.retrieval.grep_regex_budget_seconds)
         else:
             records = await self.rt.records.grep_like(text.strip(), fields, flt, limit=top_k)
         items = [record_item(r, snippet_chars=self.rt.config.retrieval.snippet_chars) for r in records]

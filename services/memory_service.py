@@ -21,8 +21,10 @@ from .memory_search import MemorySearch
 from .memory_writes import MemoryWriter
 from .scope import AUTHORITIES, Scope
 from .storage.records import RecordFilter
+from .text_input import guarded_text_inputs
 
 
+@guarded_text_inputs
 class BookuMemoryService:
     """Memory CRUD, hybrid retrieval, lifecycle and history. All methods are async."""
 

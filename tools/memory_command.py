@@ -64,6 +64,8 @@ DEFAULT_HISTORY_VERSIONS = 10
 MAX_REGEX_CHARS = 200
 DEFAULT_GREP_FIELDS = ["title", "content", "tags"]
 ERROR_CHARS = 300
+# How much of a command a log line quotes: a command can be tens of kB, and the log must stay readable.
+LOG_COMMAND_CHARS = 200
 
 Runner = Callable[[Any], Awaitable[dict[str, Any]]]
 
@@ -101,7 +103,7 @@ async def run_memory_command(
             cfg.tools.output_char_budget,
         )
     except Exception:  # last line of defence: the model must always get an answer, never a traceback
-        logger.exception("memory_command crashed on %r", command)
+        logger.exception("memory_command crashed on %r", one_line(command, LOG_COMMAND_CHARS))
         message = "记忆工具内部出错，这条命令没有完成；请换个写法重试，或先执行 help。"
         return _envelope(False, 0, [_failure(command or "", message)], message)
 
@@ -178,7 +180,7 @@ async def _run_chain(service: Any, command: str | None, ctx: _Context) -> dict[s
         except BookuError as exc:
             message = one_line(str(exc), ERROR_CHARS)
         except Exception as exc:  # store/vector/embedding internals: log them, tell the model only what to do
-            logger.exception("memory_command step %r failed", segment)
+            logger.exception("memory_command step %r failed", one_line(segment, LOG_COMMAND_CHARS))
             message = f"记忆服务出错（{type(exc).__name__}），这一步没有完成；请稍后重试或换个写法。"
         else:
             results.append({"command": _echo(segment), "success": True, "result": result})

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from ..errors import ValidationError
 from ..scope import Scope
+from ..text_input import guarded_text_inputs
 from .extensions import GrowSplitter, MemoryTagger, register_dream_section, register_write_observer
 from .feel import feel as feel_search
 from .fields import checked_bucket_id, checked_flag
@@ -38,6 +39,7 @@ class _Reader(CompanionReader):
         return counts
 
 
+@guarded_text_inputs
 class BookuCompanionService:
     """Companion memory: surfacing (breath), verbatim keeping (hold/grow), editing (trace), review (dream),
     coordinates (anchor/release), status (pulse), plans, letters, feelings (feel) and the self-knowledge "I".

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 from ..errors import NotFoundError, ValidationError
 from ..memory_fields import checked_limit
 from ..scope import Scope
+from ..text_input import guarded_text_inputs
 from .episodes import EpisodeStage
 from .hub import EvidenceHub, evidence_hub
 from .proposals import ProposalStage
@@ -31,11 +32,17 @@ def public_episode(episode: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@guarded_text_inputs
 class EvidenceService:
     def __init__(self, runtime: Any, scope: Scope | None = None, *, hub: EvidenceHub | None = None) -> None:
         self.rt = runtime
         self.scope = scope or runtime.default_scope
         self.hub = hub or evidence_hub(runtime)
+
+    @property
+    def runtime(self) -> Any:
+        """The runtime, under the name the other services use (``text_input`` reads its query limit there)."""
+        return self.rt
 
     @property
     def _stores(self) -> list[str]:

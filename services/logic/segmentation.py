@@ -163,6 +163,15 @@ def fts_expression(terms: Sequence[str]) -> str:
         for term in terms)
 
 
+_QUOTED_TERM = re.compile(r'"((?:[^"]|"")*)"(\*?)')
+
+
+def expression_terms(expression: str) -> list[str]:
+    """The terms of an ``fts_expression`` (its inverse): quoted strings unescaped, ``"stem"*`` as ``stem*``."""
+    return [match.group(1).replace('""', '"') + (PREFIX_MARK if match.group(2) else "")
+            for match in _QUOTED_TERM.finditer(expression)]
+
+
 def is_exact_term(term: str) -> bool:
     """True for a search term that matches as an exact lexical unit rather than a generic segment.
 

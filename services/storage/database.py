@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import re
 import sqlite3
@@ -120,7 +119,6 @@ class Database:
         await conn.execute("PRAGMA synchronous=NORMAL")
         await conn.execute("PRAGMA foreign_keys=ON")
         await conn.execute("PRAGMA busy_timeout=10000")
-        await conn.create_function("REGEXP", 2, _regexp, deterministic=True)
         return conn
 
     async def close(self) -> None:
@@ -434,18 +432,6 @@ async def _rollback_if_open(conn: aiosqlite.Connection) -> None:
         # A statement still running when the caller was cancelled may have ended the transaction in between.
         if conn.in_transaction:
             raise
-
-
-@functools.lru_cache(maxsize=64)
-def _compiled(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern)
-
-
-def _regexp(pattern: str | None, value: str | None) -> bool:
-    """SQLite calls ``X REGEXP Y`` as regexp(Y, X)."""
-    if pattern is None or value is None:
-        return False
-    return _compiled(pattern).search(value) is not None
 
 
 def split_sql(script: str) -> Iterable[str]:

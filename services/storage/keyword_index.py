@@ -13,6 +13,10 @@ The score is FTS5's bm25 formula (``fts5_aux.c``):
   tags 2);
 * D is the row's size in tokens over all its columns (the store token included), avgdl = all tokens / all rows;
 * idf = ln((N − n + 0.5) / (n + 0.5)), at least 1e-6, where n counts the rows the phrase occurs in;
+* N, n and avgdl count the rows of the stores the search may read only (``stores``): otherwise one store's writes
+  would move the scores another store's reader sees (FTS5 counts every row of the table, so a scoped search
+  scores differently here than FTS5's ``bm25()`` would; ``RecordRepository.keyword_search`` rescales FTS5's
+  rows the same way). Per-store row and token counts are kept as rows change, so this costs no recount;
 * a prefix term ``stem*`` (``logic.inflection``) is one phrase: its frequency sums every word it covers.
 
 Soft-deleted records keep their keyword row (as in FTS5) and are filtered by the caller (``eligible``); so N, avgdl
@@ -33,7 +37,7 @@ import bisect
 import math
 import unicodedata
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Callable, Iterable, Sequence
 
@@ -97,6 +101,10 @@ class KeywordTop:
     frequencies: dict[str, int]
     """What ``KeywordPlanner.document_frequencies`` counts, per query term: the rows holding it; for a prefix term,
     the summed frequencies of the words it covers."""
+    documents: dict[str, int] = field(default_factory=dict)
+    """Per query term, the rows of the searched stores holding it (the n of its idf)."""
+    visible_rows: int = 0
+    visible_tokens: int = 0
 
 
 class KeywordIndex:
@@ -117,6 +125,8 @@ class KeywordIndex:
         self._length = np.zeros(0, np.float64)       # rid → tokens in the row (0: no row)
         self._store = np.zeros(0, np.int32)          # rid → store code (-1: no row)
         self._store_code: dict[str, int] = {}
+        self._store_rows: list[int] = []            # store code → rows
+        self._store_tokens: list[int] = []          # store code → tokens in its rows
         self.rows = 0
         self.tokens = 0
 
@@ -150,6 +160,10 @@ class KeywordIndex:
         index._length[present] = np.fromiter(lengths.values(), np.float64, len(lengths))
         index._store[present] = np.fromiter(stores.values(), np.int32, len(stores))
         index._base_live[present] = True
+        codes = np.fromiter(stores.values(), np.int64, len(stores))
+        index._store_rows = np.bincount(codes, minlength=len(index._store_code)).tolist()
+        index._store_tokens = np.bincount(codes, np.fromiter(lengths.values(), np.float64, len(lengths)),
+                                          minlength=len(index._store_code)).astype(np.int64).tolist()
         index.rows = len(lengths)
         index.tokens = int(sum(lengths.values()))
         sizes = np.frombuffer(segment_sizes, np.int32)
@@ -188,7 +202,11 @@ class KeywordIndex:
         self._base_start = np.searchsorted(terms, np.arange(len(self._term_of) + 1)).astype(np.int64)
 
     def _code_of(self, store_token: str) -> int:
-        return self._store_code.setdefault(store_token, len(self._store_code))
+        code = self._store_code.setdefault(store_token, len(self._store_code))
+        if code == len(self._store_rows):
+            self._store_rows.append(0)
+            self._store_tokens.append(0)
+        return code
 
     def _ensure_rid(self, rid: int) -> None:
         if rid < len(self._length):
@@ -216,7 +234,9 @@ class KeywordIndex:
         size += len(store_tokens)
         self._ensure_rid(rid)
         self._length[rid] = size
-        self._store[rid] = self._code_of(store_tokens[0] if store_tokens else "")
+        code = self._store[rid] = self._code_of(store_tokens[0] if store_tokens else "")
+        self._store_rows[code] += 1
+        self._store_tokens[code] += size
         self.rows += 1
         self.tokens += size
         self._delta_rows[rid] = frequencies
@@ -232,6 +252,9 @@ class KeywordIndex:
             return
         self.rows -= 1
         self.tokens -= int(self._length[rid])
+        code = int(self._store[rid])
+        self._store_rows[code] -= 1
+        self._store_tokens[code] -= int(self._length[rid])
         self._length[rid] = 0
         self._store[rid] = -1
         if self._base_live[rid]:
@@ -318,36 +341,53 @@ class KeywordIndex:
         distinct, inverse = np.unique(rids, return_inverse=True)
         return distinct, np.bincount(inverse, values)
 
+    def store_statistics(self, stores: Sequence[str] | None) -> tuple[int, int, np.ndarray | None]:
+        """(rows, tokens, visibility by store code) of ``stores`` (store tokens; None = every store). The
+        visibility array is indexed by ``_store`` values (its last entry answers -1, no row); None when every
+        row is visible, so a search over the whole index filters nothing."""
+        if stores is None:
+            return self.rows, self.tokens, None
+        codes = sorted({self._store_code[token] for token in stores if token in self._store_code})
+        rows = sum(self._store_rows[code] for code in codes)
+        tokens = sum(self._store_tokens[code] for code in codes)
+        if rows == self.rows:
+            return rows, tokens, None
+        visible = np.zeros(len(self._store_code) + 1, bool)
+        visible[codes] = True
+        return rows, tokens, visible
+
     def search(self, terms: Sequence[str], *, depth: int, stores: Sequence[str] | None = None,
                eligible: Callable[[np.ndarray], np.ndarray] | None = None) -> KeywordTop:
         """The ``depth`` best rows for an OR of ``terms`` by bm25, among rows of ``stores`` (store tokens, None =
         every store) that ``eligible`` (a mask over rids, if given) admits; ties go to the older row (lower
         rid)."""
         frequencies: dict[str, int] = {}
-        if not self.rows:
+        rows, tokens, visible = self.store_statistics(stores)
+        if not rows:
             return KeywordTop(np.zeros(0, np.int64), np.zeros(0), 0, frequencies)
-        average = self.tokens / self.rows
+        documents: dict[str, int] = {}
+        average = tokens / rows
         found_rids: list[np.ndarray] = []
         found_scores: list[np.ndarray] = []
         for term in dict.fromkeys(terms):
             rids, frequency, frequencies[term] = self.phrase_postings(term)
+            if visible is not None and len(rids):
+                keep = visible[self._store[rids]]
+                rids, frequency = rids[keep], frequency[keep]
+            documents[term] = len(rids)
             if not len(rids):
                 continue
-            idf = math.log((self.rows - len(rids) + 0.5) / (len(rids) + 0.5))
+            idf = math.log((rows - len(rids) + 0.5) / (len(rids) + 0.5))
             idf = idf if idf > 0 else IDF_FLOOR
             norm = BM25_K1 * (1.0 - BM25_B + BM25_B * self._length[rids] / average)
             found_rids.append(rids)
             found_scores.append(idf * frequency * (BM25_K1 + 1.0) / (frequency + norm))
         if not found_rids:
-            return KeywordTop(np.zeros(0, np.int64), np.zeros(0), 0, frequencies)
+            return KeywordTop(np.zeros(0, np.int64), np.zeros(0), 0, frequencies, documents, rows, tokens)
         rids = np.concatenate(found_rids)
         scores = np.concatenate(found_scores)
         if len(found_rids) > 1:
             rids, scores = self._sum_by_row(rids, scores)
-        if stores is not None:
-            codes = [self._store_code[token] for token in stores if token in self._store_code]
-            keep = np.isin(self._store[rids], codes)
-            rids, scores = rids[keep], scores[keep]
         if eligible is not None:
             keep = eligible(rids)
             rids, scores = rids[keep], scores[keep]
@@ -359,4 +399,4 @@ class KeywordIndex:
             best = scores >= cut
             rids, scores = rids[best], scores[best]
         order = np.lexsort((rids, -scores))[:depth]
-        return KeywordTop(rids[order].astype(np.int64), scores[order], matched, frequencies)
+        return KeywordTop(rids[order].astype(np.int64), scores[order], matched, frequencies, documents, rows, tokens)

@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .database import Database, aiosqlite_core, placeholders
 from .candidate_rows import CandidateRows
-from .keyword_index import KeywordIndex, KeywordRowText
+from .keyword_index import KeywordIndex, KeywordRowText, KeywordTop
 from .record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
 from .record_states import RecordStates, RowStateTest
 
@@ -87,6 +87,8 @@ class MemoryKeywordHits:
     hits: list[tuple[str, float]]
     frequencies: dict[str, int]
     rows: int
+    top: KeywordTop
+    """The search's statistics over the stores it read (``KeywordTop.documents``, ``visible_rows``, …)."""
 
 
 class _Stale(Exception):
@@ -325,7 +327,7 @@ def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], sto
                                   eligible=loaded.states.admitted(state_test))
         memory_ids = loaded.states.memory_ids
         hits = [(memory_ids[rid], score) for rid, score in zip(top.rids.tolist(), top.scores.tolist())]
-        return MemoryKeywordHits(hits, top.frequencies, loaded.index.rows)
+        return MemoryKeywordHits(hits, top.frequencies, loaded.index.rows, top)
     top = loaded.index.search(terms, depth=depths[-1], stores=store_tokens)  # scored once; checked in slices
     ranked = list(zip(top.rids.tolist(), top.scores.tolist()))
     hits: list[tuple[str, float]] = []
@@ -341,4 +343,4 @@ def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], sto
         hits = [(passing[rid], score) for rid, score in ranked[:depth] if rid in passing]
         if len(hits) >= limit or len(ranked) <= depth:
             break
-    return MemoryKeywordHits(hits[:limit], top.frequencies, loaded.index.rows)
+    return MemoryKeywordHits(hits[:limit], top.frequencies, loaded.index.rows, top)

@@ -19,17 +19,20 @@ from typing import Any, Awaitable, Callable, Generator, Iterable, Sequence, Type
 
 import aiosqlite
 
-from ..logic.segmentation import segment_for_index
+from ..logic.safe_regex import Matcher
+from ..logic.segmentation import expression_terms, segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
 from .database import Database, aiosqlite_core, placeholders
 from .keyword_index import BM25_SQL_WEIGHTS
 from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex
 from .keyword_plan import KeywordPlanner
+from .keyword_scoped import ScopedKeywordStatistics, bm25, row_frequencies
 from .record_columns import (
     CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list, tags_sql,
 )
 from .record_states import RowStateTest
+from .regex_grep import run_regex_grep
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
@@ -570,6 +573,7 @@ class RecordRepository:
         read candidate rows from its copy of them (``retrieval.in_memory_candidates``, ``storage.candidate_rows``)."""
         self.db = db
         self.keyword_planner = KeywordPlanner(db, posting_budget=posting_budget)
+        self.scoped_statistics = ScopedKeywordStatistics(db)
         self.memory_keywords = MemoryKeywordIndex(db, enabled=in_memory_keywords,
                                                   keep_candidates=in_memory_candidates)
 
@@ -751,6 +755,9 @@ class RecordRepository:
                 where=where, params=params, limit=limit, depths=keyword_depths(limit))
             if found is not None:
                 self.keyword_planner.remember(found.frequencies, found.rows)
+                if flt.store_keys is not None:
+                    self.scoped_statistics.remember(tokens, found.top.documents, found.top.visible_rows,
+                                                    found.top.visible_tokens)
                 return found.hits
         plan = await self.keyword_planner.plan(terms, flt.store_keys, tokens)
         if plan is None:
@@ -770,9 +777,17 @@ class RecordRepository:
         return {row["memory_id"]: " ".join(part for part in (row["title"], row["content"], row["tags"]) if part)
                 for row in rows}
 
-    async def term_statistics(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """(term → document frequency, indexed rows) of the keyword index, as the keyword planner counts them (so
-        the query's terms, already counted to plan its search, cost no read)."""
+    async def term_statistics(self, terms: Sequence[str], store_keys: Sequence[str] | None = None
+                              ) -> tuple[dict[str, int], int]:
+        """(term → document frequency, rows) of the keyword index, over ``store_keys`` (None = every store), as
+        the keyword search counted them (so the query's terms, already counted to rank it, cost no read): another
+        store's rows never weigh a reader's terms (``keyword_scoped``)."""
+        if store_keys is not None:
+            tokens = [store_token(key) for key in dict.fromkeys(store_keys)]
+            rows, _ = await self.scoped_statistics.stores(tokens)
+            if rows < await self.keyword_planner.indexed_rows():
+                terms = list(dict.fromkeys(terms))
+                return dict(zip(terms, await self.scoped_statistics.documents(tokens, terms))), rows
         return (await self.keyword_planner.document_frequencies(terms),
                 await self.keyword_planner.indexed_rows())
 
@@ -794,19 +809,46 @@ class RecordRepository:
         # 1,000 rows cost ~7 ms at 100k) and deepens once when the filters left fewer than ``limit`` rows of a
         # full inner page (e.g. archived rows or knowledge chunks outranking the memories asked for).
         expression = scoped_fts_query(fts_query, flt.store_keys if scope_in_index else None)
+        rescore = await self._store_rescoring(flt.store_keys, fts_query)
+        # With per-store statistics (``keyword_scoped``) every row of the inner page that passes the filters is read
+        # with its keyword text and scored again; otherwise FTS5's own score is the store's score.
+        text_columns, outer_limit = (", title, content, tags, store", []) if rescore else ("", [limit])
         sql = (
-            f"SELECT r.memory_id, hits.rank AS rank FROM ("
-            f"  SELECT rowid, bm25(booku_memory_fts, {BM25_SQL_WEIGHTS}) AS rank FROM booku_memory_fts "
+            f"SELECT r.memory_id, hits.* FROM ("
+            f"  SELECT rowid, bm25(booku_memory_fts, {BM25_SQL_WEIGHTS}) AS rank{text_columns} FROM booku_memory_fts "
             f"  WHERE booku_memory_fts MATCH ? ORDER BY rank LIMIT ?"
             f") AS hits JOIN booku_memory_records r ON r.rid = hits.rowid "
-            f"WHERE {where} ORDER BY hits.rank LIMIT ?"
+            f"WHERE {where} ORDER BY hits.rank{' LIMIT ?' if outer_limit else ''}"
         )
         rows: list[aiosqlite.Row] = []
         for depth in keyword_depths(limit):
-            rows = await self.db.fetch_all(sql, [expression, depth, *params, limit])
+            rows = await self.db.fetch_all(sql, [expression, depth, *params, *outer_limit])
             if len(rows) >= limit or not await self._inner_page_full(expression, depth):
                 break
-        return [(row["memory_id"], -float(row["rank"])) for row in rows]
+        if rescore is None:
+            return [(row["memory_id"], -float(row["rank"])) for row in rows]
+        terms, documents, visible_rows, average = rescore
+        scored = []
+        for row in rows:
+            size, frequencies = row_frequencies(
+                (row["rowid"], row["title"], row["content"], row["tags"], row["store"]), terms)
+            scored.append((-bm25(frequencies, size, documents, visible_rows, average), row["rowid"], row["memory_id"]))
+        scored.sort()
+        return [(memory_id, -negative) for negative, _, memory_id in scored[:limit]]
+
+    async def _store_rescoring(self, store_keys: Sequence[str] | None, fts_query: str
+                                 ) -> tuple[list[str], list[int], int, float] | None:
+        """(terms, their document counts, rows, average row size) of the readable stores when they hold only part
+        of the keyword table (so FTS5's whole-table statistics would not be theirs); None when FTS5's own score
+        is the stores' score (every store, or stores holding every row)."""
+        if store_keys is None:
+            return None
+        tokens = [store_token(key) for key in dict.fromkeys(store_keys)]
+        rows, size = await self.scoped_statistics.stores(tokens)
+        if not rows or rows >= await self.keyword_planner.indexed_rows():
+            return None
+        terms = list(dict.fromkeys(expression_terms(fts_query)))
+        return terms, await self.scoped_statistics.documents(tokens, terms), rows, size / rows
 
     async def _inner_page_full(self, expression: str, depth: int) -> bool:
         """Whether the MATCH alone has at least ``depth`` rows (so a deeper page could hold more results)."""
@@ -830,15 +872,19 @@ class RecordRepository:
         return await self._with_tags(rows)
 
     async def grep_regex(
-        self, pattern: str, fields: Sequence[str], flt: RecordFilter, *, limit: int
+        self, pattern: str, matcher: Matcher, fields: Sequence[str], flt: RecordFilter, *, limit: int,
+        budget_seconds: float,
     ) -> list[dict[str, Any]]:
-        """Regex match evaluated inside SQLite through the REGEXP function registered on the reader."""
+        """Regex match (``matcher``, compiled from ``pattern`` by ``logic.safe_regex``) on a connection and thread
+        of its own within ``budget_seconds`` (``storage.regex_grep``), newest first; the shared reader only reads
+        the hits' tags."""
         ors, params = self._grep_field_clauses(fields, "REGEXP ?", pattern)
         where, fparams = flt.where()
-        rows = await self.db.fetch_all(
+        rows = await run_regex_grep(
+            self.db.path,
             f"SELECT r.* FROM booku_memory_records r WHERE {where} AND ({ors}) "
             f"ORDER BY r.updated_at DESC, r.rid DESC LIMIT ?",
-            [*fparams, *params, limit],
+            [*fparams, *params, limit], matcher, budget_seconds=budget_seconds,
         )
         return await self._with_tags(rows)
 
@@ -1121,6 +1167,7 @@ class RecordRepository:
             await run_plan(conn, _keyword_rows_plan(records.values()))
             count += len(records)
         self.keyword_planner.forget()
+        self.scoped_statistics.forget()
         return count
 
     async def trim_keyword_journal(self) -> int:

@@ -176,3 +176,20 @@ def test_command_line_maps_onto_the_server_options() -> None:
     assert (args.action, args.http, args.port, args.owner, args.store) == ("mcp", True, 9000, "alice", "s1")
     stdio = build_parser().parse_args(["mcp"])
     assert (stdio.http, stdio.port, stdio.owner, stdio.store) == (False, None, None, None)
+
+
+# ----- hostile input: overlong queries, unencodable text ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, arguments, says", [
+    ("recall", {"query": "长" * 2001}, "最多 2000 个"),
+    ("memory_command", {"command": "search -q " + "长" * 2001}, "最多 2000 个"),
+    ("recall", {"query": "生日\ud800"}, "UTF-8"),
+    ("hold", {"content": "今天\udfff很开心"}, "UTF-8"),
+])
+async def test_hostile_input_over_mcp_is_a_short_tool_error(runtime, name, arguments, says):
+    async with connect(runtime) as client:
+        result = await client.call_tool(name, arguments)
+        assert result.is_error and says in text(result) and len(text(result)) < 400
+        fine = await client.call_tool("recall", {"query": "长" * 2000})
+        assert not fine.is_error
