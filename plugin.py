@@ -727,17 +727,18 @@ class BookuMemoryPlugin(BasePlugin):
         """The scope of a chat stream, from the host's stream record only (never from message text).
 
         ``[scope] mode = "single"`` keeps one owner for everything; ``per_chat`` gives each private chat and each
-        group its own store (docs/SCOPES.md). A stream the host does not know falls back to the default scope.
+        group its own store (docs/SCOPES.md). A stream the host does not know fails closed: it gets a private store
+        of its own (keyed by the stream id), never the default or shared one every chat may read.
         """
-        runtime = _running_runtime(self)
+        _running_runtime(self)
         section = self.booku_config.scope
         stream_key = str(stream_id or "").strip()
         if section.mode == "single" or not stream_key:
             return Scope(owner_uid=section.default_owner, current_channel=stream_key, actor="llm")
         stream = await stream_api.get_stream(stream_key)
         if stream is None:
-            logger.warning(f"未找到聊天流 {stream_key}，使用默认归属")
-            return runtime.default_scope
+            logger.warning(f"未找到聊天流 {stream_key}，为它使用独立的私有存储")
+            return scope_for_chat(section, platform="", chat_type=None, stream_id=stream_key, actor="llm")
         return scope_for_chat(section, platform=getattr(stream, "platform", ""),
                               chat_type=getattr(stream, "chat_type", ""), stream_id=stream_key, actor="llm")
 

@@ -11,6 +11,7 @@ Usage: ``python neomofox_boot.py '<json args>'`` with ``{"mode": "full"|"bad-con
 """
 
 import asyncio
+import dataclasses
 import importlib
 import json
 import os
@@ -333,6 +334,20 @@ async def run_full(args: dict) -> None:
                 "owner_entry": record["entry_point"], "owner_pid": record["pid"], "host_pid": os.getpid()}
 
     await step("cli_client", cli_client)
+
+    async def unknown_stream_scope():
+        # In per_chat mode a stream id the host has no record of must fail closed: a private store of its own.
+        saved = plugin.booku_config
+        plugin.booku_config = dataclasses.replace(saved, scope=dataclasses.replace(saved.scope, mode="per_chat"))
+        try:
+            first = await plugin.scope_for_stream("booku-test-no-such-stream")
+            other = await plugin.scope_for_stream("booku-test-another-unknown-stream")
+        finally:
+            plugin.booku_config = saved
+        return {"writable": first.writable_store_key, "other_writable": other.writable_store_key,
+                "readable": list(first.readable_store_keys), "default_store": runtime.default_scope.writable_store_key}
+
+    await step("unknown_stream_scope", unknown_stream_scope)
 
     async def unload():
         ok = await get_plugin_manager().unload_plugin(PLUGIN)

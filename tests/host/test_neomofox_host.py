@@ -327,6 +327,13 @@ def test_a_cli_run_on_the_hosts_data_dir_goes_through_the_plugin(booted: dict) -
     assert cli["written"] and cli["first_found"] == cli["written"]
 
 
+def test_a_stream_the_host_does_not_know_gets_a_private_store(booted: dict) -> None:
+    _no_errors(booted, "unknown_stream_scope")
+    scope = booted["unknown_stream_scope"]
+    assert scope["writable"].startswith("private:") and scope["writable"] != scope["default_store"]
+    assert scope["writable"] != "shared" and scope["other_writable"] != scope["writable"]
+
+
 def test_unload_closes_everything(booted: dict) -> None:
     _no_errors(booted, "unload")
     unload = booted["unload"]
