@@ -139,11 +139,13 @@ class BookuMemoryService:
         self, query_text: str, *, top_k: int | None = None, include_archived: bool | None = None,
         include_knowledge: bool | None = None, core_tags: list[str] | None = None,
         diffusion_tags: list[str] | None = None, opposing_tags: list[str] | None = None,
-        record_activation: bool = True,
+        record_activation: bool = True, include_superseded: bool = True,
     ) -> dict:
         """Hybrid EPA retrieval. Returns ``{"query", "logic_depth", "resonance", "beta", "total", "results"}``;
         each result is an item plus ``score``, ``score_parts`` and ``collection``; ``degraded`` when keyword-only.
-        ``record_activation=False`` (an administrator looking) leaves the recall counters alone.
+        ``record_activation=False`` (an administrator looking) leaves the recall counters alone. A memory a later
+        one replaced carries ``metadata.superseded_by`` and ranks below its successor (above it for a question
+        about the past); ``include_superseded=False`` leaves such memories out.
         """
         text = str(query_text or "").strip()
         if not text:
@@ -155,6 +157,7 @@ class BookuMemoryService:
             include_archived=cfg.include_archived_default if include_archived is None else bool(include_archived),
             include_knowledge=cfg.include_knowledge_default if include_knowledge is None else bool(include_knowledge),
             triplet=triplet, record_activation=bool(record_activation),
+            include_superseded=bool(include_superseded),
         )
 
     async def search_memory_entries(
@@ -193,16 +196,24 @@ class BookuMemoryService:
         "missing"}``; unknown, deleted or invisible ids are listed in ``missing``."""
         ids = checked_ids(memory_ids)
         records = await self._writer().visible(ids, include_deleted=False)
-        items = [record_item(records[i], full=True) for i in ids if i in records]
+        items = await self._with_supersedes([record_item(records[i], full=True) for i in ids if i in records])
         return {"action": "read", "requested": len(ids), "total": len(items), "items": items,
                 "missing": [i for i in ids if i not in records]}
+
+    async def _with_supersedes(self, items: list[dict]) -> list[dict]:
+        """``items`` with ``metadata.supersedes``: the ids of the memories each one replaced (the reverse of
+        ``superseded_by``, read through migration 0014's index), oldest first."""
+        replaced = await self.runtime.records.superseded_of([item["id"] for item in items])
+        for item in items:
+            item["metadata"]["supersedes"] = replaced.get(item["id"], [])
+        return items
 
     async def get_memory_detail(self, *, memory_id: str, include_deleted: bool = True) -> dict:
         """One memory in full. Returns ``{"action": "get_memory_detail", "found", "item"}``."""
         ids = checked_ids([memory_id], "memory_id")
         record = (await self._writer().visible(ids, include_deleted=bool(include_deleted))).get(ids[0])
-        return {"action": "get_memory_detail", "found": record is not None,
-                "item": record_item(record, full=True) if record else None}
+        item = (await self._with_supersedes([record_item(record, full=True)]))[0] if record else None
+        return {"action": "get_memory_detail", "found": record is not None, "item": item}
 
     async def list_memory_entries(
         self, *, keyword: str | None = None, memory_type: str | None = None, status: str | None = None,
@@ -445,6 +456,13 @@ class BookuMemoryService:
         return await self._writer().revert(ids[0], version)
 
     # ----------------------------------------------------------------- audit
+    async def unsupersede_memory(self, *, memory_id: str) -> dict:
+        """Undo a supersession ("撤销取代"): the memory counts as current again (audited; ``revert_memory`` to the
+        version before the ``supersede`` revision does the same). Returns ``{"action": "unsupersede_memory",
+        "memory_id", "was_superseded_by", "version", "item"}``."""
+        ids = checked_ids([memory_id], "memory_id")
+        return await self._writer().unsupersede(ids[0])
+
     async def list_audit_log(self, *, memory_id: str | None = None, authority: str | None = None,
                              action: str | None = None, batch_id: str | None = None, limit: int = 50,
                              offset: int = 0) -> dict:

@@ -423,7 +423,9 @@ class MemoryWriter:
         if best.similarity >= EXACT_DUPLICATE_SIMILARITY:
             return records[best.memory_id], 0.0
         target = records[best.memory_id]
-        if (novelty < wc.energy_cutoff and best.similarity >= wc.merge_min_similarity
+        # No novelty gate here: with few neighbours the novelty of a restatement is 1 − cos², above the cutoff for
+        # most paraphrases; the facts test (``logic.supersession.decide``) is what keeps different facts apart.
+        if (best.similarity >= wc.merge_min_similarity
                 and decide(fact_cues(draft.content), fact_cues(target["content"]), best.similarity,
                            self._thresholds()) is Decision.DUPLICATE):
             return target, novelty
@@ -523,6 +525,25 @@ class MemoryWriter:
         await self.rt.sync_vectors()
         await self.rt.notify_changed("revert", [memory_id])
         return {"action": "revert_memory", "memory_id": memory_id, "reverted_to": version,
+                "version": record["version"], "item": record_item(record, full=True)}
+
+    async def unsupersede(self, memory_id: str) -> dict[str, Any]:
+        """Undo a supersession ("撤销取代"): the memory is current again, its successor stays as it is. Audited as
+        ``unsupersede`` with this scope's authority. Raises ``NotFoundError`` for an unknown id and
+        ``ValidationError`` for a memory nothing superseded."""
+        self.ensure_may_author("撤销取代")
+        async with self.rt.db.transaction() as conn:
+            current = (await self.writable([memory_id], include_deleted=False, conn=conn)).get(memory_id)
+            if current is None:
+                raise NotFoundError(f"记忆 {memory_id} 不存在或不可修改")
+            successor = current["superseded_by"]
+            if not successor:
+                raise ValidationError(f"记忆 {memory_id} 没有被其他记忆取代，无需撤销取代")
+            record = await self.rt.records.update(conn, memory_id, {"superseded_at": 0.0, "superseded_by": ""},
+                                                  action="unsupersede", actor=self.scope.context, touch=False,
+                                                  note=f"撤销取代：不再视为被 {successor} 取代")
+        await self.rt.notify_changed("unsupersede", [memory_id])
+        return {"action": "unsupersede_memory", "memory_id": memory_id, "was_superseded_by": successor,
                 "version": record["version"], "item": record_item(record, full=True)}
 
     # ---------------------------------------------------------- lifecycle

@@ -67,6 +67,11 @@ SLOT_CUES: dict[str, tuple[str, ...]] = {
 }
 
 # Who a fact is about: canonical kin or role word → the ways of writing it.
+# Phrases whose cue word is not about its slot: the way to work is not the job, a distance to the office is not
+# where one works, machine learning is not a language one learns.
+NEUTRAL_PHRASES: tuple[str, ...] = ("to work", "before work", "after work", "from work", "machine learning",
+                                    "离公司", "上班路上", "下班后")
+
 KIN_ALIASES: dict[str, tuple[str, ...]] = {
     "parents": ("爸妈", "父母", "parents"), "father": ("爸爸", "我爸", "父亲", "dad", "father"),
     "mother": ("妈妈", "我妈", "母亲", "mom", "mother", "mum"), "wife": ("老婆", "妻子", "爱人", "wife"),
@@ -173,6 +178,9 @@ def fact_cues(text: str) -> FactCues:
     is read again by the next writes near it)."""
     normal = unicodedata.normalize("NFKC", text)
     lower = normal.lower()
+    for phrase in NEUTRAL_PHRASES:  # a cue word inside these speaks of something else
+        lower = lower.replace(phrase, " ")
+        normal = normal.replace(phrase, " ")
     cue_words = frozenset(cue for cues in SLOT_CUES.values() for cue in cues
                           if (_english_hits(lower, (cue,)) if cue.isascii() else cue in normal))
     slots = frozenset(slot for slot, cues in SLOT_CUES.items() if cue_words.intersection(cues))
@@ -300,9 +308,19 @@ def best_supersession(new: FactCues, neighbours: list[tuple[str, FactCues, float
 
 
 _PAST_QUESTION = re.compile(
-    r"以前|之前|原来|过去|曾经|从前|早先|当初|当年|那时|(?<![目提当眼])前(?![面往进台天])|上一个|上一任|旧的"
-    r"|\bbefore\b|\bused to\b|\bprevious(?:ly)?\b|\bformer(?:ly)?\b|\boriginally\b|\bback then\b",
+    r"以前|之前|原来|过去|曾经|从前|早先|当初|当年|那时|(?:搬家|搬走|减肥|退休|结婚|离婚|分手|跳槽|辞职|换工作|毕业|出国|手术|生病|戒烟|换号|升职)前|上一个|上一任|旧的"
+    r"|\bbefore\b|\bused? to\b|\bprevious(?:ly)?\b|\bformer(?:ly)?\b|\boriginally\b|\bback then\b",
     re.IGNORECASE)
+
+
+NOW_WORDS = frozenset({"现在", "目前", "如今", "当前", "眼下", "now", "currently", "current", "nowadays", "today's"})
+"""Query words that say *when* (now), not *what*: the currency step answers them (``fusion.order_by_currency``), so
+the keyword route leaves them out (a memory is not a better answer for containing "now")."""
+
+
+def without_now_words(terms: list[str]) -> list[str]:
+    """``terms`` without ``NOW_WORDS``; all of them when nothing else is left."""
+    return [term for term in terms if term not in NOW_WORDS] or terms
 
 
 def asks_about_the_past(query: str) -> bool:
