@@ -77,8 +77,9 @@ class BookuMemoryService:
     ) -> dict:
         """Write a memory, merging it into a near-identical one of the same folder and type.
 
-        Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``degraded``).
-        A merge keeps both texts and the previous version stays in the history.
+        Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``superseded``:
+        ``[{"id", "title"}]`` when the new memory updates an older one, which is then marked superseded, never
+        merged or deleted; + ``degraded``). A merge keeps both texts and the previous version stays in the history.
         """
         fields = dict(locals())  # exactly the documented keywords, passed on unchanged
         del fields["self"]
@@ -96,16 +97,18 @@ class BookuMemoryService:
     ) -> dict:
         """Create a memory (new records start in the emergent layer). All three tag groups are required.
 
-        Returns ``{"action": "create_memory", "mode", "total": 1, "items": [item], "id"}``. Like the reference it
-        goes through the merge check, so ``mode`` may be ``merged`` for a near-identical memory.
+        Returns ``{"action": "create_memory", "mode", "total": 1, "items": [item], "id"}`` (+ ``superseded`` as
+        ``upsert_memory`` gives it). Like the reference it goes through the merge check, so ``mode`` may be
+        ``merged`` for a restatement of an existing memory.
         """
         fields = dict(locals())
         del fields["self"]
         result = await self._writer().upsert(self._draft(fields, require_triplet=True))
         response = {"action": "create_memory", "mode": result["mode"], "total": 1, "id": result["id"],
                     "items": [result["item"]]}
-        if "degraded" in result:
-            response["degraded"] = result["degraded"]
+        for key in ("superseded", "degraded"):
+            if key in result:
+                response[key] = result[key]
         return response
 
     async def create_temporary_memo(self, *, content: str, expire_hours: float = 2.0, stream_id: str | None = None,
@@ -456,6 +459,14 @@ class BookuMemoryService:
         return await self._writer().revert(ids[0], version)
 
     # ----------------------------------------------------------------- audit
+    async def supersede_memory(self, *, memory_id: str, superseded_by: str) -> dict:
+        """Mark a memory superseded by a newer one by hand (what the write path does when it recognises an update;
+        audited, undone by ``unsupersede_memory``). Returns ``{"action": "supersede_memory", "memory_id",
+        "superseded_by", "version", "item"}``."""
+        old = checked_ids([memory_id], "memory_id")[0]
+        new = checked_ids([superseded_by], "superseded_by")[0]
+        return await self._writer().supersede(old, new)
+
     async def unsupersede_memory(self, *, memory_id: str) -> dict:
         """Undo a supersession ("撤销取代"): the memory counts as current again (audited; ``revert_memory`` to the
         version before the ``supersede`` revision does the same). Returns ``{"action": "unsupersede_memory",

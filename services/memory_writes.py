@@ -527,6 +527,31 @@ class MemoryWriter:
         return {"action": "revert_memory", "memory_id": memory_id, "reverted_to": version,
                 "version": record["version"], "item": record_item(record, full=True)}
 
+    async def supersede(self, memory_id: str, successor_id: str) -> dict[str, Any]:
+        """Mark ``memory_id`` superseded by ``successor_id`` by hand (a reviewer accepting "可能是更新"), audited as
+        ``supersede`` with this scope's authority; the text of neither changes. Raises ``NotFoundError`` for an
+        unknown id and ``ValidationError`` for a memory already superseded, itself, or a successor that the memory
+        replaced (a loop)."""
+        self.ensure_may_author("标记取代")
+        if memory_id == successor_id:
+            raise ValidationError("一条记忆不能取代它自己，请给出另一条记忆的 id")
+        async with self.rt.db.transaction() as conn:
+            found = await self.writable([memory_id, successor_id], include_deleted=False, conn=conn)
+            missing = [i for i in (memory_id, successor_id) if i not in found]
+            if missing:
+                raise NotFoundError(f"记忆 {'、'.join(missing)} 不存在或不可修改")
+            old, successor = found[memory_id], found[successor_id]
+            if old["superseded_by"]:
+                raise ValidationError(f"记忆 {memory_id} 已被 {old['superseded_by']} 取代；如需改动请先撤销取代")
+            if successor["superseded_by"] == memory_id:
+                raise ValidationError(f"记忆 {successor_id} 已被 {memory_id} 取代，不能再反过来取代它")
+            record = await self.rt.records.update(
+                conn, memory_id, {"superseded_at": time.time(), "superseded_by": successor_id},
+                action="supersede", actor=self.scope.context, touch=False, note=f"被 {successor_id} 取代")
+        await self.rt.notify_changed("supersede", [memory_id])
+        return {"action": "supersede_memory", "memory_id": memory_id, "superseded_by": successor_id,
+                "version": record["version"], "item": record_item(record, full=True)}
+
     async def unsupersede(self, memory_id: str) -> dict[str, Any]:
         """Undo a supersession ("撤销取代"): the memory is current again, its successor stays as it is. Audited as
         ``unsupersede`` with this scope's authority. Raises ``NotFoundError`` for an unknown id and

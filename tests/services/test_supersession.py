@@ -141,3 +141,31 @@ async def test_migration_0014_backfills_valid_from(tmp_path: Path) -> None:
             "SELECT memory_id, valid_from, created_at FROM booku_memory_records", ())}
     assert rows[dated["id"]]["valid_from"] == 1696089600.0
     assert rows[told["id"]]["valid_from"] == rows[told["id"]]["created_at"]
+
+
+async def test_a_supersession_set_by_hand_is_checked_and_audited(svc) -> None:
+    old = await svc.upsert_memory("我的手机号是13812345678。")
+    new = await svc.upsert_memory("备用联系方式：邮箱 zhangwei@qq.com。")
+    marked = await svc.supersede_memory(memory_id=old["id"], superseded_by=new["id"])
+    assert marked["item"]["metadata"]["superseded_by"] == new["id"]
+    with pytest.raises(ValidationError, match="已被"):
+        await svc.supersede_memory(memory_id=old["id"], superseded_by=new["id"])
+    with pytest.raises(ValidationError, match="不能再反过来取代"):
+        await svc.supersede_memory(memory_id=new["id"], superseded_by=old["id"])
+    with pytest.raises(ValidationError, match="不能取代它自己"):
+        await svc.supersede_memory(memory_id=new["id"], superseded_by=new["id"])
+    with pytest.raises(NotFoundError):
+        await svc.supersede_memory(memory_id=new["id"], superseded_by="mem-missing")
+    audit = await svc.list_audit_log(memory_id=old["id"])
+    assert [entry["action"] for entry in audit["items"]].count("supersede") == 1
+
+
+async def test_the_recall_block_marks_a_superseded_memory(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        old, new = await write_move(svc)
+        recalled = await svc.recall("我住在哪里？")
+    entries = {entry["id"]: entry for entry in recalled["entries"]}
+    assert entries[old["id"]]["superseded_by"] == new["id"] and "superseded_by" not in entries[new["id"]]
+    assert f"[已过时：已被 {new['id']} 取代" in recalled["rendered"]
+    assert recalled["rendered"].index(new["id"]) < recalled["rendered"].index(f"{old['id']} (score")
