@@ -167,9 +167,18 @@ def _has_any(text: str, words: tuple[str, ...]) -> bool:
     return any(word in text for word in words)
 
 
-def _english_hits(lower: str, cues: tuple[str, ...]) -> bool:
-    padded = f" {lower} "
-    return any((f" {cue}" in padded) if cue[0].isalpha() else (cue in padded) for cue in cues)
+def _english_needle(cue: str) -> str:
+    """What a cue is looked up as in the space-padded lower-case text: a word cue from a word start."""
+    return f" {cue}" if cue[0].isalpha() else cue
+
+
+# Every slot cue with how it is looked up: Chinese cues in the text as is, English ones in the padded text.
+_CUES: tuple[tuple[str, str, bool], ...] = tuple(
+    (cue, _english_needle(cue) if cue.isascii() else cue, cue.isascii())
+    for cues in SLOT_CUES.values() for cue in dict.fromkeys(cues))
+_CHANGE_NEEDLES = tuple(_english_needle(cue) for cue in CHANGE_WORDS_EN)
+_ADDITIVE_NEEDLES = tuple(_english_needle(cue) for cue in ADDITIVE_WORDS_EN)
+_PAST_NEEDLES = tuple(_english_needle(cue) for cue in PAST_WORDS_EN)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -181,8 +190,8 @@ def fact_cues(text: str) -> FactCues:
     for phrase in NEUTRAL_PHRASES:  # a cue word inside these speaks of something else
         lower = lower.replace(phrase, " ")
         normal = normal.replace(phrase, " ")
-    cue_words = frozenset(cue for cues in SLOT_CUES.values() for cue in cues
-                          if (_english_hits(lower, (cue,)) if cue.isascii() else cue in normal))
+    padded = f" {lower} "
+    cue_words = frozenset(cue for cue, needle, english in _CUES if needle in (padded if english else normal))
     slots = frozenset(slot for slot, cues in SLOT_CUES.items() if cue_words.intersection(cues))
     words = set(_EN_WORD.findall(lower))
     kin = frozenset({*(kin for kin, alias in _KIN_HAN if alias in normal),
@@ -209,10 +218,10 @@ def fact_cues(text: str) -> FactCues:
     return FactCues(
         slots=slots, cue_words=cue_words, kin=kin, values=frozenset(values), dates=dates, nouns=frozenset(nouns),
         things=frozenset(things),
-        change=_has_any(normal, CHANGE_WORDS) or _english_hits(lower, CHANGE_WORDS_EN),
+        change=_has_any(normal, CHANGE_WORDS) or _has_any(padded, _CHANGE_NEEDLES),
         additive=(_has_any(normal, ADDITIVE_WORDS) or bool(_ADDITIVE_HAI.search(normal))
-                  or _english_hits(lower, ADDITIVE_WORDS_EN)),
-        past=_has_any(normal, PAST_WORDS) or _english_hits(lower, PAST_WORDS_EN),
+                  or _has_any(padded, _ADDITIVE_NEEDLES)),
+        past=_has_any(normal, PAST_WORDS) or _has_any(padded, _PAST_NEEDLES),
     )
 
 
