@@ -35,7 +35,7 @@ from .logic.neighbours import answers_to_questions, write_neighbours
 from .logic.segmentation import document_idf, query_terms, terms_reliability
 from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
-from .logic.supersession import asks_about_the_past, without_now_words
+from .logic.supersession import asks_about_the_past, says_now, without_now_words
 from .logic.tags import CandidateTags, TagTriplet, stored_tags
 from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
@@ -174,7 +174,8 @@ class MemorySearch:
         zone = self._zone()
         time_weight = self.rt.config.retrieval.time_anchor_weight
         anchors = parse_time_anchors(query_text, datetime.now(zone)) if time_weight > 0 else []
-        terms = without_now_words(query_terms(query_text))
+        all_terms = query_terms(query_text)
+        terms = without_now_words(all_terms)
         search_terms = with_inflections(terms)
         try:
             async with asyncio.TaskGroup() as group:
@@ -224,7 +225,8 @@ class MemorySearch:
         successor_of = {memory_id: row["superseded_by"] for memory_id, row in candidates.items()
                         if row.get("superseded_by") and memory_id in ranked_ids}
         if successor_of:
-            fused = order_by_currency(fused, successor_of, past=asks_about_the_past(query_text))
+            fused = order_by_currency(fused, successor_of, past=asks_about_the_past(query_text),
+                                      now=says_now(all_terms))
         if not fused:
             return result
         scale = calibration(fused, dense)

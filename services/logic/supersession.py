@@ -332,6 +332,11 @@ def without_now_words(terms: list[str]) -> list[str]:
     return [term for term in terms if term not in NOW_WORDS] or terms
 
 
+def says_now(terms: list[str]) -> bool:
+    """The query's terms include a word that asks about now (``NOW_WORDS``)."""
+    return any(term in NOW_WORDS for term in terms)
+
+
 def asks_about_the_past(query: str) -> bool:
     """The question asks how things were before (以前/原来/之前/搬家前/before/used to/previous …): a superseded
     memory is then the answer, not its successor."""

@@ -129,3 +129,13 @@ def test_the_superseded_memory_takes_the_better_place_for_a_question_about_the_p
     # Already in order, or the successor not found: nothing moves.
     assert [hit.id for hit in order_by_currency(hits("new", "old"), {"old": "new"}, past=False)] == ["new", "old"]
     assert [hit.id for hit in order_by_currency(hits("old", "x"), {"old": "new"}, past=False)] == ["old", "x"]
+
+
+def test_a_question_that_says_now_puts_a_current_fact_found_near_the_top_first() -> None:
+    order = order_by_currency(hits("x", "y", "old", "new", "z"), {"old": "new"}, past=False, now=True)
+    assert [hit.id for hit in order] == ["new", "x", "y", "old", "z"]
+    # Without "now", or with the pair found too low, the others keep their places.
+    assert [hit.id for hit in order_by_currency(hits("x", "y", "old", "new"), {"old": "new"}, past=False)] == [
+        "x", "y", "new", "old"]
+    low = order_by_currency(hits("a", "b", "c", "d", "e", "old", "new"), {"old": "new"}, past=False, now=True)
+    assert [hit.id for hit in low][:5] == ["a", "b", "c", "d", "e"]
