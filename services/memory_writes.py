@@ -395,13 +395,17 @@ class MemoryWriter:
                       records: dict[str, dict[str, Any]]) -> str | None:
         """The id of the current memory the draft updates (``logic.supersession.best_supersession``), or None.
 
-        Only neighbours in the update band are read for cues, so a write far from everything costs nothing."""
+        Only neighbours in the update band are read for cues, so a write far from everything costs nothing. Two
+        memories that both carry an event time are two events (what was said or done on each day), never one fact
+        that changed: a dated write only supersedes an undated memory."""
         thresholds = self._thresholds()
         if thresholds.update_min_similarity >= 1.0:
             return None
+        dated = bool(draft.fields.get("event_start_at"))
         near = [(h.memory_id, fact_cues(records[h.memory_id]["content"]), h.similarity)
                 for h in self._eligible(draft, hits, records)
-                if h.similarity >= thresholds.update_min_similarity and not records[h.memory_id]["superseded_by"]]
+                if h.similarity >= thresholds.update_min_similarity and not records[h.memory_id]["superseded_by"]
+                and not (dated and records[h.memory_id].get("event_start_at"))]
         if not near:
             return None
         found = best_supersession(fact_cues(draft.content), near, thresholds)

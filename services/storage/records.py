@@ -64,8 +64,10 @@ def keyword_depths(limit: int) -> tuple[int, int]:
 
 # What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
 # checks (folder, type, person),
-# the text overlap test; and the update check (``logic.supersession``), which skips a memory already superseded.
-MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content", "superseded_by")
+# the text overlap test; and the update check (``logic.supersession``), which skips a memory already superseded
+# and, for a dated write, a dated memory.
+MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content", "superseded_by",
+                       "event_start_at")
 # What the vector drain reads of each record (``RecordRepository.vector_sources``): its partition and embedded text.
 VECTOR_SOURCE_COLUMNS = ("memory_id", "store_key", "bucket", "status", "is_deleted", "title", "content")
 # booku_meta key a migration sets when the keyword index must be refilled from the records at the next start

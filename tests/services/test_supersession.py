@@ -169,3 +169,11 @@ async def test_the_recall_block_marks_a_superseded_memory(tmp_path: Path, e5) ->
     assert entries[old["id"]]["superseded_by"] == new["id"] and "superseded_by" not in entries[new["id"]]
     assert f"[已过时：已被 {new['id']} 取代" in recalled["rendered"]
     assert recalled["rendered"].index(new["id"]) < recalled["rendered"].index(f"{old['id']} (score")
+
+
+async def test_two_dated_memories_are_two_events_not_an_update(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        await svc.upsert_memory(OLD, event_start_at=1_700_000_000.0)
+        said_later = await svc.upsert_memory(NEW, event_start_at=1_700_086_400.0)
+    assert "superseded" not in said_later
