@@ -213,7 +213,8 @@ def fact_cues(text: str) -> FactCues:
             nouns.add(token)
     things.update(nouns)
     # English words by their first five letters: "graduate" / "graduated", "raise" / "raised".
-    things.update(word[:5] for word in words if word not in _EN_STOP and len(word) > 2)
+    # Names are values, not things: two lines addressed to the same person share the name, not their content.
+    things.update(word[:5] for word in words if word not in _EN_STOP and len(word) > 2 and word not in values)
     values -= {date for date in dates}
     return FactCues(
         slots=slots, cue_words=cue_words, kin=kin, values=frozenset(values), dates=dates, nouns=frozenset(nouns),
