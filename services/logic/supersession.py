@@ -35,10 +35,11 @@ from enum import Enum
 from .segmentation import tokenize
 
 SLOT_CUES: dict[str, tuple[str, ...]] = {
-    "residence": ("住", "搬", "新家", "房子", "公寓", "居", "live", "living", "moved", "move", "apartment",
-                  "house", "home"),
+    "residence": ("住", "搬", "新家", "房子", "公寓", "居", "宿舍", "live", "living", "moved", "move", "apartment",
+                  "house", "home", "relocat", "dorm"),
     "work": ("工作", "上班", "公司", "职位", "跳槽", "辞职", "入职", "升职", "退休", "办公", "老师", "经理",
-             "工程师", "编辑", "店", "work", "job", "company", "engineer", "teach", "retire", "quit", "runs",
+             "工程师", "编辑", "店", "兼职", "工资", "薪", "work", "job", "company", "engineer", "teach", "retire",
+             "quit", "runs", "boss", "salary",
              "analyst", "store", "office", "employ", "hired", "position"),
     "contact": ("手机号", "电话", "号码", "邮箱", "微信号", "宽带", "账号", "地址", "phone", "number", "email",
                 "address"),
@@ -62,7 +63,7 @@ SLOT_CUES: dict[str, tuple[str, ...]] = {
     "possession": ("车", "开的是", "辆", "卖", "手机", "电脑", "笔记本", "car", "drive", "laptop", "phone", "civic",
                    "bought", "sold"),
     "school": ("上学", "学校", "幼儿园", "小学", "中学", "读", "年级", "school", "college", "elementary",
-               "grade"),
+               "grade", "kindergarten", "university"),
     "learning": ("学习", "在学", "learning", "language", "studying"),
 }
 
@@ -92,12 +93,13 @@ _KIN_EN = {alias: kin for kin, aliases in KIN_ALIASES.items() for alias in alias
 CHANGE_WORDS: tuple[str, ...] = (
     "搬到", "搬进", "搬去", "换成", "换了", "改成", "改为", "改到", "调到", "不再", "已经", "现在", "如今", "目前",
     "开始", "戒", "辞职", "跳槽", "分手", "去世", "死了", "卖了", "涨", "降到", "升职", "退休", "停了", "不用",
-    "不能", "变成", "换号", "换到", "成了",
+    "不能", "变成", "换号", "换到", "成了", "辞掉", "不干了", "搬出", "搬家", "走丢", "丢了",
 )
 CHANGE_WORDS_EN: tuple[str, ...] = (
     "moved", "switched", "no longer", "now", "changed", "replaced", "quit", "stopped", "started", "sold",
     "retired", "passed away", "died", "broke up", "went up", "increased", "decreased", "down to", "new ",
-    "these days", "anymore", "any more", "instead", "not anymore",
+    "these days", "anymore", "any more", "instead", "not anymore", "relocated", "moved out", "left",
+    "got married", "got engaged", "got divorced", "divorced",
 )
 ADDITIVE_WORDS: tuple[str, ...] = ("也", "另外", "此外", "还有", "另一", "又多", "再加上")
 ADDITIVE_WORDS_EN: tuple[str, ...] = ("also", " too", "as well", "another", "in addition", "additionally")

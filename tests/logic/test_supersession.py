@@ -139,3 +139,19 @@ def test_a_question_that_says_now_puts_a_current_fact_found_near_the_top_first()
         "x", "y", "new", "old"]
     low = order_by_currency(hits("a", "b", "c", "d", "e", "old", "new"), {"old": "new"}, past=False, now=True)
     assert [hit.id for hit in low][:5] == ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    # Sentences that are not in bench/data/knowledge_update.json: the cues are general, not the set's.
+    ("I live in Seattle.", "We relocated to Denver in June.", Decision.UPDATE),
+    ("我在星巴克兼职。", "我辞掉了星巴克的兼职，去瑞幸上班了。", Decision.UPDATE),
+    ("My boss is Linda.", "Linda left; my new boss is Omar.", Decision.UPDATE),
+    ("我一个月工资八千。", "我涨工资了，现在一个月一万二。", Decision.UPDATE),
+    ("我住在学校宿舍。", "我搬出宿舍了，在外面租了个单间。", Decision.UPDATE),
+    ("I'm single.", "I got married in May to Priya.", Decision.UPDATE),
+    ("My sister lives in Paris.", "I visited my sister in Paris last week.", Decision.ADD),
+    ("My friend Tom works at IBM.", "Tom left the party early.", Decision.ADD),
+    ("我在学钢琴。", "我的钢琴老师姓王。", Decision.ADD),
+])
+def test_updates_and_additions_in_words_the_bench_set_does_not_use(old: str, new: str, expected: Decision) -> None:
+    assert decision(old, new) is expected
