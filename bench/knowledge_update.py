@@ -22,6 +22,9 @@ Printed:
 * paraphrases merged: the restatement's write answered ``merged`` into its base;
 * wrong merges: any other write answered ``merged``;
 * old text kept: every old fact's text is still in its memory.
+
+It also runs on a checkout without migration 0014 (the baseline: that checkout's own virtualenv, this script), where
+nothing is ever superseded.
 """
 
 from __future__ import annotations
@@ -77,17 +80,21 @@ async def run(data: dict[str, Any], directory: Path) -> dict[str, Any]:
             now_first += hit_now
             before_top3 += hit_before
             detail = (await svc.get_memory_detail(memory_id=old_id))["item"]
-            marked += detail["metadata"]["superseded_by"] == new_id
+            successor = detail["metadata"].get("superseded_by", "")  # absent before migration 0014
+            marked += successor == new_id
             if not (hit_now and hit_before):
                 misses.append(f"{pair['kind']}: now={'ok' if hit_now else 'MISS'} before={'ok' if hit_before else 'MISS'}"
-                              f" marked={detail['metadata']['superseded_by'] == new_id} | {pair['old']} -> {pair['new']}"
+                              f" marked={successor == new_id} | {pair['old']} -> {pair['new']}"
                               f" | now #1: {now[0]['content_snippet'] if now else '-'}")
         kept = 0
         for index, pair in enumerate(data["updates"]):
             content = (await svc.get_memory_detail(memory_id=ids[("old", index)]))["item"]["content"]
             kept += pair["old"] in content
+        columns = {row["name"] for row in await memory.runtime.db.fetch_all(
+            "SELECT name FROM pragma_table_info('booku_memory_records')", ())}
+        successor_column = "superseded_by" if "superseded_by" in columns else "'' AS superseded_by"
         rows = await memory.runtime.db.fetch_all(
-            "SELECT memory_id, content, superseded_by FROM booku_memory_records WHERE is_deleted = 0", ())
+            f"SELECT memory_id, content, {successor_column} FROM booku_memory_records WHERE is_deleted = 0", ())
     # A supersession is right only when the old fact of a pair points at the new fact of the same pair.
     intended = {ids[("old", i)]: ids[("new", i)] for i in range(len(data["updates"]))}
     text_of = {row["memory_id"]: row["content"] for row in rows}
