@@ -110,8 +110,12 @@ class WriteConflictSection:
     energy_cutoff: float = bounded(0.1, 0.0, 1.0)
     # A merge also needs this cosine against the single target, so related-but-different facts stay distinct.
     merge_min_similarity: float = bounded(0.95, 0.5, 1.0)
-    # ...and this share of character bigrams in common: embeddings alone cannot tell "住在北京" from "住在上海".
-    merge_min_text_overlap: float = bounded(0.8, 0.0, 1.0, "bigram Jaccard a merge also needs")
+    # ...and the same names, numbers, places and dates, and this share of the things both name
+    # (``logic.supersession``): embeddings alone cannot tell "住在北京" from "住在上海".
+    restatement_min_overlap: float = bounded(0.3, 0.0, 1.0, "复述合并还需共同提及的事物占比")
+    # A later memory about the same subject and slot that states a change supersedes the earlier one from this
+    # cosine up (``logic.supersession``); 1.0 turns update detection off.
+    update_min_similarity: float = bounded(0.82, 0.5, 1.0, "判定为更新（取代旧记忆）所需的最低相似度；1.0 关闭")
 
 
 @dataclass

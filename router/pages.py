@@ -68,6 +68,7 @@ NOTICES: dict[str, str] = {
     "archived": "已归档",
     "purged": "已永久删除",
     "reverted": "已回滚到所选版本（回滚本身也记录为一个新版本）",
+    "unsuperseded": "已撤销取代：这条记忆重新算作当前事实（操作已记入审计）",
     "bulk": "批量操作已完成",
     "uploaded": "文档已入库",
     "document_deleted": "文档及其全部片段已删除",
@@ -429,6 +430,14 @@ async def revert_memory(
     service = await services.memory_for(memory_id)
     await service.revert_memory(memory_id=memory_id, version=version)
     return redirect_to(request, memory_path(memory_id), "reverted")
+
+
+@router.post("/memories/{memory_id}/unsupersede")
+async def unsupersede_memory(request: Request, memory_id: str, services: Services) -> Response:
+    """One-click "撤销取代": the memory counts as current again (audited)."""
+    service = await services.memory_for(memory_id)
+    await service.unsupersede_memory(memory_id=memory_id)
+    return redirect_to(request, memory_path(memory_id), "unsuperseded")
 
 
 # -------------------------------------------------------------------------------------------------- search

@@ -41,6 +41,7 @@ METADATA_KEYS = (
     "diffusion_tags", "opposing_tags",
     "version", "name", "importance", "valence", "arousal", "domains", "pinned", "protected", "anchor", "digested",
     "resolved", "why_remembered", "document_id", "chunk_index", "authority", "author",
+    "valid_from", "superseded_at", "superseded_by",
 )
 
 TYPED_TEXT_FIELDS = ("knowledge_type", "address_or_coord", "place_type", "asset_type", "disposition_status",

@@ -26,13 +26,16 @@ from .logic.dedup import select_distinct
 from .logic.epa import (
     EpaParams, QueryTags, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus,
 )
-from .logic.fusion import FusedHit, FusionParams, fuse_routes, keyword_challenge, settle_keyword_challenge
+from .logic.fusion import (
+    FusedHit, FusionParams, fuse_routes, keyword_challenge, order_by_currency, settle_keyword_challenge,
+)
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
 from .logic.safe_regex import compile_safe_regex
 from .logic.segmentation import document_idf, query_terms, terms_reliability
 from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
+from .logic.supersession import asks_about_the_past, says_now, without_now_words
 from .logic.tags import CandidateTags, TagTriplet, stored_tags
 from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
@@ -171,7 +174,8 @@ class MemorySearch:
         zone = self._zone()
         time_weight = self.rt.config.retrieval.time_anchor_weight
         anchors = parse_time_anchors(query_text, datetime.now(zone)) if time_weight > 0 else []
-        terms = query_terms(query_text)
+        all_terms = query_terms(query_text)
+        terms = without_now_words(all_terms)
         search_terms = with_inflections(terms)
         try:
             async with asyncio.TaskGroup() as group:
@@ -222,6 +226,12 @@ class MemorySearch:
         fused = await self._lift_speakers(fused, query_text, search_terms, {
             memory_id: row.get("content_head") for memory_id, row in candidates.items() if memory_id in ranked_ids},
             params)
+        # A memory a later one replaced stands below it, or above it when the question asks about the past.
+        successor_of = {memory_id: row["superseded_by"] for memory_id, row in candidates.items()
+                        if row.get("superseded_by") and memory_id in ranked_ids}
+        if successor_of:
+            fused = order_by_currency(fused, successor_of, past=asks_about_the_past(query_text),
+                                      now=says_now(all_terms))
         if not fused:
             return result
         scale = calibration(fused, dense)
@@ -391,12 +401,16 @@ class MemorySearch:
 
     # ------------------------------------------------------------- retrieve
     async def retrieve(self, query_text: str, *, top_k: int, include_archived: bool, include_knowledge: bool,
-                       triplet: TagTriplet, record_activation: bool = True) -> dict[str, Any]:
-        ranking = await self.rank(query_text, limit=top_k, include_archived=include_archived,
-                                  include_knowledge=include_knowledge, triplet=triplet,
-                                  count_activation=record_activation)
+                       triplet: TagTriplet, record_activation: bool = True,
+                       include_superseded: bool = True) -> dict[str, Any]:
+        # Left-out superseded memories must not leave the list short: rank deeper, keep ``top_k``.
+        ranking = await self.rank(query_text, limit=top_k if include_superseded else top_k * 2,
+                                  include_archived=include_archived, include_knowledge=include_knowledge,
+                                  triplet=triplet, count_activation=record_activation)
+        hits = ranking.hits if include_superseded else [
+            hit for hit in ranking.hits if not ranking.records[hit.memory_id].get("superseded_by")][:top_k]
         results = []
-        for hit in ranking.hits:
+        for hit in hits:
             item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)
             item["score"] = round(hit.score, 6)
             item["collection"] = hit.tier

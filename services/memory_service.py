@@ -79,8 +79,9 @@ class BookuMemoryService:
     ) -> dict:
         """Write a memory, merging it into a near-identical one of the same folder and type.
 
-        Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``degraded``).
-        A merge keeps both texts and the previous version stays in the history.
+        Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``superseded``:
+        ``[{"id", "title"}]`` when the new memory updates an older one, which is then marked superseded, never
+        merged or deleted; + ``degraded``). A merge keeps both texts and the previous version stays in the history.
         """
         fields = dict(locals())  # exactly the documented keywords, passed on unchanged
         del fields["self"]
@@ -98,16 +99,18 @@ class BookuMemoryService:
     ) -> dict:
         """Create a memory (new records start in the emergent layer). All three tag groups are required.
 
-        Returns ``{"action": "create_memory", "mode", "total": 1, "items": [item], "id"}``. Like the reference it
-        goes through the merge check, so ``mode`` may be ``merged`` for a near-identical memory.
+        Returns ``{"action": "create_memory", "mode", "total": 1, "items": [item], "id"}`` (+ ``superseded`` as
+        ``upsert_memory`` gives it). Like the reference it goes through the merge check, so ``mode`` may be
+        ``merged`` for a restatement of an existing memory.
         """
         fields = dict(locals())
         del fields["self"]
         result = await self._writer().upsert(self._draft(fields, require_triplet=True))
         response = {"action": "create_memory", "mode": result["mode"], "total": 1, "id": result["id"],
                     "items": [result["item"]]}
-        if "degraded" in result:
-            response["degraded"] = result["degraded"]
+        for key in ("superseded", "degraded"):
+            if key in result:
+                response[key] = result[key]
         return response
 
     async def create_temporary_memo(self, *, content: str, expire_hours: float = 2.0, stream_id: str | None = None,
@@ -141,11 +144,13 @@ class BookuMemoryService:
         self, query_text: str, *, top_k: int | None = None, include_archived: bool | None = None,
         include_knowledge: bool | None = None, core_tags: list[str] | None = None,
         diffusion_tags: list[str] | None = None, opposing_tags: list[str] | None = None,
-        record_activation: bool = True,
+        record_activation: bool = True, include_superseded: bool = True,
     ) -> dict:
         """Hybrid EPA retrieval. Returns ``{"query", "logic_depth", "resonance", "beta", "total", "results"}``;
         each result is an item plus ``score``, ``score_parts`` and ``collection``; ``degraded`` when keyword-only.
-        ``record_activation=False`` (an administrator looking) leaves the recall counters alone.
+        ``record_activation=False`` (an administrator looking) leaves the recall counters alone. A memory a later
+        one replaced carries ``metadata.superseded_by`` and ranks below its successor (above it for a question
+        about the past); ``include_superseded=False`` leaves such memories out.
         """
         text = str(query_text or "").strip()
         if not text:
@@ -157,6 +162,7 @@ class BookuMemoryService:
             include_archived=cfg.include_archived_default if include_archived is None else bool(include_archived),
             include_knowledge=cfg.include_knowledge_default if include_knowledge is None else bool(include_knowledge),
             triplet=triplet, record_activation=bool(record_activation),
+            include_superseded=bool(include_superseded),
         )
 
     async def search_memory_entries(
@@ -195,16 +201,24 @@ class BookuMemoryService:
         "missing"}``; unknown, deleted or invisible ids are listed in ``missing``."""
         ids = checked_ids(memory_ids)
         records = await self._writer().visible(ids, include_deleted=False)
-        items = [record_item(records[i], full=True) for i in ids if i in records]
+        items = await self._with_supersedes([record_item(records[i], full=True) for i in ids if i in records])
         return {"action": "read", "requested": len(ids), "total": len(items), "items": items,
                 "missing": [i for i in ids if i not in records]}
+
+    async def _with_supersedes(self, items: list[dict]) -> list[dict]:
+        """``items`` with ``metadata.supersedes``: the ids of the memories each one replaced (the reverse of
+        ``superseded_by``, read through migration 0014's index), oldest first."""
+        replaced = await self.runtime.records.superseded_of([item["id"] for item in items])
+        for item in items:
+            item["metadata"]["supersedes"] = replaced.get(item["id"], [])
+        return items
 
     async def get_memory_detail(self, *, memory_id: str, include_deleted: bool = True) -> dict:
         """One memory in full. Returns ``{"action": "get_memory_detail", "found", "item"}``."""
         ids = checked_ids([memory_id], "memory_id")
         record = (await self._writer().visible(ids, include_deleted=bool(include_deleted))).get(ids[0])
-        return {"action": "get_memory_detail", "found": record is not None,
-                "item": record_item(record, full=True) if record else None}
+        item = (await self._with_supersedes([record_item(record, full=True)]))[0] if record else None
+        return {"action": "get_memory_detail", "found": record is not None, "item": item}
 
     async def list_memory_entries(
         self, *, keyword: str | None = None, memory_type: str | None = None, status: str | None = None,
@@ -453,6 +467,21 @@ class BookuMemoryService:
         return await self._writer().revert(ids[0], version)
 
     # ----------------------------------------------------------------- audit
+    async def supersede_memory(self, *, memory_id: str, superseded_by: str) -> dict:
+        """Mark a memory superseded by a newer one by hand (what the write path does when it recognises an update;
+        audited, undone by ``unsupersede_memory``). Returns ``{"action": "supersede_memory", "memory_id",
+        "superseded_by", "version", "item"}``."""
+        old = checked_ids([memory_id], "memory_id")[0]
+        new = checked_ids([superseded_by], "superseded_by")[0]
+        return await self._writer().supersede(old, new)
+
+    async def unsupersede_memory(self, *, memory_id: str) -> dict:
+        """Undo a supersession ("撤销取代"): the memory counts as current again (audited; ``revert_memory`` to the
+        version before the ``supersede`` revision does the same). Returns ``{"action": "unsupersede_memory",
+        "memory_id", "was_superseded_by", "version", "item"}``."""
+        ids = checked_ids([memory_id], "memory_id")
+        return await self._writer().unsupersede(ids[0])
+
     async def list_audit_log(self, *, memory_id: str | None = None, authority: str | None = None,
                              action: str | None = None, batch_id: str | None = None, limit: int = 50,
                              offset: int = 0) -> dict:

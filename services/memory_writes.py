@@ -23,12 +23,13 @@ from .errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.merge import merge_texts
 from .logic.novelty import novelty_energy
-from .logic.similarity import bigram_overlap
+from .logic.supersession import Decision, Thresholds, best_supersession, decide, fact_cues
 from .logic.text import compose_embedding_text, keyword_title
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
 from .storage.records import (
     KeywordRow, RecordFilter, WritePlan, deferred_keyword_rows_plan, presegment, run_plan_in_transaction,
+    savepoint_plan,
 )
 from .storage.vector_index import VectorHit, tier_of
 
@@ -38,7 +39,7 @@ REVERTIBLE_COLUMNS = (
     "relation_memory_ids", "relation_aliases", "event_start_at", "event_end_at", "related_people", "knowledge_type",
     "address_or_coord", "place_type", "asset_type", "disposition_status", "procedure_type", "importance", "valence",
     "arousal", "domains", "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra",
-    "tags", "core_tags", "diffusion_tags", "opposing_tags",
+    "tags", "core_tags", "diffusion_tags", "opposing_tags", "valid_from", "superseded_at", "superseded_by",
 )
 
 
@@ -78,9 +79,20 @@ UPSERT_SAVEPOINT = "booku_upsert"
 """Savepoint of each write of a group commit, so a failing write fails alone."""
 
 
+@dataclass
+class WriteOutcome:
+    """What one upsert did: ``mode`` (created|merged), the stored record, its novelty, and the older record it
+    superseded (its new version), if any."""
+
+    mode: str
+    record: dict[str, Any]
+    novelty: float
+    superseded: dict[str, Any] | None = None
+
+
 @dataclass(eq=False)
 class PendingUpsert:
-    """An embedded upsert waiting for the write lock; ``future`` gets (mode, record, novelty) or the error."""
+    """An embedded upsert waiting for the write lock; ``future`` gets a ``WriteOutcome`` or the error."""
 
     writer: "MemoryWriter"
     draft: MemoryDraft
@@ -179,7 +191,7 @@ def _batch_plan(runtime, batch: list[PendingUpsert], hits_of: dict[int, list[Vec
                 limit: int) -> WritePlan[tuple[list[Any], list[tuple[PendingUpsert, dict[str, Any]]]]]:
     """Every write of a group commit, in queue order, as one plan (see ``storage.records.run_plan``).
 
-    Returns (one outcome per job: (mode, record, novelty) or the exception it failed with; the jobs that created
+    Returns (one outcome per job: a ``WriteOutcome`` or the exception it failed with; the jobs that created
     a record, with that record). The neighbours' rows are read first, inside the transaction (slim rows: the merge
     decision reads a few columns of each; its chosen target is re-read in full), and updated as the batch goes,
     so each write judges against the versions the earlier writes of its batch left. The keyword-index rows of the
@@ -200,15 +212,18 @@ def _batch_plan(runtime, batch: list[PendingUpsert], hits_of: dict[int, list[Vec
                 hits = _with_batch_neighbours(job, hits, written, limit=limit)
             rows_of_write: list[KeywordRow] = []
             try:
-                mode, record, novelty = yield from job.writer._write_one_plan(job, hits, records, rows_of_write)
+                outcome = yield from job.writer._write_one_plan(job, hits, records, rows_of_write)
             except Exception as exc:  # its savepoint rolled back whatever it wrote (see ``_write_one_plan``)
                 outcomes.append(exc)
                 continue
             keyword_rows.extend(rows_of_write)  # only a write that stands gets its keyword row
-            records[record["memory_id"]] = record  # later writes of the batch judge against this version
-            if mode == "created":
-                written.append((job, record))
-            outcomes.append((mode, record, novelty))
+            # Later writes of the batch judge against these versions.
+            records[outcome.record["memory_id"]] = outcome.record
+            if outcome.superseded is not None:
+                records[outcome.superseded["memory_id"]] = outcome.superseded
+            if outcome.mode == "created":
+                written.append((job, outcome.record))
+            outcomes.append(outcome)
     yield from deferred_keyword_rows_plan(keyword_rows)
     return outcomes, written
 
@@ -258,10 +273,12 @@ class MemoryWriter:
 
     # ------------------------------------------------------------- upsert
     async def upsert(self, draft: MemoryDraft, *, allow_merge: bool = True) -> dict[str, Any]:
-        """Write a memory, merging it into a near-duplicate of the same store, folder and type.
+        """Write a memory, merging it into a restatement of the same store, folder and type, or marking the older
+        memory it updates as superseded (``logic.supersession``).
 
-        Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``"degraded"``
-        when no vector could be computed). Concurrent calls are group-committed (see ``_drain_upsert_queue``).
+        Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``"superseded":
+        [{"id", "title"}]`` when an older memory was marked superseded by this one, + ``"degraded"`` when no vector
+        could be computed). Concurrent calls are group-committed (see ``_drain_upsert_queue``).
         """
         self.ensure_may_author("写入记忆")
         text = compose_embedding_text(draft.title, draft.content)
@@ -280,39 +297,47 @@ class MemoryWriter:
         if self.rt.upsert_task is None:
             self.rt.upsert_task = asyncio.create_task(_drain_upsert_queue(self.rt), name="booku-upsert-batch")
         try:
-            mode, record, novelty = await asyncio.shield(job.future)
+            outcome: WriteOutcome = await asyncio.shield(job.future)
         except asyncio.CancelledError:
             if job in self.rt.pending_upserts:  # not picked up yet: the write does not happen
                 self.rt.pending_upserts.remove(job)
             raise
         # Write-behind: the flusher sends staged vectors (and re-embeds merged text) to Chroma in batches.
         self.rt.defer_vector_sync()
-        await self.rt.notify_changed(mode, [record["memory_id"]])
+        record = outcome.record
+        await self.rt.notify_changed(outcome.mode, [record["memory_id"]])
+        if outcome.superseded is not None:
+            await self.rt.notify_changed("supersede", [outcome.superseded["memory_id"]])
         result = {
-            "mode": mode,
+            "mode": outcome.mode,
             "id": record["memory_id"],
             "collection": tier_of(record) or "",
-            "novelty_energy": float(novelty),
+            "novelty_energy": float(outcome.novelty),
             "item": record_item(record, snippet_chars=self.snippet_chars),
         }
+        if outcome.superseded is not None:
+            result["superseded"] = [{"id": outcome.superseded["memory_id"],
+                                     "title": outcome.superseded.get("title") or ""}]
         if degraded:
             result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
         return result
 
     def _write_one_plan(self, job: "PendingUpsert", hits: list[VectorHit], records: dict[str, dict[str, Any]],
-                        keyword_rows: list[KeywordRow]) -> WritePlan[tuple[str, dict[str, Any], float]]:
-        """One upsert of a batch, inside the batch's transaction: merge decision, then insert or merge.
+                        keyword_rows: list[KeywordRow]) -> WritePlan[WriteOutcome]:
+        """One upsert of a batch, inside the batch's transaction: merge or update decision, then insert or merge.
 
         ``hits`` are the job's neighbours (Chroma, staged and earlier writes of this batch) and ``records`` their
-        rows as this batch last saw them (``MERGE_CHECK_COLUMNS`` at least). Returns (mode, stored record, novelty).
-        Only the final insert or update writes, and it runs inside the savepoint ``UPSERT_SAVEPOINT``: a failing
-        write leaves no rows and the batch's transaction goes on. Its keyword-index row is appended to
-        ``keyword_rows`` for the batch to write after its savepoints.
+        rows as this batch last saw them (``MERGE_CHECK_COLUMNS`` at least). Only the final writes write, and they
+        run inside the savepoint ``UPSERT_SAVEPOINT``: a failing write leaves no rows (a new memory and the mark on
+        the memory it supersedes land together or not at all) and the batch's transaction goes on. Its
+        keyword-index row is appended to ``keyword_rows`` for the batch to write after its savepoints.
         """
         draft, vector = job.draft, job.vector
-        target, novelty = None, 1.0
+        target, novelty, replaces = None, 1.0, None
         if job.allow_merge and vector is not None and hits:
             target, novelty = self._merge_decision(draft, vector, hits, records)
+            if target is None:
+                replaces = self._supersession(draft, hits, records)
         if job.allow_merge and draft.memory_type == "person" and draft.person_id:
             # Same layer only: a current fact merged into an archived person record would vanish from retrieval.
             # Read through the transaction, so a person created earlier in this batch counts.
@@ -320,7 +345,7 @@ class MemoryWriter:
                 draft.person_id, store_keys=[self.scope.writable_store_key],
                 statuses=("active",) if draft.status == "active" else ("archived", "expired"))
             if person is not None:
-                target = person
+                target, replaces = person, None
         if target is not None:
             # Re-read inside the transaction: never merge into a record deleted meanwhile (bug B8).
             target = yield from self.rt.records.read_plan(target["memory_id"])
@@ -330,26 +355,74 @@ class MemoryWriter:
                 action="merge", actor=self.scope.context, note=f"合并写入：{draft.title[:60]}",
                 savepoint=UPSERT_SAVEPOINT, keyword_rows=keyword_rows,
             )
-            return "merged", record, novelty
-        record = yield from self.rt.records.insert_plan({
-            **draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}",
-            "owner_uid": self.scope.owner_uid, "store_key": self.scope.writable_store_key,
-            "novelty_energy": novelty,
-        }, action="create", actor=self.scope.context, savepoint=UPSERT_SAVEPOINT, keyword_rows=keyword_rows)
-        return "created", record, novelty
+            return WriteOutcome("merged", record, novelty)
+        values = {**draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}", "owner_uid": self.scope.owner_uid,
+                  "store_key": self.scope.writable_store_key, "novelty_energy": novelty}
+        record, superseded = yield from savepoint_plan(
+            self._create_plan(values, replaces, keyword_rows), UPSERT_SAVEPOINT)
+        return WriteOutcome("created", record, novelty, superseded)
+
+    def _create_plan(self, values: dict[str, Any], replaces: str | None, keyword_rows: list[KeywordRow]
+                     ) -> WritePlan[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """Insert the new memory and, when it updates ``replaces``, mark that one superseded by it (an audited
+        change of the writer's authority; its text is never touched). Returns (new record, superseded record)."""
+        record = yield from self.rt.records.insert_plan(values, action="create", actor=self.scope.context,
+                                                        keyword_rows=keyword_rows)
+        if replaces is None:
+            return record, None
+        old = yield from self.rt.records.read_plan(replaces)
+        if old is None or old["superseded_by"]:  # deleted or replaced meanwhile
+            return record, None
+        superseded = yield from self.rt.records.update_plan(
+            replaces, {"superseded_at": record["created_at"], "superseded_by": record["memory_id"]},
+            action="supersede", actor=self.scope.context, touch=False,
+            note=f"被新记忆 {record['memory_id']} 取代：{(record.get('title') or '')[:60]}")
+        return record, superseded
+
+    def _thresholds(self) -> Thresholds:
+        wc = self.rt.config.write_conflict
+        return Thresholds(update_min_similarity=wc.update_min_similarity,
+                          restatement_min_similarity=wc.merge_min_similarity,
+                          restatement_min_overlap=wc.restatement_min_overlap)
+
+    def _eligible(self, draft: MemoryDraft, hits: list[VectorHit],
+                  records: dict[str, dict[str, Any]]) -> list[VectorHit]:
+        """The neighbours a write may merge into or supersede: same folder and type, and for a person memory the
+        same person (two people described in the same words are still two people)."""
+        return [h for h in hits if h.memory_id in records
+                and records[h.memory_id]["folder_id"] == draft.folder_id
+                and records[h.memory_id]["memory_type"] == draft.memory_type
+                and (draft.memory_type != "person" or records[h.memory_id]["person_id"] == draft.person_id)]
+
+    def _supersession(self, draft: MemoryDraft, hits: list[VectorHit],
+                      records: dict[str, dict[str, Any]]) -> str | None:
+        """The id of the current memory the draft updates (``logic.supersession.best_supersession``), or None.
+
+        Only neighbours in the update band are read for cues, so a write far from everything costs nothing. Two
+        memories that both carry an event time are two events (what was said or done on each day), never one fact
+        that changed: a dated write only supersedes an undated memory."""
+        thresholds = self._thresholds()
+        if thresholds.update_min_similarity >= 1.0:
+            return None
+        dated = bool(draft.fields.get("event_start_at"))
+        near = [(h.memory_id, fact_cues(records[h.memory_id]["content"]), h.similarity)
+                for h in self._eligible(draft, hits, records)
+                if h.similarity >= thresholds.update_min_similarity and not records[h.memory_id]["superseded_by"]
+                and not (dated and records[h.memory_id].get("event_start_at"))]
+        if not near:
+            return None
+        found = best_supersession(fact_cues(draft.content), near, thresholds)
+        return found[0] if found is not None and found[1] is Decision.UPDATE else None
 
     def _merge_decision(self, draft: MemoryDraft, vector: np.ndarray, hits: list[VectorHit],
                         records: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, float]:
-        """The record a write should merge into (same store, folder and type, very similar), and the novelty.
+        """The record a write should merge into (same store, folder and type, the same facts in other words), and
+        the novelty.
 
         The caller holds ``single_threaded_blas`` (the batch does, once for all its writes).
         """
         wc = self.rt.config.write_conflict
-        eligible = [h for h in hits if h.memory_id in records
-                    and records[h.memory_id]["folder_id"] == draft.folder_id
-                    and records[h.memory_id]["memory_type"] == draft.memory_type
-                    # Two people described in the same words are still two people.
-                    and (draft.memory_type != "person" or records[h.memory_id]["person_id"] == draft.person_id)]
+        eligible = self._eligible(draft, hits, records)
         novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
         if not eligible:
             return None, novelty
@@ -357,8 +430,11 @@ class MemoryWriter:
         if best.similarity >= EXACT_DUPLICATE_SIMILARITY:
             return records[best.memory_id], 0.0
         target = records[best.memory_id]
-        if (novelty < wc.energy_cutoff and best.similarity >= wc.merge_min_similarity
-                and bigram_overlap(draft.content, target["content"]) >= wc.merge_min_text_overlap):
+        # No novelty gate here: with few neighbours the novelty of a restatement is 1 − cos², above the cutoff for
+        # most paraphrases; the facts test (``logic.supersession.decide``) is what keeps different facts apart.
+        if (best.similarity >= wc.merge_min_similarity
+                and decide(fact_cues(draft.content), fact_cues(target["content"]), best.similarity,
+                           self._thresholds()) is Decision.DUPLICATE):
             return target, novelty
         return None, novelty
 
@@ -456,6 +532,50 @@ class MemoryWriter:
         await self.rt.sync_vectors()
         await self.rt.notify_changed("revert", [memory_id])
         return {"action": "revert_memory", "memory_id": memory_id, "reverted_to": version,
+                "version": record["version"], "item": record_item(record, full=True)}
+
+    async def supersede(self, memory_id: str, successor_id: str) -> dict[str, Any]:
+        """Mark ``memory_id`` superseded by ``successor_id`` by hand (a reviewer accepting "可能是更新"), audited as
+        ``supersede`` with this scope's authority; the text of neither changes. Raises ``NotFoundError`` for an
+        unknown id and ``ValidationError`` for a memory already superseded, itself, or a successor that the memory
+        replaced (a loop)."""
+        self.ensure_may_author("标记取代")
+        if memory_id == successor_id:
+            raise ValidationError("一条记忆不能取代它自己，请给出另一条记忆的 id")
+        async with self.rt.db.transaction() as conn:
+            found = await self.writable([memory_id, successor_id], include_deleted=False, conn=conn)
+            missing = [i for i in (memory_id, successor_id) if i not in found]
+            if missing:
+                raise NotFoundError(f"记忆 {'、'.join(missing)} 不存在或不可修改")
+            old, successor = found[memory_id], found[successor_id]
+            if old["superseded_by"]:
+                raise ValidationError(f"记忆 {memory_id} 已被 {old['superseded_by']} 取代；如需改动请先撤销取代")
+            if successor["superseded_by"] == memory_id:
+                raise ValidationError(f"记忆 {successor_id} 已被 {memory_id} 取代，不能再反过来取代它")
+            record = await self.rt.records.update(
+                conn, memory_id, {"superseded_at": time.time(), "superseded_by": successor_id},
+                action="supersede", actor=self.scope.context, touch=False, note=f"被 {successor_id} 取代")
+        await self.rt.notify_changed("supersede", [memory_id])
+        return {"action": "supersede_memory", "memory_id": memory_id, "superseded_by": successor_id,
+                "version": record["version"], "item": record_item(record, full=True)}
+
+    async def unsupersede(self, memory_id: str) -> dict[str, Any]:
+        """Undo a supersession ("撤销取代"): the memory is current again, its successor stays as it is. Audited as
+        ``unsupersede`` with this scope's authority. Raises ``NotFoundError`` for an unknown id and
+        ``ValidationError`` for a memory nothing superseded."""
+        self.ensure_may_author("撤销取代")
+        async with self.rt.db.transaction() as conn:
+            current = (await self.writable([memory_id], include_deleted=False, conn=conn)).get(memory_id)
+            if current is None:
+                raise NotFoundError(f"记忆 {memory_id} 不存在或不可修改")
+            successor = current["superseded_by"]
+            if not successor:
+                raise ValidationError(f"记忆 {memory_id} 没有被其他记忆取代，无需撤销取代")
+            record = await self.rt.records.update(conn, memory_id, {"superseded_at": 0.0, "superseded_by": ""},
+                                                  action="unsupersede", actor=self.scope.context, touch=False,
+                                                  note=f"撤销取代：不再视为被 {successor} 取代")
+        await self.rt.notify_changed("unsupersede", [memory_id])
+        return {"action": "unsupersede_memory", "memory_id": memory_id, "was_superseded_by": successor,
                 "version": record["version"], "item": record_item(record, full=True)}
 
     # ---------------------------------------------------------- lifecycle

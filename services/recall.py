@@ -161,7 +161,8 @@ class TypedRecall:
                 kept.append(BudgetEntry(
                     uri=self.uri(record, category), score=score, category=category, origin=origin,
                     content=record["content"], summary=make_summary(record["title"], record["content"]),
-                    extra={"abstract": record["title"], "memory_id": record["memory_id"]},
+                    extra={"abstract": record["title"], "memory_id": record["memory_id"],
+                           "superseded_by": record.get("superseded_by") or ""},
                 ))
             kept.sort(key=lambda e: e.score, reverse=True)
             for rank, entry in enumerate(kept[: limits[category]], start=1):
@@ -175,6 +176,8 @@ class TypedRecall:
             item = {"uri": entry.uri, "score": round(entry.score, 4), "type": entry.category,
                     "mode": entry.mode if render else "full", "rank": entry.rank, "origin": entry.origin,
                     "abstract": entry.extra["abstract"], "id": entry.extra["memory_id"]}
+            if entry.extra.get("superseded_by"):
+                item["superseded_by"] = entry.extra["superseded_by"]
             if item["mode"] == "full":
                 item["content"] = entry.content
             elif item["mode"] == "summary":

@@ -90,6 +90,8 @@ def compact_item(item: dict[str, Any], *, snippet_chars: int) -> dict[str, Any]:
         compact["score"] = round(float(item["score"]), 4)
     if item.get("related"):
         compact["related"] = True
+    if metadata.get("superseded_by"):
+        compact["superseded_by"] = metadata["superseded_by"]  # outdated: answers only questions about the past
     snippet = one_line(item.get("content_snippet") or item.get("content") or "", snippet_chars)
     if snippet:
         compact["snippet"] = snippet
@@ -128,6 +130,12 @@ def full_item(item: dict[str, Any], *, offset: int = 0) -> dict[str, Any]:
     updated = format_time(metadata.get("updated_at"))
     if updated:
         detail["updated"] = updated
+    if metadata.get("superseded_by"):
+        detail["superseded_by"] = metadata["superseded_by"]
+        detail["outdated"] = (f"这条记录已过时：{format_time(metadata.get('superseded_at')) or ''} 被 "
+                          f"{metadata['superseded_by']} 取代，只用来回答“以前/原来”的问题")
+    if metadata.get("supersedes"):
+        detail["supersedes"] = list(metadata["supersedes"])
     content = str(item.get("content") or "")
     if offset:
         detail["offset"] = offset
@@ -190,12 +198,19 @@ def format_create(raw: dict[str, Any]) -> dict[str, Any]:
     merged = raw.get("mode") == "merged"
     if merged:
         message = (
-            f"与已有记忆 {memory_id}《{title}》几乎相同，已合并进这条记忆（没有新建）；"
+            f"与已有记忆 {memory_id}《{title}》说的是同一件事，已合并进这条记忆（与已有记忆合并，没有新建，两段原文都保留）；"
             f"合并前的版本可用 history -id {memory_id} 查看"
         )
     else:
         message = f"已创建记忆 {memory_id}《{title}》"
+    superseded = [entry for entry in raw.get("superseded") or [] if entry.get("id")]
+    if superseded:
+        names = "、".join(f"{entry['id']}《{one_line(entry.get('title'), 40)}》" for entry in superseded)
+        message = (f"已记录 {memory_id}《{title}》，并把旧记录 {names}标记为过时（已被新记录取代，原文保留，"
+                   f"仍可回答“以前”的问题；判断错了可用 history 查看并 revert 回退）")
     result = {"action": "create", "result": "merged" if merged else "created", "id": memory_id, "message": message}
+    if superseded:
+        result["superseded"] = [entry["id"] for entry in superseded]
     if raw.get("degraded"):
         result["degraded"] = one_line(raw["degraded"], 120)
     return result

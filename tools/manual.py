@@ -68,6 +68,12 @@ def build_manual(config: BookuConfig | None = None) -> str:
         "- person 必须带 -person_id，格式 platform:id（如 qq:10001）。时间写 Unix 秒或 2024-05-01 14:30。",
         "- 类型专属字段（create/update 可用）：" + "；".join(_describe(flag) for flag in TYPED_FIELD_FLAGS) + "。",
         "",
+        "## 事实变了怎么记",
+        "- 事实变了（搬家、换工作、换号码、改时间、不再做某事）就直接 create 新事实，写清“现在/已经/搬到/换成”；"
+        "不要 update 改旧记忆。系统会把旧记录标记为过时（被新记录取代），旧原文保留，仍用来回答“以前/原来”的问题。",
+        "- 只是补充（“也/还/另外”）不会取代任何记录；同一件事换个说法再说会与已有记忆合并。",
+        "- 结果里带 superseded_by 的记录已过时，回答“现在”的问题请用取代它的那条；判断错了用 history + revert 回退。",
+        "",
         "## 子命令",
     ]
     for spec in MEMORY_COMMANDS:

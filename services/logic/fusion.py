@@ -348,3 +348,48 @@ def reciprocal_rank_fusion(
         for rank, key in enumerate(ranking, start=1):
             scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
     return sorted(scores.items(), key=lambda item: -item[1])
+
+
+CURRENT_LEAD_WINDOW = 5
+"""For a question that says "now", a pair (a superseded memory and its successor) found this high is what the
+question is about, and its successor takes rank 1 (``order_by_currency``)."""
+
+
+def order_by_currency(hits: Sequence[FusedHit], successor_of: Mapping[Hashable, str], *,
+                      past: bool, now: bool = False) -> list[FusedHit]:
+    """Step 9: a superseded memory (``successor_of``: its id → the id of the memory that replaced it) and its
+    successor, when both were found, trade places if needed so that the successor leads for questions about now
+    and questions with no time word, and the superseded memory leads for a question about the past (``past``).
+    The one that should lead takes the better of the two places and score; the other follows it, ``LEAD_MARGIN``
+    below. Why the better place: the pair ranked there for what it is about, and which of the two is the answer is
+    a matter of time, not of words. A ``currency`` part carries each change, so the parts still sum to the score;
+    every other hit keeps its place. Chains (A replaced by B, B by C) settle one link at a time. When the question
+    says "now" (``now``), a pair both of whose memories stand in the top ``CURRENT_LEAD_WINDOW`` is what it asks
+    about: the current one of them (the successor not itself superseded) then takes rank 1 (``lead_with``)."""
+    order = list(hits)
+    for old_id, new_id in successor_of.items():
+        ids = [hit.id for hit in order]
+        if old_id not in ids or new_id not in ids:
+            continue
+        leader_id, follower_id = (old_id, new_id) if past else (new_id, old_id)
+        lead_at, follow_at = ids.index(leader_id), ids.index(follower_id)
+        if lead_at < follow_at:
+            continue  # already in the right order
+        top = order[follow_at].score
+        leader, follower = order[lead_at], order[follow_at]
+        del order[lead_at]
+        del order[follow_at]
+        order.insert(follow_at, _rescored(follower, top - LEAD_MARGIN))
+        order.insert(follow_at, _rescored(leader, top))
+    if now and not past:
+        top_ids = [hit.id for hit in order[:CURRENT_LEAD_WINDOW]]
+        current = next((new_id for old_id, new_id in successor_of.items()
+                        if old_id in top_ids and new_id in top_ids and new_id not in successor_of), None)
+        if current is not None and current != order[0].id:
+            at = top_ids.index(current)
+            order = [_rescored(order[at], order[0].score + LEAD_MARGIN), *order[:at], *order[at + 1:]]
+    return order
+
+
+def _rescored(hit: FusedHit, score: float) -> FusedHit:
+    return FusedHit(hit.id, score, {**hit.parts, "currency": hit.parts.get("currency", 0.0) + score - hit.score})

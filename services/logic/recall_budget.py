@@ -37,6 +37,9 @@ class BudgetEntry:
 
     def block(self) -> str:
         head = f"[{self.rank}] {self.uri} (score={self.score:.4f})"
+        if self.extra.get("superseded_by"):
+            # On the head line, so the mark survives the summary and uri modes too.
+            head += f" [已过时：已被 {self.extra['superseded_by']} 取代，只说明以前的情况]"
         body = self.body()
         return f"{head}\n{body}" if body else head
 

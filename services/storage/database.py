@@ -191,7 +191,7 @@ class Database:
                 try:
                     # executescript would COMMIT implicitly; run statement by statement instead.
                     for statement in split_sql(sql):
-                        await self.writer.execute(statement)
+                        await _execute_migration_statement(self.writer, statement)
                     await self.writer.execute(f"PRAGMA user_version = {number}")
                     await self.writer.execute("COMMIT")
                 except BaseException:
@@ -431,6 +431,22 @@ async def _rollback_if_open(conn: aiosqlite.Connection) -> None:
     except sqlite3.OperationalError:
         # A statement still running when the caller was cancelled may have ended the transaction in between.
         if conn.in_transaction:
+            raise
+
+
+_ADD_COLUMN = re.compile(r"^\s*ALTER\s+TABLE\s+\S+\s+ADD\s+COLUMN\s", re.IGNORECASE)
+
+
+async def _execute_migration_statement(conn: aiosqlite.Connection, statement: str) -> None:
+    """Run one statement of a migration; an ``ADD COLUMN`` of a column the table already has counts as done.
+
+    Why: SQLite has no ``ADD COLUMN IF NOT EXISTS``, and a store whose ``user_version`` was set back (by hand, or
+    by a tool that replays migrations) must still open; every other statement of a migration is idempotent.
+    """
+    try:
+        await conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if not (_ADD_COLUMN.match(statement) and "duplicate column name" in str(exc)):
             raise
 
 

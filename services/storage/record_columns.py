@@ -50,7 +50,7 @@ def candidate_columns(table: str = "") -> tuple[str, ...]:
     stands (``logic.speaker``)."""
     content = f"{table}content"
     plain = ("memory_id", "rid", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
-             "relation_memory_ids", "created_at", "event_start_at", "event_end_at")
+             "relation_memory_ids", "created_at", "event_start_at", "event_end_at", "superseded_by")
     return (*(f"{table}{column}" for column in plain),
             f"CASE WHEN {ends_with_question_sql(content)} THEN {content} END AS question_text",
             f"length({content}) AS content_chars", f"substr({content}, 1, {SPEAKER_HEAD_CHARS}) AS content_head")

@@ -46,7 +46,7 @@ WRITABLE_COLUMNS = (
     "disposition_status", "procedure_type", "novelty_energy", "importance", "valence", "arousal", "domains",
     "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra", "document_id",
     "chunk_index", "is_deleted", "deleted_at", "created_at", "updated_at", "last_activated_at", "activation_count",
-    "authority", "author",
+    "authority", "author", "valid_from", "superseded_at", "superseded_by",
 )
 # Changing any of these changes the embedded text, so the vector must be recomputed.
 EMBEDDED_COLUMNS = ("title", "content")
@@ -66,8 +66,11 @@ def keyword_depths(limit: int) -> tuple[int, int]:
 
 
 # What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
-# checks (folder, type, person) and the text overlap test.
-MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content")
+# checks (folder, type, person),
+# the text overlap test; and the update check (``logic.supersession``), which skips a memory already superseded
+# and, for a dated write, a dated memory.
+MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content", "superseded_by",
+                       "event_start_at")
 # What the vector drain reads of each record (``RecordRepository.vector_sources``): its partition and embedded text.
 VECTOR_SOURCE_COLUMNS = ("memory_id", "store_key", "bucket", "status", "is_deleted", "title", "content")
 # booku_meta key a migration sets when the keyword index must be refilled from the records at the next start
@@ -275,7 +278,7 @@ def _run_plan_here(raw: sqlite3.Connection, plan: WritePlan[T]) -> T:
     """Run every statement of ``plan`` on ``raw`` in the calling thread (aiosqlite's worker thread).
 
     A failing statement's error is thrown into the plan, so a plan may answer it with more statements
-    (``_savepoint_plan`` rolls back); a plan that does not catch it ends, and the error propagates.
+    (``savepoint_plan`` rolls back); a plan that does not catch it ends, and the error propagates.
     """
     try:
         statement = next(plan)
@@ -347,7 +350,7 @@ async def run_plan_in_transaction(db: Database, plan: WritePlan[T]) -> T:
         return await run_plan(conn, plan)
 
 
-def _savepoint_plan(plan: WritePlan[T], savepoint: str | None) -> WritePlan[T]:
+def savepoint_plan(plan: WritePlan[T], savepoint: str | None) -> WritePlan[T]:
     """``plan`` inside ``SAVEPOINT savepoint``: when any of its statements (or its own code) fails, everything it
     wrote is rolled back to the savepoint and the error propagates; the enclosing transaction stays usable.
 
@@ -676,6 +679,20 @@ class RecordRepository:
         """
         return (yield from _columns_plan(memory_ids, MERGE_CHECK_COLUMNS))
 
+    async def superseded_of(self, memory_ids: Iterable[str], *, conn=None) -> dict[str, list[str]]:
+        """The reverse of ``superseded_by``: id → the ids of the live memories it replaced, oldest first, for each
+        of ``memory_ids`` that replaced any. Read through the partial index of migration 0014."""
+        ids = list(dict.fromkeys(memory_ids))
+        found: dict[str, list[str]] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            rows = await (conn or self.db.reader).execute_fetchall(
+                f"SELECT memory_id, superseded_by FROM booku_memory_records WHERE superseded_by IN "
+                f"({placeholders(len(chunk))}) AND is_deleted = 0 ORDER BY superseded_at, rid", chunk)
+            for memory_id, successor in rows:
+                found.setdefault(successor, []).append(memory_id)
+        return found
+
     async def vector_sources(self, memory_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """``VECTOR_SOURCE_COLUMNS`` of each record by id, deleted ones included (``is_deleted`` as a bool).
 
@@ -981,7 +998,7 @@ class RecordRepository:
 
         Returns the stored record (every column, JSON decoded, plus the four tag lists), as ``get`` would read it.
         With ``savepoint`` the insert runs inside a savepoint of that name and a failure leaves none of its rows
-        (see ``_savepoint_plan``).
+        (see ``savepoint_plan``).
         """
         return await run_plan(conn, self.insert_plan(record, action=action, actor=actor, note=note,
                                                      savepoint=savepoint))
@@ -1005,7 +1022,9 @@ class RecordRepository:
         values.setdefault("author", ctx.actor)
         values.setdefault("created_at", now)
         values.setdefault("updated_at", now)
-        return _savepoint_plan(self._create_plan(values, record, action, ctx, note, now, keyword_rows), savepoint)
+        # A fact is true from when it happened, else from when it was told.
+        values.setdefault("valid_from", float(values.get("event_start_at") or 0) or values["created_at"])
+        return savepoint_plan(self._create_plan(values, record, action, ctx, note, now, keyword_rows), savepoint)
 
     def _create_plan(self, values: dict[str, Any], record: dict[str, Any], action: str, ctx: WriteContext,
                      note: str, now: float, keyword_rows: list[KeywordRow] | None) -> WritePlan[dict[str, Any]]:
@@ -1062,7 +1081,7 @@ class RecordRepository:
         ``keyword_rows`` as in ``insert_plan``.
         """
         plan = self._update_plan(memory_id, changes, action, WriteContext.of(actor), note, touch, keyword_rows)
-        return _savepoint_plan(plan, savepoint)
+        return savepoint_plan(plan, savepoint)
 
     def _update_plan(self, memory_id: str, changes: dict[str, Any], action: str, ctx: WriteContext, note: str,
                      touch: bool, keyword_rows: list[KeywordRow] | None = None) -> WritePlan[dict[str, Any] | None]:

@@ -241,6 +241,31 @@ def test_script_in_memory_is_shown_as_text_and_never_runs(page, live_server, api
     api.post(f"/api/memories/{memory_id}/hard-delete", json={"confirm": memory_id})
 
 
+async def _write_move(memory) -> tuple[str, str]:
+    service = memory.get_service("booku_memory:service:booku_memory")
+    old = await service.upsert_memory("我住在杭州西湖区，离公司很近。")
+    new = await service.upsert_memory("上个月我搬到了南京鼓楼区。")
+    await service.supersede_memory(memory_id=old["id"], superseded_by=new["id"])
+    return old["id"], new["id"]
+
+
+def test_a_superseded_memory_links_both_ways_and_unsupersede_is_one_click(page, live_server):
+    old_id, new_id = live_server.call(_write_move)
+    log_in(page, live_server.url, f"/memories/{old_id}")
+    assert "已被" in page.inner_text("#validity") and new_id in page.inner_text("#validity")
+    page.click(f"#validity a:has-text('{new_id}')")
+    page.wait_for_url(re.compile(re.escape(new_id) + r"$"))
+    assert old_id in page.inner_text("#validity .supersedes")
+    assert page.locator("#validity button:has-text('撤销取代')").count() == 0  # the successor is current
+    page.click(f"#validity a:has-text('{old_id}')")
+    page.wait_for_url(re.compile(re.escape(old_id) + r"$"))
+    page.click("#validity button:has-text('撤销取代')")
+    page.wait_for_url(re.compile(re.escape(old_id) + r"\?notice=unsuperseded$"))
+    assert "撤销取代" in page.inner_text(".notice")
+    assert page.locator("#validity").count() == 0
+    assert page.locator(".history-entry:has-text('v3')").count() == 1  # create, supersede, unsupersede
+
+
 def _seed_showcase(api: httpx.Client) -> None:
     memories = [
         ("张三", "张三是我的大学同学，喜欢打篮球，现在在上海做产品经理。", "person", "qq:10001",
@@ -356,3 +381,4 @@ def test_audit_view_per_chat_store_and_batch_restore(page, live_server, api):
     screenshot(page, "audit-memory-trail")
     trash = api.get("/api/trash", params={"store": "private:qq:1001"}).json()["items"]
     assert {item["id"] for item in trash} == set(dreamt)
+

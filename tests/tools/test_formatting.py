@@ -73,3 +73,23 @@ def test_format_history_newest_first_with_limit():
     assert [entry["version"] for entry in result["items"]] == [5, 4]
     assert result["total"] == 5 and result["omitted"] == 3
     assert result["items"][0]["time"] == datetime.fromtimestamp(1714521605).strftime("%Y-%m-%d %H:%M")
+
+
+def test_format_create_says_which_old_record_became_outdated():
+    raw = {"mode": "created", "id": "mem-2", "items": [{"id": "mem-2", "title": "搬到上海"}],
+           "superseded": [{"id": "mem-1", "title": "住在北京"}]}
+    result = format_create(raw)
+    assert result["superseded"] == ["mem-1"]
+    assert "已记录 mem-2《搬到上海》，并把旧记录 mem-1《住在北京》标记为过时" in result["message"]
+
+
+def test_read_and_search_show_that_a_memory_is_outdated():
+    metadata = {"memory_type": "knowledge", "status": "active", "superseded_by": "mem-2", "superseded_at": 1.7e9,
+                "supersedes": []}
+    detail = full_item({"id": "mem-1", "title": "住在北京", "content": "我住在北京", "metadata": metadata})
+    assert detail["superseded_by"] == "mem-2" and "已过时" in detail["outdated"] and "mem-2" in detail["outdated"]
+    newer = full_item({"id": "mem-2", "title": "搬到上海", "content": "我搬到上海了",
+                       "metadata": {"superseded_by": "", "supersedes": ["mem-1"]}})
+    assert newer["supersedes"] == ["mem-1"] and "outdated" not in newer
+    hit = compact_item({"id": "mem-1", "title": "住在北京", "metadata": metadata}, snippet_chars=40)
+    assert hit["superseded_by"] == "mem-2"

@@ -1,0 +1,157 @@
+"""The local update / restatement decision and the currency step (issue 28, items 2, 3 and 5).
+
+Pure logic with jieba's real dictionary; the cosine is given, as the write path gives it from the embedding.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from booku_memory.services.logic.fusion import FusedHit, order_by_currency
+from booku_memory.services.logic.supersession import (
+    Decision, asks_about_the_past, best_supersession, decide, fact_cues, without_now_words,
+)
+
+
+def decision(old: str, new: str, similarity: float = 0.92) -> Decision:
+    return decide(fact_cues(new), fact_cues(old), similarity)
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("我住在北京朝阳区，离公司不远。", "上个月我搬到上海浦东了，新家在世纪公园旁边。"),
+    ("我在腾讯做产品经理，负责微信支付。", "我跳槽到字节跳动了，现在做抖音电商的产品。"),
+    ("我的手机号是13812345678。", "我换号了，新手机号是15987654321。"),
+    ("我每周三晚上七点去上瑜伽课。", "瑜伽课改到每周五晚上八点了。"),
+    ("我每天抽一包烟。", "我已经戒烟三个月了，一根都不抽了。"),
+    ("我养了一只叫豆豆的柯基。", "豆豆去年去世了，现在家里养了一只叫年糕的橘猫。"),
+    ("公司楼下的盒饭二十元一份。", "楼下盒饭涨到二十五元一份了。"),
+    ("I work as a data analyst at Deloitte.", "I switched jobs and I'm now a machine learning engineer at Shopify."),
+    ("I'm dating a guy named Mark.", "Mark and I broke up; I'm seeing someone named Daniel now."),
+    ("My gym membership costs $40 a month.", "My gym membership went up to $55 a month."),
+    ("I weigh 82 kg.", "I'm down to 76 kg now after months of running."),
+])
+def test_a_later_fact_about_the_same_slot_that_states_a_change_is_an_update(old: str, new: str) -> None:
+    assert decision(old, new) is Decision.UPDATE
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("我的好朋友小雨怀孕了。", "小雨的宝宝预产期在明年四月。"),
+    ("我养了一只叫年糕的橘猫。", "我还养了两只仓鼠，叫大白和小白。"),
+    ("我每周三晚上去游泳。", "我每周六早上也会去爬山。"),
+    ("I work at a hospital as a nurse.", "I also volunteer at a free clinic on Sundays."),
+    ("I have a sister named Emma.", "Emma just got engaged to her boyfriend Tom."),
+])
+def test_a_fact_that_only_adds_supersedes_nothing(old: str, new: str) -> None:
+    assert decision(old, new) is Decision.ADD
+
+
+def test_a_fact_about_someone_else_never_replaces_ones_own() -> None:
+    assert decision("我住在北京朝阳区。", "我爸妈今年搬到了重庆。") is Decision.ADD
+    assert decision("I live in Brooklyn.", "My sister has moved to Vancouver.") is Decision.ADD
+
+
+def test_a_fact_told_about_the_past_replaces_nothing() -> None:
+    assert decision("我住在上海浦东。", "我以前住在北京，后来搬走了。") is Decision.ADD
+    assert decision("I live in Austin.", "I used to live in Brooklyn before I moved.") is Decision.ADD
+
+
+def test_two_dated_events_are_two_events_not_an_update() -> None:
+    assert decision("3月5日带朵朵去上了游泳课。", "4月9日带朵朵去上了游泳课，现在她会换气了。") is Decision.ADD
+
+
+def test_below_the_similarity_band_nothing_is_decided() -> None:
+    assert decision("我住在北京朝阳区。", "上个月我搬到上海浦东了。", similarity=0.7) is Decision.ADD
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("我在北京海淀区的一家医院当护士。", "我是护士，在北京海淀区的一家医院工作。"),
+    ("我的生日是十月二十三号。", "十月二十三号是我的生日。"),
+    ("I graduated from the University of Michigan.", "I'm a graduate of the University of Michigan."),
+    ("I met my wife at a friend's wedding in 2015.", "I met my wife in 2015 at a friend's wedding."),
+])
+def test_the_same_facts_in_other_words_are_a_restatement(old: str, new: str) -> None:
+    assert decision(old, new, similarity=0.97) is Decision.DUPLICATE
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("用户住在北京。", "用户住在上海。"),
+    ("明天三点开会。", "明天四点开会。"),
+    ("用户喜欢猫。", "用户喜欢狗。"),
+    ("用户对花生过敏。", "用户对芒果过敏。"),
+    ("8月3日和刘静去看了一场电影。", "8月13日和刘静去看了一场电影。"),
+    ("On March 2 I watched a documentary.", "On March 23 I watched a documentary."),
+    ("My brother Kevin lives in Denver.", "My brother Kevin lives in Boston."),
+])
+def test_a_different_name_number_place_or_date_never_merges(old: str, new: str) -> None:
+    assert decision(old, new, similarity=0.99) is not Decision.DUPLICATE
+
+
+def test_the_update_goes_to_the_candidate_about_the_same_thing() -> None:
+    new = fact_cues("瑜伽课改到每周五晚上八点了。")
+    yoga = ("yoga", fact_cues("我每周三晚上七点去上瑜伽课。"), 0.90)
+    piano = ("piano", fact_cues("女儿的钢琴课在周六上午十点。"), 0.93)
+    assert best_supersession(new, [piano, yoga]) == ("yoga", Decision.UPDATE)
+    assert best_supersession(new, [piano]) is None
+
+
+@pytest.mark.parametrize("query", ["我以前住在哪里？", "我搬家前住在哪里？", "我原来的手机号是多少？",
+                                   "Where did I live before I moved?", "What car did I use to drive?",
+                                   "What was my previous phone number?"])
+def test_questions_about_the_past_are_recognised(query: str) -> None:
+    assert asks_about_the_past(query)
+
+
+@pytest.mark.parametrize("query", ["我现在住在哪里？", "我现在睡前喝什么？", "目前在哪家公司？", "Where do I live now?",
+                                   "How old is my son?"])
+def test_questions_about_now_are_not_about_the_past(query: str) -> None:
+    assert not asks_about_the_past(query)
+
+
+def test_now_words_are_not_searched_for() -> None:
+    assert without_now_words(["现在", "住"]) == ["住"]
+    assert without_now_words(["now"]) == ["now"]
+
+
+def hits(*ids: str) -> list[FusedHit]:
+    return [FusedHit(memory_id, float(10 - index)) for index, memory_id in enumerate(ids)]
+
+
+def test_the_successor_takes_the_better_place_for_a_question_about_now() -> None:
+    order = order_by_currency(hits("old", "other", "new"), {"old": "new"}, past=False)
+    assert [hit.id for hit in order] == ["new", "old", "other"]
+    assert order[0].score == 10.0 and order[1].score < order[0].score
+    assert sum(v for k, v in order[0].parts.items() if k == "currency") == pytest.approx(2.0)
+
+
+def test_the_superseded_memory_takes_the_better_place_for_a_question_about_the_past() -> None:
+    assert [hit.id for hit in order_by_currency(hits("new", "other", "old"), {"old": "new"}, past=True)] == [
+        "old", "new", "other"]
+    # Already in order, or the successor not found: nothing moves.
+    assert [hit.id for hit in order_by_currency(hits("new", "old"), {"old": "new"}, past=False)] == ["new", "old"]
+    assert [hit.id for hit in order_by_currency(hits("old", "x"), {"old": "new"}, past=False)] == ["old", "x"]
+
+
+def test_a_question_that_says_now_puts_a_current_fact_found_near_the_top_first() -> None:
+    order = order_by_currency(hits("x", "y", "old", "new", "z"), {"old": "new"}, past=False, now=True)
+    assert [hit.id for hit in order] == ["new", "x", "y", "old", "z"]
+    # Without "now", or with the pair found too low, the others keep their places.
+    assert [hit.id for hit in order_by_currency(hits("x", "y", "old", "new"), {"old": "new"}, past=False)] == [
+        "x", "y", "new", "old"]
+    low = order_by_currency(hits("a", "b", "c", "d", "e", "old", "new"), {"old": "new"}, past=False, now=True)
+    assert [hit.id for hit in low][:5] == ["a", "b", "c", "d", "e"]
+
+
+@pytest.mark.parametrize(("old", "new", "expected"), [
+    # Sentences that are not in bench/data/knowledge_update.json: the cues are general, not the set's.
+    ("I live in Seattle.", "We relocated to Denver in June.", Decision.UPDATE),
+    ("我在星巴克兼职。", "我辞掉了星巴克的兼职，去瑞幸上班了。", Decision.UPDATE),
+    ("My boss is Linda.", "Linda left; my new boss is Omar.", Decision.UPDATE),
+    ("我一个月工资八千。", "我涨工资了，现在一个月一万二。", Decision.UPDATE),
+    ("我住在学校宿舍。", "我搬出宿舍了，在外面租了个单间。", Decision.UPDATE),
+    ("I'm single.", "I got married in May to Priya.", Decision.UPDATE),
+    ("My sister lives in Paris.", "I visited my sister in Paris last week.", Decision.ADD),
+    ("My friend Tom works at IBM.", "Tom left the party early.", Decision.ADD),
+    ("我在学钢琴。", "我的钢琴老师姓王。", Decision.ADD),
+])
+def test_updates_and_additions_in_words_the_bench_set_does_not_use(old: str, new: str, expected: Decision) -> None:
+    assert decision(old, new) is expected

@@ -1,0 +1,179 @@
+"""Memory that stays current (issue 28): a later fact supersedes an earlier one through the public service, never
+deleting or merging its text; retrieval knows which is current; every change is audited and revertible.
+
+The real local model embeds, because whether two texts are near enough to compare is a question of meaning.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from booku_memory.services.errors import NotFoundError, ValidationError
+from booku_memory.services.portability import export_jsonl, import_jsonl
+
+from .memory_support import MEMORY_SERVICE, open_store
+
+OLD = "我住在北京朝阳区，离公司不远。"
+NEW = "上个月我搬到上海浦东了，新家在世纪公园旁边。"
+BACKGROUND = ["我喜欢周末去钓鱼。", "我老婆叫刘静，我们结婚七年了。", "我每天坐地铁十号线上班。",
+              "I keep a journal and write in it most evenings.", "朵朵喜欢画画，尤其是画小动物。"]
+
+
+async def write_move(svc) -> tuple[dict, dict]:
+    for text in BACKGROUND:
+        await svc.upsert_memory(text)
+    old = await svc.upsert_memory(OLD)
+    new = await svc.upsert_memory(NEW)
+    return old, new
+
+
+async def test_a_move_supersedes_the_old_address_and_keeps_its_text(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        old, new = await write_move(svc)
+        assert new["mode"] == "created" and new["superseded"] == [{"id": old["id"], "title": OLD}]
+        old_item = (await svc.get_memory_detail(memory_id=old["id"]))["item"]
+        new_item = (await svc.get_memory_detail(memory_id=new["id"]))["item"]
+        assert old_item["content"] == OLD  # never merged, never deleted
+        assert old_item["metadata"]["superseded_by"] == new["id"] and old_item["metadata"]["superseded_at"] > 0
+        assert new_item["metadata"]["supersedes"] == [old["id"]]
+        assert new_item["metadata"]["valid_from"] > 0 and new_item["metadata"]["superseded_by"] == ""
+        history = await svc.get_memory_history(memory_id=old["id"])
+        assert [v["action"] for v in history["versions"]] == ["create", "supersede"]
+        audit = await svc.list_audit_log(memory_id=old["id"])
+        assert "supersede" in [entry["action"] for entry in audit["items"]]
+
+
+async def test_retrieval_puts_the_current_fact_first_and_the_old_one_first_for_the_past(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        old, new = await write_move(svc)
+        now = (await svc.retrieve_memories("我现在住在哪里？", top_k=5))["results"]
+        plain = (await svc.retrieve_memories("我住在哪里？", top_k=5))["results"]
+        past = (await svc.retrieve_memories("我搬家前住在哪里？", top_k=5))["results"]
+        current_only = (await svc.retrieve_memories("我住在哪里？", top_k=5, include_superseded=False))["results"]
+    ids = lambda results: [item["id"] for item in results]  # noqa: E731
+    assert ids(now)[:2] == [new["id"], old["id"]]
+    assert ids(plain)[:2] == [new["id"], old["id"]]
+    assert ids(past)[0] == old["id"]
+    assert next(item for item in now if item["id"] == old["id"])["metadata"]["superseded_by"] == new["id"]
+    assert old["id"] not in ids(current_only) and new["id"] in ids(current_only)
+
+
+async def test_a_fact_that_only_adds_supersedes_nothing(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        first = await svc.upsert_memory("我的好朋友小雨怀孕了。")
+        second = await svc.upsert_memory("小雨的宝宝预产期在明年四月。")
+        third = await svc.upsert_memory("我每周三晚上去游泳。")
+        fourth = await svc.upsert_memory("我每周六早上也会去爬山。")
+        items = (await svc.read_full_content(memory_ids=[first["id"], third["id"]]))["items"]
+    assert [r["mode"] for r in (second, fourth)] == ["created", "created"]
+    assert "superseded" not in second and "superseded" not in fourth
+    assert [item["metadata"]["superseded_by"] for item in items] == ["", ""]
+
+
+async def test_a_restatement_merges_and_a_different_place_stays_apart(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        base = await svc.upsert_memory("我在北京海淀区的一家医院当护士。")
+        again = await svc.upsert_memory("我是护士，在北京海淀区的一家医院工作。")
+        other = await svc.upsert_memory("我是护士，在上海徐汇区的一家医院工作。")
+        content = (await svc.get_memory_detail(memory_id=base["id"]))["item"]["content"]
+    assert again["mode"] == "merged" and again["id"] == base["id"]
+    assert "当护士" in content and "医院工作" in content  # lossless
+    assert other["mode"] == "created" and other["id"] != base["id"]
+
+
+async def test_revert_and_unsupersede_make_the_old_fact_current_again(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        old, new = await write_move(svc)
+        reverted = await svc.revert_memory(memory_id=old["id"], version=1)
+        assert reverted["item"]["metadata"]["superseded_by"] == ""
+        assert (await svc.get_memory_detail(memory_id=new["id"]))["item"]["metadata"]["supersedes"] == []
+        # Back to the superseded version, then the explicit "撤销取代".
+        await svc.revert_memory(memory_id=old["id"], version=2)
+        assert (await svc.get_memory_detail(memory_id=old["id"]))["item"]["metadata"]["superseded_by"] == new["id"]
+        undone = await svc.unsupersede_memory(memory_id=old["id"])
+        assert undone["was_superseded_by"] == new["id"] and undone["item"]["metadata"]["superseded_by"] == ""
+        plain = (await svc.retrieve_memories("我住在哪里？", top_k=5))["results"]
+        assert all(item["metadata"]["superseded_by"] == "" for item in plain)
+        history = await svc.get_memory_history(memory_id=old["id"])
+        assert [v["action"] for v in history["versions"]][-1] == "unsupersede"
+        with pytest.raises(ValidationError, match="没有被其他记忆取代"):
+            await svc.unsupersede_memory(memory_id=old["id"])
+        with pytest.raises(NotFoundError):
+            await svc.unsupersede_memory(memory_id="mem-missing")
+
+
+async def test_export_import_round_trip_keeps_the_links(tmp_path: Path, e5) -> None:
+    export_file = tmp_path / "export.jsonl"
+    async with open_store(tmp_path / "source", embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        old, new = await write_move(svc)
+        await export_jsonl(handle.runtime, export_file)
+    async with open_store(tmp_path / "target", embedder=e5) as handle:
+        await import_jsonl(handle.runtime, export_file)
+        svc = handle.get_service(MEMORY_SERVICE)
+        old_item = (await svc.get_memory_detail(memory_id=old["id"]))["item"]
+        new_item = (await svc.get_memory_detail(memory_id=new["id"]))["item"]
+        history = await svc.get_memory_history(memory_id=old["id"])
+        now = (await svc.retrieve_memories("我现在住在哪里？", top_k=3))["results"]
+    assert old_item["metadata"]["superseded_by"] == new["id"] and new_item["metadata"]["supersedes"] == [old["id"]]
+    assert [v["action"] for v in history["versions"]] == ["create", "supersede"]
+    assert now[0]["id"] == new["id"]
+
+
+async def test_migration_0014_backfills_valid_from(tmp_path: Path) -> None:
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        told = await svc.upsert_memory("周末去爬了香山")
+        dated = await svc.upsert_memory("去年国庆去了西湖", event_start_at=1696089600.0)
+    with sqlite3.connect(tmp_path / "booku_memory.db") as conn:  # a store written before 0014
+        conn.execute("UPDATE booku_memory_records SET valid_from = 0")
+        conn.execute("PRAGMA user_version = 13")
+    async with open_store(tmp_path) as handle:
+        rows = {row["memory_id"]: row for row in await handle.runtime.db.fetch_all(
+            "SELECT memory_id, valid_from, created_at FROM booku_memory_records", ())}
+    assert rows[dated["id"]]["valid_from"] == 1696089600.0
+    assert rows[told["id"]]["valid_from"] == rows[told["id"]]["created_at"]
+
+
+async def test_a_supersession_set_by_hand_is_checked_and_audited(svc) -> None:
+    old = await svc.upsert_memory("我的手机号是13812345678。")
+    new = await svc.upsert_memory("备用联系方式：邮箱 zhangwei@qq.com。")
+    marked = await svc.supersede_memory(memory_id=old["id"], superseded_by=new["id"])
+    assert marked["item"]["metadata"]["superseded_by"] == new["id"]
+    with pytest.raises(ValidationError, match="已被"):
+        await svc.supersede_memory(memory_id=old["id"], superseded_by=new["id"])
+    with pytest.raises(ValidationError, match="不能再反过来取代"):
+        await svc.supersede_memory(memory_id=new["id"], superseded_by=old["id"])
+    with pytest.raises(ValidationError, match="不能取代它自己"):
+        await svc.supersede_memory(memory_id=new["id"], superseded_by=new["id"])
+    with pytest.raises(NotFoundError):
+        await svc.supersede_memory(memory_id=new["id"], superseded_by="mem-missing")
+    audit = await svc.list_audit_log(memory_id=old["id"])
+    assert [entry["action"] for entry in audit["items"]].count("supersede") == 1
+
+
+async def test_the_recall_block_marks_a_superseded_memory(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        old, new = await write_move(svc)
+        recalled = await svc.recall("我住在哪里？")
+    entries = {entry["id"]: entry for entry in recalled["entries"]}
+    assert entries[old["id"]]["superseded_by"] == new["id"] and "superseded_by" not in entries[new["id"]]
+    assert f"[已过时：已被 {new['id']} 取代" in recalled["rendered"]
+    assert recalled["rendered"].index(new["id"]) < recalled["rendered"].index(f"{old['id']} (score")
+
+
+async def test_two_dated_memories_are_two_events_not_an_update(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        await svc.upsert_memory(OLD, event_start_at=1_700_000_000.0)
+        said_later = await svc.upsert_memory(NEW, event_start_at=1_700_086_400.0)
+    assert "superseded" not in said_later
