@@ -21,7 +21,7 @@ SECTION_NOTES = {
     "chunking": "知识库文档切分",
     "startup_ingest": "启动时入库的知识目录",
     "tools": "LLM 工具输出预算",
-    "dashboard": "管理后台（api_key 为空时 serve 会生成并保存到数据目录）",
+    "dashboard": "管理后台（api_key 为空时 serve 会生成并保存到数据目录；自行设置时至少 24 个字符；host 不是本机回环地址时 serve 需要 --allow-remote）",
     "surfacing": "伴侣记忆浮现（breath 系列）",
     "decay": "伴侣记忆衰减引擎（固定/保护/锚点永不衰减）",
     "evidence": "聊天证据：收录消息（不可修改，只能撤回）与聊天召回",

@@ -22,6 +22,7 @@ from .scope import DEFAULT_SCOPE, Scope
 from .storage.audit import AuditLog
 from .storage.database import Database
 from .storage.embedding_cache import SqliteEmbeddingCache
+from .storage.file_modes import private_dir
 from .storage.memos import MemoRepository
 from .storage.outbox import VectorSync
 from .storage.records import RecordRepository
@@ -169,7 +170,7 @@ class BookuRuntime:
 
     # -------------------------------------------------------------- lifecycle
     async def start(self, *, check_model: bool = True) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         await self.db.open()
         # A migration that reshapes the keyword index leaves it empty and flags it; refill it once, here, because
         # its segmentation (jieba) runs in Python, before any search could miss rows.

@@ -27,6 +27,7 @@ from typing import Any, Awaitable, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelMismatchError
+from .file_modes import private_dir, private_sqlite
 from .vector_copy import VectorCopy, read_cached_vectors
 
 logger = logging.getLogger(__name__)
@@ -148,7 +149,8 @@ class VectorIndex:
             self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
         else:
             assert self._path is not None
-            self._path.mkdir(parents=True, exist_ok=True)
+            private_dir(self._path)
+            private_sqlite(self._path / CHROMA_SQLITE_FILE)
             use_write_ahead_log(self._path)
             self._client = chromadb.PersistentClient(path=str(self._path), settings=settings)
 

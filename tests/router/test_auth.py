@@ -10,7 +10,6 @@ from booku_memory.config import load_config
 from booku_memory.router.auth import (
     API_KEY_FILE_NAME,
     SESSION_COOKIE,
-    LoginThrottle,
     SessionSigner,
     ensure_api_key,
 )
@@ -29,9 +28,10 @@ def test_ensure_api_key_generates_private_file_once(tmp_path, monkeypatch):
 
 
 def test_ensure_api_key_prefers_config_then_environment(tmp_path, monkeypatch):
-    monkeypatch.setenv("BOOKU_DASHBOARD_API_KEY", "from-env")
-    assert ensure_api_key(tmp_path, load_config()) == "from-env"
-    assert ensure_api_key(tmp_path, load_config({"dashboard": {"api_key": "from-config"}})) == "from-config"
+    monkeypatch.setenv("BOOKU_DASHBOARD_API_KEY", "from-env-0123456789abcdefgh")
+    assert ensure_api_key(tmp_path, load_config()) == "from-env-0123456789abcdefgh"
+    configured = load_config({"dashboard": {"api_key": "from-config-0123456789abcdef"}})
+    assert ensure_api_key(tmp_path, configured) == "from-config-0123456789abcdef"
     assert not (tmp_path / API_KEY_FILE_NAME).exists()
 
 
@@ -44,17 +44,6 @@ def test_session_cookie_rejects_tampering_expiry_and_other_keys():
     assert signer.verify(f"{body}x.{signature}", now=1001.0) is None
     assert SessionSigner("key-b", session_hours=1).verify(cookie, now=1001.0) is None
     assert signer.verify("garbage", now=1001.0) is None
-
-
-def test_login_throttle_blocks_after_limit():
-    throttle = LoginThrottle(max_failures=3, window_seconds=3600)
-    for _ in range(3):
-        assert not throttle.blocked("1.2.3.4")
-        throttle.record_failure("1.2.3.4")
-    assert throttle.blocked("1.2.3.4")
-    assert not throttle.blocked("5.6.7.8")
-    throttle.reset("1.2.3.4")
-    assert not throttle.blocked("1.2.3.4")
 
 
 async def test_login_sets_strict_httponly_cookie_and_redirects_to_next(anon):
@@ -77,19 +66,12 @@ async def test_login_never_redirects_off_site(anon):
     assert response.headers["location"] == "/memories"
 
 
-async def test_wrong_key_is_refused_and_repeated_failures_throttled(anon):
+async def test_wrong_key_is_refused(anon):
     page = await anon.get("/login")
     token = csrf_field(page.text)
     wrong = await anon.post("/login", data={"api_key": "nope", "csrf_token": token})
     assert wrong.status_code == 401
     assert "密钥不正确" in wrong.text
-    assert SESSION_COOKIE not in anon.cookies
-    for _ in range(10):
-        page = await anon.get("/login")
-        await anon.post("/login", data={"api_key": "nope", "csrf_token": csrf_field(page.text)})
-    page = await anon.get("/login")
-    blocked = await anon.post("/login", data={"api_key": API_KEY, "csrf_token": csrf_field(page.text)})
-    assert blocked.status_code == 429
     assert SESSION_COOKIE not in anon.cookies
 
 
@@ -149,7 +131,7 @@ async def test_rotating_the_key_logs_sessions_out(memory, settings):
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=old), base_url="http://testserver") as client:
         await login(client)
         cookie = client.cookies[SESSION_COOKIE]
-    new = create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key="rotated-key"))
+    new = create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key="rotated-key-0123456789abcdef"))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=new), base_url="http://testserver") as client:
         client.cookies.set(SESSION_COOKIE, cookie)
         assert (await client.get("/api/memories")).status_code == 401
