@@ -1,4 +1,4 @@
-"""Request-body caps for any ASGI app (the dashboard and the MCP HTTP server).
+"""Request-body caps for an ASGI app (the dashboard's gate applies them per route).
 
 Two checks, because a client need not say how much it sends: a declared ``Content-Length`` over the cap is refused
 before one byte is read, and a body that runs past the cap while streaming (chunked, or a lying length) is cut off
@@ -110,29 +110,3 @@ async def call_with_body_limit(app: ASGIApp, scope: Scope, receive: Receive, sen
             raise
     if exceeded:
         await answer_too_large()
-
-
-class BodyLimitMiddleware:
-    """One cap for every request of an app (the MCP HTTP server); the dashboard's gate caps per route instead."""
-
-    def __init__(self, app: ASGIApp, *, limit: int, too_large: Callable[[Scope, Receive, Send], Awaitable[None]],
-                 bad_length: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
-        self.app = app
-        self.limit = limit
-        self.too_large = too_large
-        self.bad_length = bad_length
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        try:
-            declared = declared_length(scope)
-        except ValueError:
-            await self.bad_length(scope, receive, send)
-            return
-        if declared is not None and declared > self.limit:
-            await self.too_large(scope, receive, send)
-            return
-        await call_with_body_limit(self.app, scope, receive, send, limit=self.limit,
-                                   too_large=lambda: self.too_large(scope, receive, send))
