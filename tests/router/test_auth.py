@@ -142,3 +142,96 @@ def test_empty_api_key_is_refused(memory):
 
     with pytest.raises(ValueError, match="api_key"):
         create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key=""))
+
+
+# ----------------------------------------------------------------------------------- malformed session cookies
+
+MALFORMED_COOKIES = [
+    "你好".encode("utf-8"),  # non-ASCII bytes, as a browser or a script may send them
+    "ü.ü".encode("latin-1"),
+    b"\xff\xfe.\x80",
+    b"a.b.c",
+    b".",
+    b"x" * 4000 + b"." + b"y" * 40,
+    b"eyJjc3JmIjoxfQ.AAAA",
+]
+
+
+@pytest.mark.parametrize("raw", MALFORMED_COOKIES)
+async def test_a_malformed_session_cookie_means_logged_out_everywhere(dashboard_app, raw):
+    import httpx
+
+    headers = {"Cookie": b"booku_session=" + raw}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=dashboard_app), base_url="http://testserver",
+                                 headers=headers) as client:
+        assert (await client.get("/login")).status_code == 200
+        page = await client.get("/memories")
+        assert page.status_code == 303 and page.headers["location"].startswith("/login")
+        assert (await client.get("/api/memories")).status_code == 401
+        assert (await client.post("/api/memories", json={"title": "x"})).status_code == 401
+
+
+async def test_malformed_preference_cookies_do_not_break_a_logged_in_page(browser):
+    browser.headers["Cookie"] = "; ".join(f"{name}={value}" for name, value in browser.cookies.items())
+    for name in ("booku_stores", "booku_login_csrf"):
+        raw = browser.headers["Cookie"].encode("latin-1") + f"; {name}=".encode() + "你好".encode("utf-8")
+        response = await browser.get("/memories", headers={"Cookie": raw})
+        assert response.status_code == 200, (name, response.status_code)
+
+
+# ------------------------------------------------------------------------------------------ session epochs
+
+async def test_logout_ends_the_session_even_for_a_copied_cookie(dashboard_app, browser):
+    import httpx
+
+    copied = browser.cookies[SESSION_COOKIE]
+    assert (await browser.post("/logout", data={"csrf_token": browser.csrf})).status_code == 303
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=dashboard_app),
+                                 base_url="http://testserver") as replay:
+        replay.cookies.set(SESSION_COOKIE, copied)
+        assert (await replay.get("/api/memories")).status_code == 401
+        assert (await replay.get("/memories")).status_code == 303
+        csrf = await login(replay)  # logging in again works and gives a session of the new epoch
+        assert csrf and (await replay.get("/api/memories")).status_code == 200
+
+
+async def test_a_logged_out_cookie_stays_dead_after_a_restart(tmp_path, settings):
+    import httpx
+
+    import booku_memory
+    from booku_memory.router import create_dashboard_app
+    from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
+
+    quiet = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
+
+    async def client_for(handle) -> httpx.AsyncClient:
+        app = create_dashboard_app(lambda: handle.runtime, settings=settings)
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+
+    async with booku_memory.open(tmp_path / "data", quiet, embedder=DeterministicTestEmbedder()) as handle:
+        async with await client_for(handle) as client:
+            csrf = await login(client)
+            copied = client.cookies[SESSION_COOKIE]
+            await client.post("/logout", data={"csrf_token": csrf})
+    async with booku_memory.open(tmp_path / "data", quiet, embedder=DeterministicTestEmbedder()) as handle:
+        async with await client_for(handle) as client:
+            client.cookies.set(SESSION_COOKIE, copied)
+            assert (await client.get("/api/memories")).status_code == 401
+
+
+# ---------------------------------------------------------------------------------------------- key length
+
+def test_a_short_configured_key_is_a_config_error(tmp_path, monkeypatch, memory):
+    from booku_memory.router import DashboardSettings, create_dashboard_app
+    from booku_memory.services.errors import ConfigError
+
+    monkeypatch.delenv("BOOKU_DASHBOARD_API_KEY", raising=False)
+    with pytest.raises(ConfigError, match="至少需要 24 个字符"):
+        ensure_api_key(tmp_path, load_config({"dashboard": {"api_key": "short-key-123"}}))
+    monkeypatch.setenv("BOOKU_DASHBOARD_API_KEY", "23-characters-long-key!")
+    with pytest.raises(ConfigError, match="至少需要 24 个字符"):
+        ensure_api_key(tmp_path, load_config())
+    with pytest.raises(ConfigError, match="至少需要 24 个字符"):
+        create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key="password"))
+    monkeypatch.setenv("BOOKU_DASHBOARD_API_KEY", "24-characters-long-key!!")
+    assert ensure_api_key(tmp_path, load_config()) == "24-characters-long-key!!"
