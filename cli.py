@@ -46,6 +46,9 @@ async def _with_memory(args: argparse.Namespace, job, *, check_model: bool = Tru
         return await job(memory)
 
 
+STOP_GRACE_SECONDS = 5
+
+
 def is_loopback_host(host: str) -> bool:
     """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
     import ipaddress
@@ -96,7 +99,10 @@ async def run_serve(args: argparse.Namespace) -> None:
         print(f"管理后台：http://{host}:{port}/login  （API Key 保存在 {runtime.data_dir / 'dashboard_api_key'}）")
         if runtime.degraded_reason():
             print(f"注意：嵌入模型不可用，检索退化为关键词模式：{runtime.degraded_reason()}")
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+        # Wrong key guesses queued behind the throttle must not hold up a Ctrl+C: requests still running after
+        # STOP_GRACE_SECONDS are cut off.
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
+                                               timeout_graceful_shutdown=STOP_GRACE_SECONDS))
         await server.serve()
 
 

@@ -186,10 +186,12 @@ def main() -> None:
                          f"{(watch.peak - watch.before) / 1024:+.0f} MiB"))
         guesses, right_latency, right_status = asyncio.run(flood(port, args.flood_seconds, args.connections))
     finally:
+        stopping = time.monotonic()
         server.terminate()
         try:
             server.wait(timeout=30)
-        except subprocess.TimeoutExpired:  # wrong guesses still queued behind the throttle keep uvicorn waiting
+            print(f"(server stopped {time.monotonic() - stopping:.1f} s after SIGTERM)", file=sys.stderr)
+        except subprocess.TimeoutExpired:
             server.kill()
             server.wait()
         shutil.rmtree(root, ignore_errors=True)

@@ -85,7 +85,9 @@ async def serve_http(data_dir: str | Path, config: BookuConfig, settings: McpSet
         runtime = memory.runtime
         token = ensure_token(runtime.data_dir, settings)
         app = http_app(build_server(runtime, scope), token=token, port=settings.port)
-        server = uvicorn.Server(uvicorn.Config(app, host=HTTP_HOST, port=settings.port, log_level="warning"))
+        # Wrong tokens queued behind the guess throttle must not hold up a Ctrl+C.
+        server = uvicorn.Server(uvicorn.Config(app, host=HTTP_HOST, port=settings.port, log_level="warning",
+                                               timeout_graceful_shutdown=5))
         lines = (f"Booku Memory MCP（streamable HTTP）已启动：{endpoint_url(settings.port)}\n"
                  f"数据目录 {runtime.data_dir}，记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}\n"
                  f"请求头 Authorization: Bearer <令牌>，令牌{token_source(settings, runtime.data_dir)}")
