@@ -129,7 +129,13 @@ async def memory_detail(service: Any, memory_id: str) -> dict[str, Any]:
 
 async def create_memory(service: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
     """Create a memory in the memory bucket, marked ``source="dashboard"``; returns the service result
-    (``items[0]`` is the new memory, or the existing one it was merged into when ``mode == "merged"``)."""
+    (``items[0]`` is the new memory, or the existing one it was merged into when ``mode == "merged"``).
+
+    A form posted without a title or content (a hand-made request: the page's form always has both) is bad input,
+    not a missing argument deep in the service."""
+    missing = [name for name in ("title", "content") if name not in fields]
+    if missing:
+        raise ValidationError(f"新建记忆的表单缺少字段 {'、'.join(missing)}")
     return await service.create_memory(bucket="memory", source="dashboard", **fields)
 
 

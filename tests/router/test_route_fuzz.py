@@ -219,3 +219,51 @@ def test_no_page_answers_5xx_for_any_cookie(fuzzer):
             assert response.status_code in (303, 401)
 
     run()
+
+
+def page_routes(app) -> list[tuple[str, APIRoute]]:
+    """``(method, route)`` for every HTML page and form the app serves (logout left out: it ends the session the
+    rest of the run uses)."""
+    found = []
+    for route in flat_routes(app.router.routes):
+        if isinstance(route, APIRoute) and not route.path.startswith("/api") and route.path != "/logout":
+            found.extend((method, route) for method in sorted(route.methods))
+    return found
+
+
+PAGES = page_routes(_PROBE_APP)
+
+
+def form_names(route: APIRoute) -> list[str]:
+    """The form fields a page route declares, plus the ones the page forms post and routes read by hand."""
+    declared = {param.alias for param in route.dependant.body_params}
+    return sorted(declared | {"title", "content", "memory_ids", "action", "store", "return_to", "version",
+                              "confirm", "status", "note", "api_key", "next"})
+
+
+@pytest.mark.parametrize("method, route", PAGES, ids=[f"{m} {r.path}" for m, r in PAGES])
+def test_no_page_answers_5xx(fuzzer, method, route):
+    """The same property for the server-rendered pages and their forms (url-encoded, where a lone surrogate can only
+    arrive as invalid percent-encoded UTF-8)."""
+    params = re.findall(r"\{([^}:]+)[^}]*\}", route.path)
+    names = sorted(query_names(route.dependant))
+    fields = form_names(route)
+
+    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(
+        path_values=st.fixed_dictionaries({name: st.one_of(TEXT, st.sampled_from(fuzzer.ids)) for name in params}),
+        query=st.fixed_dictionaries({}, optional={name: TEXT for name in names}),
+        form=st.fixed_dictionaries({}, optional={name: TEXT for name in fields}),
+    )
+    def run(path_values: dict[str, str], query: dict[str, str], form: dict[str, str]) -> None:
+        path = route.path
+        for name, value in path_values.items():
+            path = re.sub(r"\{" + name + r"[^}]*\}", _url_piece(value) or "x", path)
+        url = path + ("?" + "&".join(f"{_url_piece(k)}={_url_piece(v)}" for k, v in query.items()) if query else "")
+        content = "&".join(f"{_url_piece(k)}={_url_piece(v)}" for k, v in form.items()).encode("ascii")
+        headers = {"Content-Type": "application/x-www-form-urlencoded"} if method == "POST" else {}
+        response = fuzzer.runner.run(fuzzer.client.request(method, url, content=content if method == "POST" else None,
+                                                           headers=headers))
+        assert response.status_code < 500, (method, path, query, form, response.status_code, response.text[:500])
+
+    run()
