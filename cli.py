@@ -49,6 +49,38 @@ async def _with_memory(args: argparse.Namespace, job, *, check_model: bool = Tru
         return await job(memory)
 
 
+STOP_GRACE_SECONDS = 5
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` only listens on this machine (127.0.0.0/8, ::1, localhost)."""
+    import ipaddress
+
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen_host(host: str, *, allow_remote: bool) -> None:
+    """Refuse a non-loopback listen address unless the operator said ``--allow-remote``; warn loudly when they did.
+
+    The dashboard speaks plain HTTP: off loopback, the key and every memory cross the network readable by anyone
+    on the path, so exposing it must be a deliberate choice, made with TLS in front.
+    """
+    from .services.errors import ConfigError
+
+    if is_loopback_host(host):
+        return
+    if not allow_remote:
+        raise ConfigError(f"监听地址 {host} 不是本机回环地址：管理后台只提供明文 HTTP，密钥和全部记忆会在网络上明文传输。"
+                          "请保持 127.0.0.1，或在前面放一个提供 TLS（HTTPS）的反向代理后加 --allow-remote 再启动")
+    print(f"警告：管理后台将在 {host} 上以明文 HTTP 对外提供服务。务必在前面放 TLS（HTTPS）反向代理，"
+          "并只让可信网络访问。", file=sys.stderr)
+
+
 async def run_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -61,6 +93,7 @@ async def run_serve(args: argparse.Namespace) -> None:
     config = _config(args)
     host = args.host or config.dashboard.host
     port = args.port or config.dashboard.port
+    check_listen_host(host, allow_remote=args.allow_remote)
     async with open_memory(args.data_dir, config, entry_point="serve", accept_clients=True, connect=False,
                            embedder=testing_embedder_from_env()) as memory:
         runtime = memory.runtime
@@ -71,7 +104,10 @@ async def run_serve(args: argparse.Namespace) -> None:
         print(f"管理后台：http://{host}:{port}/login  （API Key 保存在 {runtime.data_dir / 'dashboard_api_key'}）")
         if runtime.degraded_reason():
             print(f"注意：嵌入模型不可用，检索退化为关键词模式：{runtime.degraded_reason()}")
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info"))
+        # Wrong key guesses queued behind the throttle must not hold up a Ctrl+C: requests still running after
+        # STOP_GRACE_SECONDS are cut off.
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
+                                               timeout_graceful_shutdown=STOP_GRACE_SECONDS))
         await server.serve()
 
 
@@ -162,6 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve = common(sub.add_parser("serve", help="启动记忆服务与管理后台"))
     serve.add_argument("--host", default=None, help="监听地址（默认 127.0.0.1）")
     serve.add_argument("--port", type=int, default=None, help="端口（默认 8765）")
+    serve.add_argument("--allow-remote", action="store_true",
+                       help="允许监听非回环地址（明文 HTTP：请务必在前面放 TLS 反向代理）")
     command = common(sub.add_parser("command", help="像 LLM 一样执行一条 memory_command"))
     command.add_argument("text", help='例如 "search -query 大学同学"')
     command.add_argument("--stream", default=None, help="聊天流 ID（临时备忘录用）")

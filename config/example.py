@@ -21,12 +21,12 @@ SECTION_NOTES = {
     "chunking": "知识库文档切分",
     "startup_ingest": "启动时入库的知识目录",
     "tools": "LLM 工具输出预算",
-    "dashboard": "管理后台（api_key 为空时 serve 会生成并保存到数据目录）",
+    "dashboard": "管理后台（api_key 为空时 serve 会生成并保存到数据目录；自行设置时至少 24 个字符；host 不是本机回环地址时 serve 需要 --allow-remote）",
     "surfacing": "伴侣记忆浮现（breath 系列）",
     "decay": "伴侣记忆衰减引擎（固定/保护/锚点永不衰减）",
     "evidence": "聊天证据：收录消息（不可修改，只能撤回）与聊天召回",
     "dreaming": "梦境整理：A 阶段把聊天摘要成剧集，B 阶段提出待人工审核的记忆提案（需要模型，默认关闭）",
-    "mcp": "MCP 服务（python -m booku_memory mcp [--http]）：连接所代表的唯一主人与库；HTTP 令牌",
+    "mcp": "MCP 服务（python -m booku_memory mcp [--http]）：连接所代表的唯一主人与库；HTTP 令牌（自行设置时至少 24 个字符）",
     "scope": "归属与隔离：single = 单一主人共用一个库；per_chat = 每个私聊对象、每个群各自一个库（见 docs/SCOPES.md）",
 }
 

@@ -176,6 +176,8 @@ class DashboardSection:
     allowed_origins: list[str] = field(default_factory=list)
     session_hours: float = bounded(12.0, 0.1, 720.0)
     page_size: int = bounded(20, 5, 200)
+    max_body_kb: int = bounded(1024, 16, 65536, "普通接口请求体上限（KB），超过即 413")
+    max_upload_kb: int = bounded(5120, 64, 262144, "上传文档的正文上限（KB）；文档接口的请求体上限为其两倍")
 
 
 @dataclass

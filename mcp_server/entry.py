@@ -83,18 +83,28 @@ async def serve_http(data_dir: str | Path, config: BookuConfig, settings: McpSet
                            accept_clients=True) as memory:
         token = ensure_token(memory.data_dir, settings)
         app = http_app(build_server(memory.config, _tool_call(memory, scope)), token=token, port=settings.port)
-        server = uvicorn.Server(uvicorn.Config(app, host=HTTP_HOST, port=settings.port, log_level="warning"))
-        source = ("来自配置或环境变量" if configured_token(settings)
-                  else f"保存在 {token_path(memory.data_dir)}")
+        # Wrong tokens queued behind the guess throttle must not hold up a Ctrl+C.
+        server = uvicorn.Server(uvicorn.Config(app, host=HTTP_HOST, port=settings.port, log_level="warning",
+                                               timeout_graceful_shutdown=5))
         lines = (f"Booku Memory MCP（streamable HTTP）已启动：{endpoint_url(settings.port)}\n"
                  f"数据目录 {memory.data_dir}，记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}\n"
-                 f"请求头 Authorization: Bearer {token}  （令牌{source}）")
+                 f"请求头 Authorization: Bearer <令牌>，令牌{token_source(settings, memory.data_dir)}")
         announcer = asyncio.create_task(_announce_when_started(server, lines, memory))
         try:
             with _stop_on_signals(server):
                 await server.serve()
         finally:
             announcer.cancel()
+
+
+def token_source(settings: McpSettings, data_dir: Path) -> str:
+    """Where the operator finds the token; never the token itself (a start-up banner ends up in logs and
+    terminal scrollback that other people and programs read)."""
+    if settings.token:
+        return "见配置 [mcp] token"
+    if configured_token(settings):
+        return f"见环境变量 {settings.token_env}"
+    return f"保存在 {token_path(data_dir)}（仅本用户可读）"
 
 
 @contextlib.contextmanager

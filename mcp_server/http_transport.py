@@ -4,7 +4,8 @@ The SDK checks bearer tokens through a ``TokenVerifier`` (``BearerAuthBackend`` 
 missing or wrong token gets ``401`` with ``WWW-Authenticate: Bearer error="invalid_token"`` before any MCP message is
 read. Its ``AuthSettings`` are OAuth-shaped and require an issuer URL; with a single pre-shared token this server is
 its own issuer, so that URL is the server's own loopback address, and no OAuth metadata routes are published
-(``resource_server_url`` is left unset).
+(``resource_server_url`` is left unset). Wrong tokens are slowed down by a ``GuessThrottle`` of their own (this is
+another secret than the dashboard key); the right token is never delayed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
 from starlette.applications import Starlette
 
+from ..router.throttle import GuessThrottle
 from .settings import HTTP_HOST, HTTP_PATH
 from .token import tokens_equal
 
@@ -23,16 +25,18 @@ CLIENT_ID = "booku-mcp-client"
 
 
 class StaticTokenVerifier:
-    """Accepts exactly one token (compared in constant time); every other token is refused."""
+    """Accepts exactly one token (compared in constant time); every other token is refused, after the throttle."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, guesses: GuessThrottle | None = None) -> None:
         if not token:
             raise ValueError("MCP 令牌不能为空")
         self._token = token
+        self.guesses = guesses or GuessThrottle()
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        """Access info for the configured token, ``None`` (→ 401) for anything else."""
+        """Access info for the configured token, ``None`` (→ 401) for anything else once the throttle lets it."""
         if not tokens_equal(token, self._token):
+            await self.guesses.penalise()
             return None
         return AccessToken(token=token, client_id=CLIENT_ID, scopes=[])
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..services.secret_files import ensure_secret_file, secrets_equal
+from ..services.secret_files import ensure_secret_file, require_long_secret, secrets_equal
 from .settings import TOKEN_FILE_NAME, McpSettings
 
 
@@ -32,12 +32,14 @@ def ensure_token(data_dir: str | Path, settings: McpSettings) -> str:
     """The HTTP bearer token: config, then environment, then ``<data_dir>/mcp_token`` (created if absent).
 
     A generated token is written to a file opened with mode 0600 before any byte of it is, so no other local user
-    can read it even briefly; later starts reuse it so client configs keep working. Returns the token (never empty).
+    can read it even briefly; later starts reuse it so client configs keep working. Returns the token (never empty);
+    raises ``ConfigError`` when the token in use is shorter than ``MIN_SECRET_CHARS``.
     """
     token = configured_token(settings)
     if token:
-        return token
-    return ensure_secret_file(token_path(data_dir))
+        return require_long_secret(token, f"mcp.token（或环境变量 {settings.token_env}）")
+    path = token_path(data_dir)
+    return require_long_secret(ensure_secret_file(path), f"令牌文件 {path}")
 
 
 def tokens_equal(given: str, expected: str) -> bool:

@@ -28,6 +28,7 @@ from .deps import (
     memory_service,
     store_selection,
 )
+from .gate import large_body
 from .operations import AuditFilters, MemoryFilters
 from .payloads import (
     MEMORY_FIELDS,
@@ -255,12 +256,14 @@ async def list_documents(
 
 
 @router.post("/knowledge/documents", status_code=201)
+@large_body
 async def create_document(payload: DocumentCreate, service: KnowledgeService) -> dict[str, Any]:
     """Ingest a document given as JSON ``{"title", "content"}``."""
     return await service.ingest_document(title=payload.title.strip(), content=payload.content, source="dashboard")
 
 
 @router.post("/knowledge/upload", status_code=201)
+@large_body
 async def upload_document(
     request: Request,
     service: KnowledgeService,

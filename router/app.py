@@ -26,9 +26,10 @@ from ..services.errors import (
     NotFoundError,
 )
 from .api import router as api_router
-from .auth import CsrfRejected, DashboardAuth, LoginRequired
+from .auth import CsrfRejected, DashboardAuth, LoginRequired, unauthenticated_error
 from .companion_pages import router as companion_router
 from .deps import DashboardRuntime
+from .gate import BodyCaps, DashboardGate
 from .pages import public_router, router as pages_router
 from .review import router as review_router
 from .rendering import STATIC_DIR, build_environment, render, root_path
@@ -124,6 +125,14 @@ def login_redirect(request: Request) -> RedirectResponse:
     return RedirectResponse(f"{root_path(request)}/login?{urlencode({'next': target})}", status_code=303)
 
 
+def unauthenticated_response(request: Request) -> Response:
+    """What an unauthenticated request gets: the API's 401 (in its envelope), a page's redirect to the login form."""
+    if is_api_request(request):
+        error = unauthenticated_error()
+        return _error_response(request, error.status_code, str(error.detail), headers=error.headers)
+    return login_redirect(request)
+
+
 def _install_error_handlers(app: FastAPI) -> None:
     async def on_login_required(request: Request, exc: Exception) -> Response:
         return login_redirect(request)
@@ -176,8 +185,8 @@ def create_dashboard_app(
     """Build the dashboard app.
 
     ``runtime_provider`` is called per request and returns the running ``BookuRuntime`` (or ``None`` while it is
-    not started, which answers 503). ``settings.api_key`` must be non-empty; ``settings.allowed_origins`` may not
-    contain ``*``. Mount the returned app at any prefix: links follow ``root_path``.
+    not started, which answers 503). ``settings.api_key`` must have at least 24 characters;
+    ``settings.allowed_origins`` may not contain ``*``. Mount the returned app at any prefix: links follow ``root_path``.
     """
     if "*" in settings.allowed_origins:
         raise ConfigError("dashboard.allowed_origins 不能包含 \"*\"：请列出允许访问后台的具体来源，如 http://127.0.0.1:8000")
@@ -189,7 +198,7 @@ def create_dashboard_app(
     )
     app.state.runtime_provider = runtime_provider
     app.state.settings = settings
-    app.state.auth = DashboardAuth(settings.api_key, settings.session_hours)
+    app.state.auth = DashboardAuth(settings.api_key, settings.session_hours, runtime_provider)
     app.state.templates = build_environment()
 
     _install_error_handlers(app)
@@ -199,6 +208,17 @@ def create_dashboard_app(
     app.include_router(review_router)
     app.include_router(companion_router)
     app.mount("/static", StaticFiles(directory=str(STATIC_DIR)), name="static")
+    # Innermost middleware: CORS answers preflights first, and every answer of the gate gets the security headers.
+    app.add_middleware(
+        DashboardGate,
+        routes=app.router.routes,
+        public_endpoints=[route.endpoint for route in public_router.routes if hasattr(route, "endpoint")],
+        public_mounts=["static"],
+        auth=app.state.auth,
+        caps=BodyCaps(ordinary=settings.max_body_bytes, large=settings.max_upload_body_bytes),
+        reject=_error_response,
+        unauthenticated=unauthenticated_response,
+    )
 
     if settings.allowed_origins:
         # Key-authenticated cross-origin clients only: cookies are SameSite=Strict, so credentials stay off.

@@ -1,11 +1,12 @@
-"""Authentication for the admin dashboard: API key, signed session cookie, CSRF token, login throttle.
+"""Authentication for the admin dashboard: API key, signed session cookie, CSRF token, key-guess throttle.
 
 The original admin router had no authentication and wildcard CORS with credentials (tools-router spec §8.1), so any
 web page open in the operator's browser could read and delete every memory. Here every route except the login form
 and the stylesheet needs either the ``X-API-Key`` header or a session cookie obtained by typing that key into the
 login form. The cookie is stateless (an HMAC-signed payload, standard library only) and carries the per-session
 CSRF token; cookie-authenticated state changes must echo that token, key-authenticated ones need not (a foreign web
-page cannot read or set a custom header carrying the key).
+page cannot read or set a custom header carrying the key). Each cookie names the session epoch it was issued in
+(``services/storage/session_epoch.py``): logging out advances it, so a copied cookie dies with the logout.
 """
 
 from __future__ import annotations
@@ -17,14 +18,15 @@ import json
 import os
 import secrets
 import time
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 from fastapi import HTTPException, Request
 
-from ..services.secret_files import ensure_secret_file, secrets_equal
+from ..services.secret_files import ensure_secret_file, require_long_secret, secrets_equal
+from ..services.storage.session_epoch import advance_epoch, current_epoch
+from .throttle import GuessThrottle
 
 if TYPE_CHECKING:
     from ..config.schema import BookuConfig
@@ -56,12 +58,14 @@ def ensure_api_key(data_dir: str | Path, config: BookuConfig) -> str:
     """The dashboard key: config, then environment, then ``<data_dir>/dashboard_api_key`` (created if absent).
 
     A generated key is written with mode 0600 before any byte of it is, so no other local user can read it even
-    briefly; the file is reused on later starts so bookmarks and scripts keep working. Returns the key (never empty).
+    briefly; the file is reused on later starts so bookmarks and scripts keep working. Returns the key (never empty);
+    raises ``ConfigError`` when the key in use is shorter than ``MIN_SECRET_CHARS``.
     """
     key = configured_api_key(config)
     if key:
-        return key
-    return ensure_secret_file(Path(data_dir) / API_KEY_FILE_NAME)
+        return require_long_secret(key, "dashboard.api_key（或其环境变量）")
+    path = Path(data_dir) / API_KEY_FILE_NAME
+    return require_long_secret(ensure_secret_file(path), f"密钥文件 {path}")
 
 
 def keys_equal(given: str, expected: str) -> bool:
@@ -79,10 +83,11 @@ def _b64decode(text: str) -> bytes:
 
 @dataclass(frozen=True)
 class Session:
-    """A verified session cookie: when it expires and the CSRF token forms must echo."""
+    """A verified session cookie: when it expires, the CSRF token forms must echo, the epoch it belongs to."""
 
     csrf_token: str
     expires_at: float
+    epoch: int = 0
 
 
 class SessionSigner:
@@ -96,67 +101,38 @@ class SessionSigner:
         self._secret = hmac.new(api_key.encode("utf-8"), b"booku-memory dashboard session v1", hashlib.sha256).digest()
         self.max_age_seconds = int(session_hours * 3600)
 
-    def issue(self, now: float | None = None) -> tuple[str, Session]:
-        """A fresh cookie value and the session it encodes (new random CSRF token)."""
+    def issue(self, now: float | None = None, *, epoch: int = 0) -> tuple[str, Session]:
+        """A fresh cookie value and the session it encodes (new random CSRF token, the current ``epoch``)."""
         issued = time.time() if now is None else now
-        session = Session(csrf_token=secrets.token_urlsafe(24), expires_at=issued + self.max_age_seconds)
-        payload = json.dumps({"csrf": session.csrf_token, "exp": session.expires_at}, separators=(",", ":"))
+        session = Session(csrf_token=secrets.token_urlsafe(24), expires_at=issued + self.max_age_seconds, epoch=epoch)
+        payload = json.dumps({"csrf": session.csrf_token, "exp": session.expires_at, "ep": epoch},
+                             separators=(",", ":"))
         body = _b64encode(payload.encode("utf-8"))
         return f"{body}.{self._sign(body)}", session
 
-    def verify(self, cookie: str | None, now: float | None = None) -> Session | None:
-        """The session in a cookie value, or ``None`` when it is missing, forged, malformed or expired."""
-        if not cookie or cookie.count(".") != 1:
+    def verify(self, cookie: str | None, now: float | None = None, *, epoch: int = 0) -> Session | None:
+        """The session in a cookie value, or ``None`` when it is missing, forged, malformed, expired or from
+        another epoch than ``epoch``.
+
+        A cookie is whatever the client sends (non-ASCII bytes, stray separators, any length): anything but a
+        well-formed signed value means "not logged in", never an error.
+        """
+        if not cookie or not cookie.isascii() or cookie.count(".") != 1:
             return None
         body, signature = cookie.split(".")
-        if not hmac.compare_digest(signature.encode("ascii", "replace"), self._sign(body).encode("ascii")):
+        if not hmac.compare_digest(signature.encode("ascii"), self._sign(body).encode("ascii")):
             return None
         try:
             payload = json.loads(_b64decode(body))
-            session = Session(csrf_token=str(payload["csrf"]), expires_at=float(payload["exp"]))
-        except (ValueError, KeyError, TypeError):
+            session = Session(csrf_token=str(payload["csrf"]), expires_at=float(payload["exp"]),
+                              epoch=int(payload.get("ep", -1)))
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
         current = time.time() if now is None else now
-        return session if session.expires_at > current else None
+        return session if session.expires_at > current and session.epoch == epoch else None
 
     def _sign(self, body: str) -> str:
         return _b64encode(hmac.new(self._secret, body.encode("ascii"), hashlib.sha256).digest())
-
-
-class LoginThrottle:
-    """Refuses further login attempts from one client after too many failures in a sliding window.
-
-    Kept in memory on purpose: it only has to slow down key guessing against a local admin page, and a restart
-    resetting it is harmless next to a 256-bit generated key.
-    """
-
-    def __init__(self, max_failures: int = 10, window_seconds: float = 300.0) -> None:
-        self.max_failures = max_failures
-        self.window_seconds = window_seconds
-        self._failures: dict[str, deque[float]] = {}
-
-    def _recent(self, client: str) -> deque[float]:
-        attempts = self._failures.get(client, deque())
-        horizon = time.monotonic() - self.window_seconds
-        while attempts and attempts[0] < horizon:
-            attempts.popleft()
-        if not attempts:
-            self._failures.pop(client, None)  # forget quiet clients so the table cannot grow without bound
-        return attempts
-
-    def blocked(self, client: str) -> bool:
-        """True when this client has used up its failed attempts for the current window."""
-        return len(self._recent(client)) >= self.max_failures
-
-    def record_failure(self, client: str) -> None:
-        """Count one wrong key from this client."""
-        attempts = self._recent(client)
-        attempts.append(time.monotonic())
-        self._failures[client] = attempts
-
-    def reset(self, client: str) -> None:
-        """Forget the failures of a client that just logged in."""
-        self._failures.pop(client, None)
 
 
 @dataclass(frozen=True)
@@ -180,26 +156,73 @@ class CsrfRejected(Exception):
     """Raised when a cookie-authenticated state change lacks the right CSRF token (403)."""
 
 
-class DashboardAuth:
-    """All authentication decisions of one dashboard app (one API key, one signer, one throttle)."""
+UNAUTHENTICATED_MESSAGE = "未登录：请在请求头 X-API-Key 中提供后台密钥，或先在登录页登录"
 
-    def __init__(self, api_key: str, session_hours: float) -> None:
+
+def unauthenticated_error() -> HTTPException:
+    """The 401 every unauthenticated API request gets (from the gate or, as a second line, a route dependency)."""
+    return HTTPException(status_code=401, detail=UNAUTHENTICATED_MESSAGE, headers={"WWW-Authenticate": "X-API-Key"})
+
+
+class DashboardAuth:
+    """All authentication decisions of one dashboard app (one API key, one signer, one guess throttle).
+
+    ``runtime_provider`` gives the running runtime whose database holds the session epoch; while there is none,
+    no session cookie is accepted (the key header still is).
+    """
+
+    def __init__(self, api_key: str, session_hours: float,
+                 runtime_provider: Callable[[], Any] = lambda: None) -> None:
         if not api_key:
             raise ValueError("dashboard.api_key 不能为空：请在配置、环境变量中设置，或用 ensure_api_key() 生成")
-        self.api_key = api_key
+        self.api_key = require_long_secret(api_key, "dashboard.api_key")
         self.signer = SessionSigner(api_key, session_hours)
-        self.throttle = LoginThrottle()
+        self.guesses = GuessThrottle()
+        self._runtime_provider = runtime_provider
 
-    def identify(self, request: Request) -> AuthContext | None:
+    async def session_epoch(self) -> int | None:
+        """The epoch valid sessions carry, ``None`` while the runtime is not running."""
+        runtime = self._runtime_provider()
+        return None if runtime is None else await current_epoch(runtime.db)
+
+    async def issue_session(self) -> str:
+        """A cookie value for a fresh session in the current epoch."""
+        cookie, _session = self.signer.issue(epoch=await self.session_epoch() or 0)
+        return cookie
+
+    async def end_sessions(self) -> None:
+        """Log every browser out: cookies issued before stop working, replayed or not."""
+        runtime = self._runtime_provider()
+        if runtime is not None:
+            await advance_epoch(runtime.db)
+
+    async def check_key(self, given: str) -> bool:
+        """Whether ``given`` is the key; a wrong guess returns only after the surface's throttle lets it."""
+        if keys_equal(given, self.api_key):
+            return True
+        await self.guesses.penalise()
+        return False
+
+    async def identify(self, request: Request) -> AuthContext | None:
         """Authenticate a request from its ``X-API-Key`` header or its session cookie; ``None`` if neither is valid.
 
-        A request that sends a key header is judged by that header alone: a wrong key is never rescued by a cookie.
+        A request that sends a key header is judged by that header alone: a wrong key is never rescued by a cookie
+        (and counts as a guess).
         """
         header_key = request.headers.get(API_KEY_HEADER)
         if header_key is not None:
-            return AuthContext("api_key") if keys_equal(header_key, self.api_key) else None
-        session = self.signer.verify(request.cookies.get(SESSION_COOKIE))
+            return AuthContext("api_key") if await self.check_key(header_key) else None
+        cookie = request.cookies.get(SESSION_COOKIE)
+        if not cookie:
+            return None
+        epoch = await self.session_epoch()
+        session = None if epoch is None else self.signer.verify(cookie, epoch=epoch)
         return AuthContext("session", session) if session else None
+
+    async def _context(self, request: Request) -> AuthContext | None:
+        # The gate middleware already identified the request (and counted a wrong key once): reuse its answer.
+        known = getattr(request.state, "auth", None)
+        return known if isinstance(known, AuthContext) else await self.identify(request)
 
     async def check_csrf(self, request: Request, context: AuthContext) -> None:
         """Require the session's CSRF token on every cookie-authenticated state change.
@@ -221,27 +244,18 @@ class DashboardAuth:
 
     async def require_api(self, request: Request) -> AuthContext:
         """FastAPI dependency for ``/api/*``: 401 JSON when unauthenticated, 403 when the CSRF token is missing."""
-        context = self.identify(request)
+        context = await self._context(request)
         if context is None:
-            raise HTTPException(
-                status_code=401,
-                detail="未登录：请在请求头 X-API-Key 中提供后台密钥，或先在登录页登录",
-                headers={"WWW-Authenticate": "X-API-Key"},
-            )
+            raise unauthenticated_error()
         await self.check_csrf(request, context)
         request.state.auth = context
         return context
 
     async def require_page(self, request: Request) -> AuthContext:
         """FastAPI dependency for HTML pages: redirect to the login form when unauthenticated."""
-        context = self.identify(request)
+        context = await self._context(request)
         if context is None:
             raise LoginRequired()
         await self.check_csrf(request, context)
         request.state.auth = context
         return context
-
-
-def client_address(request: Request) -> str:
-    """The peer address used to key the login throttle (the socket peer; proxies are not trusted)."""
-    return request.client.host if request.client else "unknown"

@@ -76,6 +76,26 @@ class MemoryPage:
         }
 
 
+async def _entries_in_slices(service: Any, *, limit: int, offset: int, **kwargs: Any) -> tuple[list[dict], int]:
+    """``limit`` entries from ``offset`` on, and how many match in all.
+
+    The service answers at most ``retrieval.max_top_k`` entries per call (a bound meant for the LLM), while a
+    dashboard page may be larger (up to 200): a page is read in as many slices as it takes.
+    """
+    step = max(1, int(service.runtime.config.retrieval.max_top_k))
+    items: list[dict] = []
+    matched = 0
+    while len(items) < limit:
+        take = min(step, limit - len(items))
+        result = await service.list_memory_entries(limit=take, offset=offset + len(items), **kwargs)
+        batch = list(result.get("items") or [])
+        items.extend(batch)
+        matched = int(result.get("matched") or 0)
+        if len(batch) < take:
+            break
+    return items, matched
+
+
 async def list_memories(
     service: Any, filters: MemoryFilters, *, page: int, page_size: int, deleted_only: bool = False
 ) -> MemoryPage:
@@ -88,17 +108,8 @@ async def list_memories(
     if deleted_only:
         kwargs["only_deleted"] = True
     offset = (page - 1) * page_size
-    # Asking for exactly one page (not one item more) keeps the largest page size the service allows usable.
-    result = await service.list_memory_entries(
-        bucket="memory",
-        include_archived=True,
-        include_deleted=deleted_only,
-        limit=page_size,
-        offset=offset,
-        **kwargs,
-    )
-    items = list(result.get("items") or [])
-    matched = int(result.get("matched") or 0)
+    items, matched = await _entries_in_slices(service, limit=page_size, offset=offset, bucket="memory",
+                                              include_archived=True, include_deleted=deleted_only, **kwargs)
     return MemoryPage(
         items=items,
         page=page,
@@ -120,7 +131,13 @@ async def memory_detail(service: Any, memory_id: str) -> dict[str, Any]:
 
 async def create_memory(service: Any, fields: Mapping[str, Any]) -> dict[str, Any]:
     """Create a memory in the memory bucket, marked ``source="dashboard"``; returns the service result
-    (``items[0]`` is the new memory, or the existing one it was merged into when ``mode == "merged"``)."""
+    (``items[0]`` is the new memory, or the existing one it was merged into when ``mode == "merged"``).
+
+    A form posted without a title or content (a hand-made request: the page's form always has both) is bad input,
+    not a missing argument deep in the service."""
+    missing = [name for name in ("title", "content") if name not in fields]
+    if missing:
+        raise ValidationError(f"新建记忆的表单缺少字段 {'、'.join(missing)}")
     return await service.create_memory(bucket="memory", source="dashboard", **fields)
 
 

@@ -21,7 +21,7 @@ from ..services.errors import BookuError, ValidationError
 from ..services.recall import CATEGORIES, DEFAULT_QUOTAS, PEER_SCOPES
 from ..services.scope import AUTHORITIES
 from . import operations
-from .auth import CSRF_FORM_FIELD, LOGIN_CSRF_COOKIE, SESSION_COOKIE, client_address, keys_equal
+from .auth import CSRF_FORM_FIELD, LOGIN_CSRF_COOKIE, SESSION_COOKIE, keys_equal
 from .deps import (
     STORE_COOKIE,
     STORE_PARAM,
@@ -36,6 +36,7 @@ from .deps import (
     resolve_selection,
     store_selection,
 )
+from .gate import large_body
 from .operations import AuditFilters, MemoryFilters
 from .payloads import (
     MEMORY_FIELDS,
@@ -181,7 +182,7 @@ def _login_page(request: Request, next_path: str, *, error: str = "", status_cod
 @public_router.get("/login")
 async def login_form(request: Request, next: str = "") -> Response:
     """The login form (or straight on, when the browser already has a valid session)."""
-    if request.app.state.auth.identify(request) is not None:
+    if await request.app.state.auth.identify(request) is not None:
         return RedirectResponse(safe_return_path(request, next), status_code=303)
     return _login_page(request, next)
 
@@ -193,21 +194,19 @@ async def login_submit(
     next: Annotated[str, Form()] = "",
     csrf_token: Annotated[str, Form(alias=CSRF_FORM_FIELD)] = "",
 ) -> Response:
-    """Check the key; on success set the signed session cookie and go where the user was heading."""
+    """Check the key; on success set the signed session cookie and go where the user was heading.
+
+    Wrong keys are slowed down by the key's guess throttle (shared with the ``X-API-Key`` header: one secret, one
+    budget); the right key is never refused, however many wrong guesses others sent from the same address.
+    """
     auth = request.app.state.auth
-    client = client_address(request)
     expected_token = request.cookies.get(LOGIN_CSRF_COOKIE, "")
     if not expected_token or not csrf_token or not keys_equal(csrf_token, expected_token):
         return _login_page(request, next, error="登录表单已失效，请重新输入密钥", status_code=403)
-    if auth.throttle.blocked(client):
-        return _login_page(request, next, error="失败次数过多，请稍后再试", status_code=429)
-    if not keys_equal(api_key.strip(), auth.api_key):
-        auth.throttle.record_failure(client)
+    if not await auth.check_key(api_key.strip()):
         return _login_page(request, next, error="密钥不正确", status_code=401)
-    auth.throttle.reset(client)
-    cookie, _session = auth.signer.issue()
     response = RedirectResponse(safe_return_path(request, next), status_code=303)
-    _set_private_cookie(response, request, SESSION_COOKIE, cookie, auth.signer.max_age_seconds)
+    _set_private_cookie(response, request, SESSION_COOKIE, await auth.issue_session(), auth.signer.max_age_seconds)
     _forget_cookie(response, request, LOGIN_CSRF_COOKIE)
     return response
 
@@ -234,7 +233,8 @@ async def choose_stores(request: Request, selection: Selection) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request) -> Response:
-    """Forget the session cookie in this browser."""
+    """End the sessions (server-side: a copy of the cookie stops working too) and forget the cookie here."""
+    await request.app.state.auth.end_sessions()
     response = redirect_to(request, "/login", "logged_out")
     _forget_cookie(response, request, SESSION_COOKIE)
     return response
@@ -549,6 +549,7 @@ async def knowledge_page(
 
 
 @router.post("/knowledge/upload")
+@large_body
 async def knowledge_upload(
     request: Request,
     service: KnowledgeService,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .storage.database import dump_table, insert_rows_ignoring_existing
+from .storage.file_modes import open_private_for_writing
 
 Progress = Callable[[int, int, str], None]
 FORMAT = "booku-memory-export"
@@ -44,7 +45,7 @@ async def export_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet
     path = Path(path)
     total = await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records", (), 0)
     counts = {"record": 0}
-    with path.open("w", encoding="utf-8") as out:
+    with open_private_for_writing(path) as out:
         out.write(json.dumps({"kind": "meta", "format": FORMAT, "version": 1, "exported_at": time.time(),
                               "schema_version": await runtime.db.schema_version()}, ensure_ascii=False) + "\n")
         async for ids in runtime.records.iter_ids():

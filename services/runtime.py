@@ -24,6 +24,7 @@ from .scope import DEFAULT_SCOPE, Scope
 from .storage.audit import AuditLog
 from .storage.database import Database
 from .storage.embedding_cache import SqliteEmbeddingCache
+from .storage.file_modes import private_dir
 from .storage.memos import MemoRepository
 from .storage.outbox import SyncReport, VectorSync
 from .storage.records import RecordRepository
@@ -179,6 +180,7 @@ class BookuRuntime:
     async def start(self, *, check_model: bool = True) -> None:
         """Take ownership of the data dir (raises ``DataDirBusy`` when another runtime holds it, before anything
         is opened), then open SQLite, the vector index and the embedder."""
+        private_dir(self.data_dir)
         self.ownership = Ownership.claim(self.data_dir, entry_point=self.entry_point,
                                          accepts_clients=self.accepts_clients)
         await self.db.open()

@@ -11,6 +11,11 @@ import os
 import secrets
 from pathlib import Path
 
+from .errors import ConfigError
+
+MIN_SECRET_CHARS = 24
+"""Shortest dashboard key / MCP token accepted: a generated one has 43 characters (256 random bits)."""
+
 
 def ensure_secret_file(path: Path) -> str:
     """The secret stored at ``path``, generating and storing a new one when the file is missing or empty."""
@@ -31,3 +36,16 @@ def ensure_secret_file(path: Path) -> str:
 def secrets_equal(given: str, expected: str) -> bool:
     """Constant-time comparison (a plain ``==`` leaks the length of the matching prefix through timing)."""
     return hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8"))
+
+
+def require_long_secret(secret: str, what: str) -> str:
+    """``secret`` if it has at least ``MIN_SECRET_CHARS`` characters, else ``ConfigError`` naming ``what``.
+
+    A short secret is guessable despite the guess throttle (it slows, never stops, a patient attacker), and the
+    throttle exists only for floods; so a short configured secret stops start-up instead of being used.
+    """
+    if len(secret) < MIN_SECRET_CHARS:
+        raise ConfigError(f"{what} 太短：至少需要 {MIN_SECRET_CHARS} 个字符（当前 {len(secret)} 个）。请换一个更长的随机"
+                          "密钥（例如 python -c \"import secrets; print(secrets.token_urlsafe(32))\" 的输出），"
+                          "或删掉该配置让程序自动生成")
+    return secret

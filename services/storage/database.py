@@ -19,6 +19,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol, 
 
 import aiosqlite
 
+from .file_modes import private_sqlite
+
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
 logger = logging.getLogger(__name__)
@@ -105,6 +107,7 @@ class Database:
 
     async def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_sqlite(self.path)
         self._writer = await self._connect()
         await self.migrate()
         self._reader = await self._connect()

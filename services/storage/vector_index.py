@@ -34,6 +34,7 @@ from typing import Any, Awaitable, Callable, Sequence
 import numpy as np
 
 from ..errors import ModelMismatchError, VectorIndexUnavailableError
+from .file_modes import private_dir, private_sqlite
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +271,8 @@ class VectorIndex:
             self._client = chromadb.HttpClient(host=host, port=port, ssl=ssl, settings=settings)
         else:
             assert self._path is not None
-            self._path.mkdir(parents=True, exist_ok=True)
+            private_dir(self._path)
+            private_sqlite(self._path / CHROMA_SQLITE_FILE)
             use_write_ahead_log(self._path)
             try:
                 self._client = chromadb.PersistentClient(path=str(self._path), settings=settings)

@@ -28,7 +28,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from booku_memory.mcp_server.entry import TEST_EMBEDDER_ENV
-from booku_memory.mcp_server.settings import TOKEN_ENV
+from booku_memory.mcp_server.settings import TOKEN_ENV, TOKEN_FILE_NAME
 
 QUIET_TOML = "[maintenance]\nenabled = false\n\n[startup_ingest]\nenabled = false\n"
 QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
@@ -83,7 +83,7 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class HttpServer:
-    """A running HTTP server subprocess: its endpoint, the token it printed, and its output files."""
+    """A running HTTP server subprocess: its endpoint, the token from the file it named, and its output files."""
 
     process: subprocess.Popen
     url: str
@@ -127,7 +127,8 @@ async def http_server(space: Workspace, port: int, *extra: str) -> AsyncIterator
         try:
             banner = await _wait_for_banner(process, stdout_path, stderr_path)
             url = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", banner).group(1)
-            token = re.search(r"Authorization: Bearer (\S+)", banner).group(1)
+            # The banner says where the token is kept, never the token: read it from there like an operator.
+            token = (space.data_dir / TOKEN_FILE_NAME).read_text(encoding="utf-8").strip()
             yield HttpServer(process, url, token, stdout_path)
         finally:
             interrupt(process)

@@ -166,9 +166,19 @@ def test_token_is_generated_private_and_reused_unless_configured(tmp_path, monke
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert ensure_token(tmp_path, McpSettings()) == first
     assert not (tmp_path / "dashboard_api_key").exists()  # a separate secret from the dashboard key
-    monkeypatch.setenv("BOOKU_MCP_TOKEN", "from-env")
-    assert ensure_token(tmp_path, McpSettings()) == "from-env"
-    assert ensure_token(tmp_path, McpSettings(token="from-config")) == "from-config"
+    monkeypatch.setenv("BOOKU_MCP_TOKEN", "from-env-0123456789abcdefgh")
+    assert ensure_token(tmp_path, McpSettings()) == "from-env-0123456789abcdefgh"
+    assert ensure_token(tmp_path, McpSettings(token="from-config-0123456789abcd")) == "from-config-0123456789abcd"
+
+
+def test_a_short_configured_token_is_a_config_error(tmp_path, monkeypatch) -> None:
+    from booku_memory.services.errors import ConfigError
+
+    monkeypatch.setenv("BOOKU_MCP_TOKEN", "short")
+    with pytest.raises(ConfigError, match="至少需要 24 个字符"):
+        ensure_token(tmp_path, McpSettings())
+    with pytest.raises(ConfigError, match="mcp.token"):
+        ensure_token(tmp_path, McpSettings(token="x" * 23))
 
 
 def test_command_line_maps_onto_the_server_options() -> None:

@@ -17,8 +17,10 @@ MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": 
 async def test_http_serves_the_tools_with_the_printed_token(kit, workspace) -> None:
     async with kit.http_server(workspace, kit.free_port()) as server:
         token_file = workspace.data_dir / "mcp_token"
-        assert token_file.read_text(encoding="utf-8").strip() == server.token  # generated, stored, printed
+        assert token_file.read_text(encoding="utf-8").strip() == server.token  # generated and stored
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        banner = server.stdout_path.read_text(encoding="utf-8")
+        assert server.token not in banner and str(token_file) in banner  # where it is, never what it is
         async with kit.http_session(server.url, server.token) as session:
             await kit.check_memory_round_trip(session)
     assert server.process.returncode == 0  # Ctrl+C stops it cleanly (runtime closed, no stuck worker thread)

@@ -50,6 +50,44 @@ async def test_invalid_filter_value_is_a_400_naming_the_field(api):
     assert "memory_type" in response.json()["detail"]
 
 
+async def test_page_size_takes_every_size_the_route_declares(api):
+    seeded = await _seed(api)
+    for size in (101, 150, 200):  # above the service's per-call maximum for the LLM (retrieval.max_top_k = 100)
+        page = await api.get("/api/memories", params={"page_size": size})
+        assert page.status_code == 200, (size, page.text)
+        assert page.json()["page_size"] == size and len(page.json()["items"]) == len(seeded)
+        trash = await api.get("/api/trash", params={"page_size": size})
+        assert trash.status_code == 200, (size, trash.text)
+    for size in (0, 201, 10_000):
+        refused = await api.get("/api/memories", params={"page_size": size})
+        assert refused.status_code == 422
+        assert refused.json()["detail"][0]["loc"] == ["query", "page_size"]
+
+
+async def test_a_page_larger_than_max_top_k_is_read_in_slices(tmp_path):
+    import httpx
+
+    from booku_memory.router import DashboardSettings, create_dashboard_app
+    from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
+
+    from .conftest import API_KEY
+
+    config = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False},
+              "retrieval": {"max_top_k": 3}}
+    async with booku_memory.open(tmp_path / "data", config, embedder=DeterministicTestEmbedder()) as handle:
+        app = create_dashboard_app(lambda: handle.runtime, settings=DashboardSettings(api_key=API_KEY, page_size=5))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver",
+                                     headers={"X-API-Key": API_KEY}) as client:
+            seeded = await _seed(client)
+            first = (await client.get("/api/memories", params={"page_size": 4})).json()
+            second = (await client.get("/api/memories", params={"page_size": 4, "page": 2})).json()
+            assert len(first["items"]) == 4 and first["has_more"] is True and first["matched"] == 7
+            assert len(second["items"]) == 3 and second["has_more"] is False
+            assert {i["id"] for i in first["items"] + second["items"]} == {m["id"] for m in seeded.values()}
+            page = await client.get("/memories")  # the page list uses the configured page size (5 > 3)
+            assert page.status_code == 200 and page.text.count('name="memory_ids"') == 5
+
+
 async def test_semantic_search_returns_scores_and_their_parts(api):
     seeded = await _seed(api)
     result = (await api.get("/api/search", params={"q": "乌龙茶", "top_k": 3})).json()

@@ -48,6 +48,10 @@ async def test_every_route_requires_authentication(dashboard_app, anon):
 
 
 async def test_wrong_key_gets_401_everywhere_in_the_api(dashboard_app):
+    from booku_memory.router.throttle import GuessThrottle
+
+    # This test is about the 401s; the slowing of repeated wrong keys has tests of its own (test_throttle.py).
+    dashboard_app.state.auth.guesses = GuessThrottle(free_failures=10_000)
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=dashboard_app), base_url="http://testserver", headers={"X-API-Key": "x"}
     ) as client:

@@ -245,3 +245,10 @@ async def test_forms_return_to_the_filtered_list_without_stacking_notices(browse
     await create_memory(api)
     html = (await browser.get("/memories?memory_type=knowledge&notice=bulk")).text
     assert 'name="return_to" value="/memories?memory_type=knowledge"' in html
+
+
+async def test_a_new_memory_form_without_fields_is_shown_again_not_a_500(browser):
+    token = csrf_field((await browser.get("/memories/new")).text)
+    response = await browser.post("/memories/new", data={"csrf_token": token})
+    assert response.status_code == 400
+    assert "缺少字段" in response.text and "title" in response.text
