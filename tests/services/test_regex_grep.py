@@ -72,13 +72,13 @@ async def test_hostile_patterns_finish_at_once_while_other_chats_read(memory):
 async def test_hostile_pattern_over_memory_command_and_mcp(memory):
     from mcp import Client
 
-    from booku_memory.mcp_server import build_server
+    from booku_memory.mcp_server import build_server, runtime_tool_call
 
     attacker, bystander = services(memory)
     answer = await asyncio.wait_for(
         run_memory_command(attacker, "grep -q '(a+)+$' -regex -in content"), timeout=10)
     assert answer["ok"] is True
-    async with Client(build_server(memory.runtime, ATTACKER)) as client:
+    async with Client(build_server(memory.runtime.config, runtime_tool_call(memory.runtime, ATTACKER))) as client:
         grep = asyncio.create_task(client.call_tool("memory_command", {"command": "grep -q '(a|aa)+$' -regex"}))
         assert await timed(bystander.retrieve_memories("咖啡")) < 1.0
         served = await asyncio.wait_for(grep, timeout=10)
