@@ -316,7 +316,9 @@ def test_dashboard_router_over_http(booted: dict) -> None:
     assert http["anonymous"] == 401
     assert http["authed"] == 200
     assert http["memories"] == 200 and booted["create"]["id"] in http["memories_body"]
-    assert http["docs"] == 404  # no unauthenticated OpenAPI/docs on the mount
+    # No unauthenticated OpenAPI/docs on the mount: the gate sends an anonymous page request to the login page
+    # before any route (or its absence) is looked at.
+    assert http["docs"] in (303, 404)
 
 
 def test_a_cli_run_on_the_hosts_data_dir_goes_through_the_plugin(booted: dict) -> None:
