@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Literal
 from fastapi import HTTPException, Request
 
 from ..services.secret_files import ensure_secret_file, secrets_equal
+from .forms import read_form
 
 if TYPE_CHECKING:
     from ..config.schema import BookuConfig
@@ -213,7 +214,7 @@ class DashboardAuth:
         expected = context.csrf_token
         given = request.headers.get(CSRF_HEADER)
         if given is None and request.headers.get("content-type", "").startswith(_FORM_TYPES):
-            form = await request.form()
+            form = await read_form(request)
             value = form.get(CSRF_FORM_FIELD)
             given = value if isinstance(value, str) else None
         if not given or not keys_equal(given, expected):

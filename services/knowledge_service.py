@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import BookuError, NotFoundError, ValidationError
-from .knowledge_files import is_supported, read_knowledge_file
+from .knowledge_files import MAX_FILE_BYTES, check_file_type, is_supported, load_knowledge_bytes, read_knowledge_file
 from .logic.chunking import TextChunk, chunk_text, normalise_text
 from .logic.segmentation import STOPWORDS, tokenize
 from .logic.tags import normalise_tags
@@ -147,6 +147,39 @@ class BookuKnowledgeService:
         text = normalise_text(content)
         return await self._ingest_text(clean_title, text, markdown=True, source=source, source_path="",
                                        context=self.scope.context)
+
+    async def ingest_upload(
+        self, *, file_name: str, data: bytes, title: str = "", source: str = "dashboard"
+    ) -> dict[str, Any]:
+        """Ingest an uploaded file's bytes, read exactly as a file on disk would be (same types and encodings).
+
+        An upload that is another copy of a document already in the store (the same title, a file of the same
+        name, e.g. one the CLI ingested, or the same text) re-ingests that document: its text is replaced with a
+        new version in its history, or nothing happens when the text is unchanged; it never becomes a second
+        document. A blank ``title`` falls back to the file name without its suffix.
+
+        Returns the ``ingest_document`` result (``mode`` created|updated|unchanged). Raises ``ValidationError``
+        (naming ``file``) for an unsupported type, a file over 20 MB, undecodable or empty text.
+        """
+        if self.scope.authority == "mechanical":
+            raise ValidationError("mechanical 权限不能撰写内容（入库知识库文档），只能改变状态，且必须注明原因")
+        source = _clean_source(source)
+        name = Path(str(file_name or "").replace("\\", "/")).name
+        if not name:
+            raise ValidationError("file 缺少文件名：请选择一个文件上传")
+        check_file_type(name, "file")
+        if len(data) > MAX_FILE_BYTES:
+            raise ValidationError(f"file 文件过大（{len(data)} 字节），单个文件最多 {MAX_FILE_BYTES} 字节：{name}")
+        loaded = await asyncio.to_thread(load_knowledge_bytes, data, Path(name), "file")
+        clean_title = _clean_title(title, fallback=Path(name).stem)
+        same = await self.runtime.documents.find_same(
+            store_key=self.scope.writable_store_key, title=clean_title, file_name=name,
+            content_hash=content_hash(loaded.text),
+        )
+        return await self._ingest_text(
+            same["title"] if same else clean_title, loaded.text, markdown=loaded.markdown, source=source,
+            source_path=same["source_path"] if same else "", context=self.scope.context,
+        )
 
     async def _ingest_text(
         self, title: str, text: str, *, markdown: bool, source: str, source_path: str, context: WriteContext
