@@ -25,7 +25,7 @@ from ..standalone import open_memory
 from .http_transport import endpoint_url, http_app
 from .server import build_server
 from .settings import HTTP_HOST, McpSettings, mcp_scope, mcp_settings
-from .token import configured_token, ensure_token, token_path
+from .token import configured_token, ensure_token, masked_token, token_path
 
 TEST_EMBEDDER_ENV = "BOOKU_TEST_EMBEDDER"
 
@@ -86,11 +86,11 @@ async def serve_http(data_dir: str | Path, config: BookuConfig, settings: McpSet
         token = ensure_token(runtime.data_dir, settings)
         app = http_app(build_server(runtime, scope), token=token, port=settings.port)
         server = uvicorn.Server(uvicorn.Config(app, host=HTTP_HOST, port=settings.port, log_level="warning"))
-        source = ("来自配置或环境变量" if configured_token(settings)
-                  else f"保存在 {token_path(runtime.data_dir)}")
+        source = ("完整令牌见配置或环境变量" if configured_token(settings)
+                  else f"完整令牌保存在 {token_path(runtime.data_dir)}")
         lines = (f"Booku Memory MCP（streamable HTTP）已启动：{endpoint_url(settings.port)}\n"
                  f"数据目录 {runtime.data_dir}，记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}\n"
-                 f"请求头 Authorization: Bearer {token}  （令牌{source}）")
+                 f"请求头 Authorization: Bearer {masked_token(token)}  （{source}）")
         announcer = asyncio.create_task(_announce_when_started(server, lines, runtime))
         try:
             with _stop_on_signals(server):

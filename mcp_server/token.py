@@ -23,6 +23,11 @@ def configured_token(settings: McpSettings) -> str:
     return ""
 
 
+def masked_token(token: str) -> str:
+    """The first four characters and an ellipsis: enough to tell tokens apart in a log, useless to an attacker."""
+    return f"{token[:4]}…" if len(token) > 8 else "…"
+
+
 def token_path(data_dir: str | Path) -> Path:
     """Where a generated token is kept: ``<data_dir>/mcp_token``."""
     return Path(data_dir) / TOKEN_FILE_NAME

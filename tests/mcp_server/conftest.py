@@ -116,7 +116,8 @@ async def http_server(space: Workspace, port: int, *extra: str) -> AsyncIterator
         try:
             banner = await _wait_for_banner(process, stdout_path, stderr_path)
             url = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", banner).group(1)
-            token = re.search(r"Authorization: Bearer (\S+)", banner).group(1)
+            token = (space.data_dir / "mcp_token").read_text(encoding="utf-8").strip()
+            assert token not in banner, "启动信息不应打印完整令牌"
             yield HttpServer(process, url, token, stdout_path)
         finally:
             if process.poll() is None:

@@ -14,11 +14,13 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-async def test_http_serves_the_tools_with_the_printed_token(kit, workspace) -> None:
+async def test_http_serves_the_tools_with_the_stored_token_and_logs_it_masked(kit, workspace) -> None:
     async with kit.http_server(workspace, kit.free_port()) as server:
         token_file = workspace.data_dir / "mcp_token"
-        assert token_file.read_text(encoding="utf-8").strip() == server.token  # generated, stored, printed
         assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+        banner = server.stdout_path.read_text(encoding="utf-8")
+        assert f"Authorization: Bearer {server.token[:4]}…" in banner and server.token not in banner
+        assert str(token_file) in banner  # says where the whole token is
         async with kit.http_session(server.url, server.token) as session:
             await kit.check_memory_round_trip(session)
     assert server.process.returncode == 0  # Ctrl+C stops it cleanly (runtime closed, no stuck worker thread)
