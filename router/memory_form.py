@@ -8,6 +8,7 @@ in one place, and the messages speak of the form: the field's Chinese label inst
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -15,7 +16,6 @@ from ..services.errors import BookuError
 from ..services.memory_fields import (
     DISPOSITION_STATUSES,
     KNOWLEDGE_TYPES,
-    MAX_CONTENT_CHARS,
     MEMORY_TYPES,
     PROCEDURE_TYPES,
     STATUSES,
@@ -59,12 +59,11 @@ CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _in_form_words(field: str, message: str) -> str:
-    """A service message with the parameter name replaced by the field's label (``content 最多…`` → ``正文最多…``)."""
-    label = FIELD_LABELS.get(field, field)
-    for spelling in (f"{field} ", field):
-        if message.startswith(spelling):
-            return label + message[len(spelling):]
+def _in_form_words(message: str) -> str:
+    """A service message with each parameter name replaced by its field's label (``content 最多…`` → ``正文最多…``)."""
+    for name in sorted(FIELD_LABELS, key=len, reverse=True):
+        message = re.sub(rf"^{name}\s(?=[\u4e00-\u9fff])", FIELD_LABELS[name], message)  # "content 最多" → "正文最多"
+        message = re.sub(rf"(?<![A-Za-z_]){name}(?![A-Za-z_])", FIELD_LABELS[name], message)
     return message
 
 
@@ -81,17 +80,12 @@ def memory_form_errors(form: Mapping[str, Any], *, editing: bool) -> dict[str, s
         try:
             return run()
         except BookuError as exc:
-            errors.setdefault(field, _in_form_words(field, str(exc)))
+            errors.setdefault(field, _in_form_words(str(exc)))
             return None
 
     content = text.get("content", "").strip()
-    if not content:
-        errors["content"] = "正文不能为空：请写下要记住的内容"
-    elif len(content) > MAX_CONTENT_CHARS:
-        errors["content"] = (f"正文最多 {MAX_CONTENT_CHARS} 个字符，当前 {len(content)} 个；"
-                             "较长的资料请拆成几条记忆，或作为文档上传到知识库")
-    else:
-        check("content", lambda: checked_content(content))
+    if check("content", lambda: checked_content(content)) is None and content:  # too long
+        errors["content"] += "；较长的资料请拆成几条记忆，或作为文档上传到知识库"
     check("title", lambda: checked_title(text.get("title", ""), content or "-"))
     for field, options in CHOICES.items():
         default = {"memory_type": "knowledge", "status": "active"}.get(field, "")
@@ -107,8 +101,6 @@ def memory_form_errors(form: Mapping[str, Any], *, editing: bool) -> dict[str, s
     times = [check(field, lambda field=field: parse_datetime_local(text.get(field, ""), field)) for field in TIME_FIELDS]
     if all(value is not None for value in times):
         check("event_end_at", lambda: checked_event_range(times[0], times[1]))
-    if errors.get("event_end_at", "").startswith("event_end_at 不能早于"):
-        errors["event_end_at"] = "事件结束时间不能早于开始时间"
     return errors
 
 

@@ -40,6 +40,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-output" / "screenshots"
+README_SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "dashboard.png"
 QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
 if not CHROMIUM.exists():
@@ -279,6 +280,7 @@ def test_screenshots_of_main_pages_desktop_and_phone(chromium, live_server, api)
         "memories": "/memories",
         "memory-detail": f"/memories/{first}",
         "memory-edit": f"/memories/{first}/edit",
+        "memory-new": "/memories/new",
         "search": "/search?q=%E5%A4%A7%E5%AD%A6%E5%90%8C%E5%AD%A6",
         "trash": "/trash",
         "knowledge": "/knowledge",
@@ -301,7 +303,7 @@ def test_screenshots_of_main_pages_desktop_and_phone(chromium, live_server, api)
             assert overflow <= 1, f"{device}/{name} 页面横向溢出 {overflow}px"
             screenshot(page, f"{device}-{name}")
             if device == "desktop" and name == "memories":
-                page.screenshot(path=str(SCREENSHOTS / "dashboard.png"))  # first screen only, for the README
+                page.screenshot(path=str(README_SCREENSHOT))  # first screen only: the README shows the current page
         assert errors.console == [] and errors.dialogs == []
         context.close()
     login_context = chromium.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
