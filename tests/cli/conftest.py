@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-# The CLI under test must not load the local model: the deterministic embedder stands in behind the same interface.
-CLI_ENV = {**os.environ, "BOOKU_TEST_EMBEDDER": "deterministic", "PYTHONUNBUFFERED": "1"}
+# The CLI under test runs as a user would: with the bundled local model.
+CLI_ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
 QUIET_TOML = "[maintenance]\nenabled = false\n\n[startup_ingest]\nenabled = false\n"
 
 
