@@ -11,6 +11,7 @@ import re
 import socket
 import threading
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -144,15 +145,23 @@ class PageErrors:
         dialog.dismiss()
 
 
-@pytest.fixture
-def page(chromium, live_server):
+@contextmanager
+def desktop_page(chromium, *, tolerated: str = "") -> Iterator[object]:
+    """A 1280 px page that must end without console errors (except ones containing ``tolerated``) or dialogs."""
     context = chromium.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
     page = context.new_page()
     page.errors = PageErrors(page)
     yield page
-    assert page.errors.console == [], page.errors.console
+    console = [text for text in page.errors.console if not (tolerated and tolerated in text)]
+    assert console == [], console
     assert page.errors.dialogs == [], page.errors.dialogs
     context.close()
+
+
+@pytest.fixture
+def page(chromium, live_server):
+    with desktop_page(chromium) as page:
+        yield page
 
 
 def log_in(page, base_url: str, target: str = "/memories") -> None:

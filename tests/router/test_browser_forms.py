@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from .conftest import TRIPLET
-from .test_browser import PageErrors, api, chromium, live_server, log_in, screenshot  # noqa: F401
+from .test_browser import api, chromium, desktop_page, live_server, log_in, screenshot  # noqa: F401
 
 pytestmark = pytest.mark.browser
 # A form shown again with its errors answers 400, which Chromium reports on the console; nothing else may appear.
@@ -20,13 +20,8 @@ FORM_REJECTED = "the server responded with a status of 400"
 
 @pytest.fixture
 def page(chromium, live_server):
-    context = chromium.new_context(viewport={"width": 1280, "height": 900}, locale="zh-CN")
-    page = context.new_page()
-    page.errors = PageErrors(page)
-    yield page
-    assert [text for text in page.errors.console if FORM_REJECTED not in text] == []
-    assert page.errors.dialogs == []
-    context.close()
+    with desktop_page(chromium, tolerated=FORM_REJECTED) as page:
+        yield page
 
 
 def _new_memory_form(page, base: str) -> None:
