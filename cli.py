@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from .cli_output import EXIT_INVALID, emit, silence_broken_pipe
 from .config import BookuConfig, load_config
-from .services.errors import BookuError
+from .services.errors import BookuError, ValidationError
 
 
 def progress_bar(done: int, total: int, label: str) -> None:
@@ -31,13 +31,6 @@ def progress_bar(done: int, total: int, label: str) -> None:
 
 def _config(args: argparse.Namespace) -> BookuConfig:
     return load_config(args.config) if args.config else load_config(None)
-
-
-def _print(data: Any) -> None:
-    if isinstance(data, str):
-        print(data)
-    else:
-        print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
 
 
 async def _with_memory(args: argparse.Namespace, job, *, check_model: bool = True) -> Any:
@@ -84,6 +77,7 @@ def check_listen_host(host: str, *, allow_remote: bool) -> None:
 async def run_serve(args: argparse.Namespace) -> None:
     import uvicorn
 
+    from .cli_port import claim_port
     from .router.app import create_dashboard_app
     from .router.auth import ensure_api_key
     from .router.settings import DashboardSettings
@@ -94,6 +88,7 @@ async def run_serve(args: argparse.Namespace) -> None:
     host = args.host or config.dashboard.host
     port = args.port or config.dashboard.port
     check_listen_host(host, allow_remote=args.allow_remote)
+    listener = claim_port(host, port)  # before anything is opened or printed: a busy port fails at once
     async with open_memory(args.data_dir, config, entry_point="serve", accept_clients=True, connect=False,
                            embedder=testing_embedder_from_env()) as memory:
         runtime = memory.runtime
@@ -108,67 +103,78 @@ async def run_serve(args: argparse.Namespace) -> None:
         # STOP_GRACE_SECONDS are cut off.
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
                                                timeout_graceful_shutdown=STOP_GRACE_SECONDS))
-        await server.serve()
+        await server.serve(sockets=[listener])
 
 
-async def run_command(args: argparse.Namespace) -> None:
+async def run_command(args: argparse.Namespace) -> Any:
     async def job(memory):
         return await memory.run_memory_command(args.text, stream_id=args.stream)
 
-    _print(await _with_memory(args, job))
+    return await _with_memory(args, job)
 
 
-async def run_memo(args: argparse.Namespace) -> None:
+async def run_memo(args: argparse.Namespace) -> Any:
     async def job(memory):
         service = memory.get_service("booku_memory:service:booku_memory")
         return await service.create_temporary_memo(content=args.content, expire_hours=args.hours,
                                                    stream_id=args.stream)
 
-    _print(await _with_memory(args, job))
+    return await _with_memory(args, job)
 
 
-async def run_reindex(args: argparse.Namespace) -> None:
+async def run_reindex(args: argparse.Namespace) -> Any:
     async def job(memory):
         return await memory.reindex(progress=progress_bar)
 
-    _print(await _with_memory(args, job, check_model=False))
+    return await _with_memory(args, job, check_model=False)
 
 
-async def run_check(args: argparse.Namespace) -> int:
+async def run_check(args: argparse.Namespace) -> Any:
     from .services.integrity import check_store
 
     async def job(memory):
         return await check_store(memory.runtime, repair=args.repair)
 
-    result = await _with_memory(args, job)
-    _print(result)
-    return 0 if result["ok"] else 1
+    return await _with_memory(args, job)
 
 
-async def run_export(args: argparse.Namespace) -> None:
+def _path_in_cwd(typed: str, *, what: str) -> Path:
+    """A file path as the user typed it, relative to the current directory (not the data directory)."""
+    path = (Path.cwd() / Path(typed.strip()).expanduser()).resolve()
+    if not path.parent.is_dir():
+        raise ValidationError(f"{what}的目录不存在：{typed}（{path.parent}），请先创建它或换一个路径")
+    return path
+
+
+async def run_export(args: argparse.Namespace) -> Any:
+
+    target = _path_in_cwd(args.file, what="导出文件")
+
     async def job(memory):
-        return await memory.export_jsonl(args.file, progress=progress_bar)
+        counts = await memory.export_jsonl(str(target), progress=progress_bar)
+        return {"file": str(target), **counts}
 
-    _print(await _with_memory(args, job))
+    return await _with_memory(args, job)
 
 
-async def run_import(args: argparse.Namespace) -> None:
+async def run_import(args: argparse.Namespace) -> Any:
     async def job(memory):
         return await memory.import_jsonl(args.file, progress=progress_bar)
 
-    _print(await _with_memory(args, job))
+    return await _with_memory(args, job)
 
 
-async def run_ingest(args: argparse.Namespace) -> None:
+async def run_ingest(args: argparse.Namespace) -> Any:
     async def job(memory):
         knowledge = memory.get_service("booku_memory:service:booku_knowledge")
+        if args.path and args.title:
+            return await knowledge.ingest_document(title=args.title, file_path=args.path, source="cli")
         if args.path:
-            path = Path(args.path)
-            return await knowledge.ingest_document(title=args.title or path.stem, file_path=str(path),
-                                                   source="cli")
+            return await knowledge.ingest_path(args.path, progress=lambda done, total, _: progress_bar(
+                done, total, "入库知识文件"))
         return await knowledge.ingest_folders()
 
-    _print(await _with_memory(args, job))
+    return await _with_memory(args, job)
 
 
 async def run_mcp(args: argparse.Namespace) -> None:
@@ -193,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
         p.add_argument("--data-dir", default="data", help="数据目录（默认 ./data）")
         p.add_argument("--config", default=None, help="TOML 配置文件（见 config/example.toml）")
+        p.add_argument("--json", action="store_true", help="以 JSON 输出结果（供脚本使用；默认输出易读文本）")
         return p
 
     serve = common(sub.add_parser("serve", help="启动记忆服务与管理后台"))
@@ -214,9 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("file")
     imp = common(sub.add_parser("import", help="导入导出文件（幂等）"))
     imp.add_argument("file")
-    ingest = common(sub.add_parser("ingest", help="入库知识文档；不给路径则扫描配置的知识目录"))
-    ingest.add_argument("path", nargs="?", default=None)
-    ingest.add_argument("--title", default=None)
+    ingest = common(sub.add_parser("ingest", help="入库知识文档或整个文件夹（递归）；不给路径则扫描配置的知识目录"))
+    ingest.add_argument("path", nargs="?", default=None, help="文件或文件夹；相对路径先在当前目录下找")
+    ingest.add_argument("--title", default=None, help="单个文件的标题（默认用文件名）")
     sub.add_parser("manifest", help="根据 plugin.toml 生成 manifest.json")
     mcp = common(sub.add_parser("mcp", help="作为 MCP 服务运行（默认 stdio；--http 为带令牌的 streamable HTTP）"))
     mcp.add_argument("--http", action="store_true", help="在 127.0.0.1 上提供 streamable HTTP（需 Bearer 令牌）")
@@ -231,17 +238,22 @@ RUNNERS = {"serve": run_serve, "command": run_command, "memo": run_memo, "reinde
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one sub-command; returns the exit code (0 done, 1 the result says it failed, 2 invalid input)."""
     args = build_parser().parse_args(argv)
     try:
         if args.action == "manifest":
             run_manifest(args)
-        else:
-            code = asyncio.run(RUNNERS[args.action](args))
-            if isinstance(code, int):
-                return code
+            return 0
+        result = asyncio.run(RUNNERS[args.action](args))
+        if result is None:
+            return 0
+        code = emit(result, as_json=args.json)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return silence_broken_pipe()
     except BookuError as exc:
         print(f"错误：{exc}", file=sys.stderr)
-        return 2
+        return EXIT_INVALID
     except KeyboardInterrupt:
         return 130
-    return 0

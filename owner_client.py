@@ -95,7 +95,7 @@ def _absolute_if_local(path: Any) -> Any:
 
 
 # Arguments naming files the caller means relative to its own working directory.
-_CLIENT_PATHS = {("knowledge", "ingest_document"): "file_path"}
+_CLIENT_PATHS = {("knowledge", "ingest_document"): "file_path", ("knowledge", "ingest_path"): "path"}
 
 
 class RemoteService:

@@ -42,7 +42,6 @@ from .payloads import (
     clean_memory_fields,
     read_upload,
     recall_arguments,
-    upload_title,
 )
 
 router = APIRouter(prefix="/api", dependencies=[Depends(api_auth)])
@@ -270,9 +269,10 @@ async def upload_document(
     file: Annotated[UploadFile, File()],
     title: Annotated[str, Form()] = "",
 ) -> dict[str, Any]:
-    """Ingest an uploaded ``.md``/``.txt`` file (multipart field ``file``, optional ``title``)."""
-    content = await read_upload(request, file)
-    return await service.ingest_document(title=upload_title(file, title), content=content, source="dashboard")
+    """Ingest an uploaded file (multipart field ``file``, optional ``title``) of any type the CLI ingests; a copy
+    of an existing document re-ingests it (``mode`` updated or unchanged)."""
+    data = await read_upload(request, file)
+    return await service.ingest_upload(file_name=file.filename or "", data=data, title=title)
 
 
 @router.get("/knowledge/documents/{document_id}")

@@ -27,6 +27,7 @@ from fastapi import HTTPException, Request
 from ..services.secret_files import ensure_secret_file, require_long_secret, secrets_equal
 from ..services.storage.session_epoch import advance_epoch, current_epoch
 from .throttle import GuessThrottle
+from .forms import read_form
 
 if TYPE_CHECKING:
     from ..config.schema import BookuConfig
@@ -236,7 +237,7 @@ class DashboardAuth:
         expected = context.csrf_token
         given = request.headers.get(CSRF_HEADER)
         if given is None and request.headers.get("content-type", "").startswith(_FORM_TYPES):
-            form = await request.form()
+            form = await read_form(request)
             value = form.get(CSRF_FORM_FIELD)
             given = value if isinstance(value, str) else None
         if not given or not keys_equal(given, expected):

@@ -18,6 +18,7 @@ from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
 from fastapi.responses import RedirectResponse, Response
 
 from ..services.errors import BookuError, ValidationError
+from ..services.knowledge_files import SUPPORTED_SUFFIXES
 from ..services.recall import CATEGORIES, DEFAULT_QUOTAS, PEER_SCOPES
 from ..services.scope import AUTHORITIES
 from . import operations
@@ -37,6 +38,8 @@ from .deps import (
     store_selection,
 )
 from .gate import large_body
+from .forms import read_form
+from .memory_form import PERSON_TYPES, memory_form_errors
 from .operations import AuditFilters, MemoryFilters
 from .payloads import (
     MEMORY_FIELDS,
@@ -46,7 +49,6 @@ from .payloads import (
     memory_fields_from_form,
     read_upload,
     recall_form_arguments,
-    upload_title,
 )
 from .rendering import AUDIT_ACTIONS, datetime_local_value, location_without, render, root_path
 
@@ -72,6 +74,8 @@ NOTICES: dict[str, str] = {
     "unsuperseded": "已撤销取代：这条记忆重新算作当前事实（操作已记入审计）",
     "bulk": "批量操作已完成",
     "uploaded": "文档已入库",
+    "reingested": "已有同名或同内容的文档，已按上传的文件重新入库（旧版本保留在文档历史中）",
+    "upload_unchanged": "这份文档已经入库且内容没有变化，没有重复入库",
     "document_deleted": "文档及其全部片段已删除",
     "memo_cancelled": "临时便签已取消",
     "reindex_started": "已开始重建索引：完成前检索只走关键词路线，进度见下方",
@@ -306,31 +310,54 @@ def _blank_form() -> dict[str, str]:
     return values
 
 
-@router.get("/memories/new")
-async def new_memory_form(request: Request, selection: Selection) -> Response:
-    """Empty create form (it names the store the memory will be written to)."""
+async def _memory_form(
+    request: Request, service: Any, *, values: dict[str, str], memory_id: str = "", write_store: str = "",
+    errors: dict[str, str] | None = None, error: str = "", status_code: int = 200,
+) -> Response:
+    """The create (``memory_id`` blank) or edit form with the tags in use offered as suggestions."""
     return render(
         request,
         "memory_form.html",
-        {"nav": "new", "values": _blank_form(), "memory_id": "", "write_store": selection.write_store},
+        {
+            "nav": "memories" if memory_id else "new", "values": values, "memory_id": memory_id,
+            "write_store": write_store, "errors": errors or {}, "error": error,
+            "tag_suggestions": await service.suggest_tags(), "person_types": PERSON_TYPES,
+        },
+        status_code=status_code,
     )
 
 
+def _submitted_values(form: Any) -> dict[str, str]:
+    """What the person typed, to show again when the form has errors."""
+    return {**_blank_form(), **{k: v for k, v in form.items() if isinstance(v, str) and k in MEMORY_FIELDS}}
+
+
+def _error_summary(errors: dict[str, str], *, editing: bool) -> str:
+    action = "保存修改" if editing else "创建记忆"
+    return f"有 {len(errors)} 处需要修改才能{action}，请看下方标出的字段。"
+
+
+@router.get("/memories/new")
+async def new_memory_form(request: Request, service: MemoryService, selection: Selection) -> Response:
+    """Empty create form (it names the store the memory will be written to)."""
+    return await _memory_form(request, service, values=_blank_form(), write_store=selection.write_store)
+
+
 @router.post("/memories/new")
+@large_body  # the form carries the memory text: a long text must reach the field check
 async def new_memory_submit(request: Request, service: MemoryService, selection: Selection) -> Response:
-    """Create the memory, or show the form again with the error and what was typed."""
-    form = await request.form()
-    values = {**_blank_form(), **{k: v for k, v in form.items() if isinstance(v, str) and k in MEMORY_FIELDS}}
+    """Create the memory, or show the form again with every error next to its field and what was typed."""
+    form = await read_form(request)
+    values = _submitted_values(form)
+    errors = memory_form_errors(form, editing=False)
+    if errors:
+        return await _memory_form(request, service, values=values, write_store=selection.write_store, errors=errors,
+                                  error=_error_summary(errors, editing=False), status_code=400)
     try:
-        fields = memory_fields_from_form(form)
-        result = await operations.create_memory(service, fields)
+        result = await operations.create_memory(service, memory_fields_from_form(form))
     except BookuError as exc:
-        return render(
-            request,
-            "memory_form.html",
-            {"nav": "new", "values": values, "memory_id": "", "error": str(exc), "write_store": selection.write_store},
-            status_code=400,
-        )
+        return await _memory_form(request, service, values=values, write_store=selection.write_store,
+                                  error=str(exc), status_code=400)
     created = (result.get("items") or [{}])[0]
     notice = "merged" if result.get("mode") == "merged" else "created"
     return redirect_to(request, memory_path(str(created.get("id", ""))), notice)
@@ -361,32 +388,29 @@ async def memory_page(request: Request, memory_id: str, services: Services) -> R
 async def edit_memory_form(request: Request, memory_id: str, service: MemoryService) -> Response:
     """The edit form, filled with the stored values."""
     item = await operations.memory_detail(service, memory_id)
-    values = _form_values(current_memory_fields(item))
-    return render(
-        request, "memory_form.html", {"nav": "memories", "values": values, "memory_id": memory_id, "write_store": ""}
-    )
+    return await _memory_form(request, service, values=_form_values(current_memory_fields(item)), memory_id=memory_id)
 
 
 @router.post("/memories/{memory_id}/edit")
+@large_body  # the form carries the memory text: a long text must reach the field check
 async def edit_memory_submit(request: Request, memory_id: str, services: Services) -> Response:
-    """Save only what changed (tags as a whole triplet), or show the form again with the error."""
-    form = await request.form()
+    """Save only what changed (tags as a whole triplet), or show the form again with every error."""
+    form = await read_form(request)
     service = await services.memory_for(memory_id)
     item = await operations.memory_detail(service, memory_id)
-    values = {**_blank_form(), **{k: v for k, v in form.items() if isinstance(v, str) and k in MEMORY_FIELDS}}
+    values = _submitted_values(form)
+    errors = memory_form_errors(form, editing=True)
+    if errors:
+        return await _memory_form(request, service, values=values, memory_id=memory_id, errors=errors,
+                                  error=_error_summary(errors, editing=True), status_code=400)
     try:
-        submitted = memory_fields_from_form(form)
-        changes = changed_memory_fields(current_memory_fields(item), submitted)
+        changes = changed_memory_fields(current_memory_fields(item), memory_fields_from_form(form))
         if not changes:
             return redirect_to(request, memory_path(memory_id), "unchanged")
         await operations.update_memory(service, memory_id, changes)
     except BookuError as exc:
-        return render(
-            request,
-            "memory_form.html",
-            {"nav": "memories", "values": values, "memory_id": memory_id, "error": str(exc), "write_store": ""},
-            status_code=400,
-        )
+        return await _memory_form(request, service, values=values, memory_id=memory_id,
+                                  error=str(exc).replace("创建记忆", "修改记忆"), status_code=400)
     return redirect_to(request, memory_path(memory_id), "saved")
 
 
@@ -524,11 +548,10 @@ async def trash_page(request: Request, service: MemoryService, page: Annotated[i
 # ----------------------------------------------------------------------------------------------- knowledge
 
 
-@router.get("/knowledge")
-async def knowledge_page(
-    request: Request, service: KnowledgeService, selection: Selection, page: Annotated[int, Query(ge=1)] = 1
+async def _knowledge_page(
+    request: Request, service: Any, selection: StoreSelection, *, page: int = 1, errors: dict[str, str] | None = None,
+    title: str = "", status_code: int = 200,
 ) -> Response:
-    """Knowledge documents (paged) and the upload form."""
     page_size = request.app.state.settings.page_size
     result = await service.list_documents(limit=page_size, offset=(page - 1) * page_size)
     documents = result.get("items") or []
@@ -544,8 +567,20 @@ async def knowledge_page(
             "listing": listing,
             "write_store": selection.write_store,
             "notice": notice_text(request),
+            "errors": errors or {},
+            "title_value": title,
+            "accepted_suffixes": ",".join(sorted(SUPPORTED_SUFFIXES)),
         },
+        status_code=status_code,
     )
+
+
+@router.get("/knowledge")
+async def knowledge_page(
+    request: Request, service: KnowledgeService, selection: Selection, page: Annotated[int, Query(ge=1)] = 1
+) -> Response:
+    """Knowledge documents (paged) and the upload form."""
+    return await _knowledge_page(request, service, selection, page=page)
 
 
 @router.post("/knowledge/upload")
@@ -553,16 +588,23 @@ async def knowledge_page(
 async def knowledge_upload(
     request: Request,
     service: KnowledgeService,
+    selection: Selection,
     file: Annotated[UploadFile, File()],
     title: Annotated[str, Form()] = "",
 ) -> Response:
-    """Ingest an uploaded text/markdown file, then show the new document."""
-    content = await read_upload(request, file)
-    result = await service.ingest_document(title=upload_title(file, title), content=content, source="dashboard")
-    document_id = str(result.get("document_id") or "")
-    if document_id:
-        return redirect_to(request, f"/knowledge/{quote(document_id, safe='')}", "uploaded")
-    return redirect_to(request, "/knowledge", "uploaded")
+    """Ingest an uploaded file (the CLI's types and encodings), then show its document; a copy of an existing
+    document re-ingests that one. A bad file shows the form again with the reason next to it."""
+    try:
+        data = await read_upload(request, file)
+        result = await service.ingest_upload(file_name=file.filename or "", data=data, title=title)
+    except ValidationError as exc:
+        field = "title" if str(exc).startswith("title") else "file"
+        message = str(exc).removeprefix("file ").removeprefix("title ")
+        label = "标题" if field == "title" else f"文件 {file.filename or ''}".rstrip()
+        return await _knowledge_page(request, service, selection, errors={field: f"{label}：{message}"}, title=title,
+                                     status_code=400)
+    notice = {"updated": "reingested", "unchanged": "upload_unchanged"}.get(str(result.get("mode")), "uploaded")
+    return redirect_to(request, f"/knowledge/{quote(str(result['document_id']), safe='')}", notice)
 
 
 @router.get("/knowledge/{document_id}")

@@ -330,27 +330,11 @@ def recall_form_arguments(form: Mapping[str, str], categories: Iterable[str]) ->
     return arguments
 
 
-UPLOAD_SUFFIXES = (".md", ".markdown", ".txt")
-
-
-async def read_upload(request: Request, upload: UploadFile) -> str:
-    """The text of an uploaded ``.md``/``.txt`` file (UTF-8, size-limited by ``settings.max_upload_bytes``)."""
-    name = (upload.filename or "").lower()
-    if not name.endswith(UPLOAD_SUFFIXES):
-        raise ValidationError("file 只支持 .md / .markdown / .txt 文本文件")
+async def read_upload(request: Request, upload: UploadFile) -> bytes:
+    """The uploaded file's bytes, at most ``settings.max_upload_bytes`` (its type and text are the knowledge
+    service's business: ``ingest_upload`` reads it like a file on disk)."""
     limit = request.app.state.settings.max_upload_bytes
     data = await upload.read(limit + 1)
     if len(data) > limit:
         raise ValidationError(f"file 超过大小上限 {limit // 1024} KB")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValidationError("file 必须是 UTF-8 编码的文本") from exc
-
-
-def upload_title(upload: UploadFile, title: str) -> str:
-    """The document title: the form's title, else the file name without its suffix."""
-    if title.strip():
-        return title.strip()
-    name = (upload.filename or "").rsplit("/", 1)[-1]
-    return name.rsplit(".", 1)[0].strip() or name
+    return data

@@ -41,6 +41,9 @@ _MEMORY_TYPE_NAMES = {
     "procedure": "流程",
     "preference": "偏好",
     "experience": "经历",
+    "profile": "画像",
+    "case": "案例",
+    "trajectory": "轨迹",
 }
 _STATUS_NAMES = {"active": "活跃", "archived": "归档", "expired": "过期"}
 _KNOWLEDGE_TYPE_NAMES = {"concept": "概念", "model": "模型", "quote": "引用", "counterintuitive": "反直觉"}

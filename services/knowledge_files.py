@@ -57,9 +57,7 @@ def read_knowledge_file(path: Path) -> LoadedFile:
         raise ValidationError(f"file_path 指向的文件不存在：{path}")
     if not path.is_file():
         raise ValidationError(f"file_path 必须指向一个文件，而不是目录或其他对象：{path}")
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED_SUFFIXES:
-        raise ValidationError(f"file_path 的文件类型 {suffix or '（无扩展名）'} 不受支持，仅支持 {SUPPORTED_LABEL} 文件")
+    check_file_type(path.name)
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -67,35 +65,51 @@ def read_knowledge_file(path: Path) -> LoadedFile:
         raw = path.read_bytes()
     except OSError as exc:
         raise ValidationError(f"file_path 文件无法读取：{path}（{exc.strerror or exc}）") from exc
+    return load_knowledge_bytes(raw, path)
+
+
+def check_file_type(name: str, field: str = "file_path") -> None:
+    """``ValidationError`` naming ``field`` and the accepted types unless ``name`` ends in a supported suffix."""
+    suffix = Path(name).suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise ValidationError(f"{field} 的文件类型 {suffix or '（无扩展名）'} 不受支持，仅支持 {SUPPORTED_LABEL} 文件")
+
+
+def load_knowledge_bytes(raw: bytes, path: Path, field: str = "file_path") -> LoadedFile:
+    """The normalised text of a file's bytes, read by its suffix: the one decoding path of the CLI, the startup
+    ingest and the dashboard's upload (``path`` may be just the uploaded file's name; ``field`` names the input in
+    error messages)."""
+    check_file_type(path.name, field)
+    suffix = path.suffix.lower()
     if suffix == ".docx":
-        text, markdown = docx_to_text(raw, path), True
+        text, markdown = docx_to_text(raw, path, field), True
     elif suffix in (".html", ".htm"):
-        text, markdown = html_to_text(decode_text(raw, path)), True
+        text, markdown = html_to_text(decode_text(raw, path, field)), True
     elif suffix == ".json":
-        text, markdown = json_to_text(decode_text(raw, path)), False
+        text, markdown = json_to_text(decode_text(raw, path, field)), False
     else:
-        text, markdown = decode_text(raw, path), suffix in MARKDOWN_SUFFIXES
+        text, markdown = decode_text(raw, path, field), suffix in MARKDOWN_SUFFIXES
     text = normalise_text(text)
     if not text:
-        raise ValidationError(f"file_path 文件没有可入库的文本内容：{path}")
+        raise ValidationError(f"{field} 文件没有可入库的文本内容：{path}")
     return LoadedFile(path, text, markdown)
 
 
-def decode_text(raw: bytes, path: Path | str = "") -> str:
+def decode_text(raw: bytes, path: Path | str = "", field: str = "file_path") -> str:
     """Decode bytes of a text file (UTF-8 / UTF-16 with BOM / GB18030); ``ValidationError`` when none fits."""
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
             return raw.decode("utf-16")
         except UnicodeDecodeError as exc:
-            raise ValidationError(f"file_path 文件编码无法识别（UTF-16 内容损坏）：{path}") from exc
+            raise ValidationError(f"{field} 文件编码无法识别（UTF-16 内容损坏）：{path}") from exc
     if b"\x00" in raw:
-        raise ValidationError(f"file_path 看起来是二进制文件而不是文本：{path}")
+        raise ValidationError(f"{field} 看起来是二进制文件而不是文本：{path}")
     for encoding in ("utf-8-sig", "gb18030"):
         try:
             return raw.decode(encoding)
         except UnicodeDecodeError:
             continue
-    raise ValidationError(f"file_path 文件编码无法识别，请另存为 UTF-8：{path}")
+    raise ValidationError(f"{field} 文件编码无法识别，请另存为 UTF-8：{path}")
 
 
 def json_to_text(text: str) -> str:
@@ -204,7 +218,7 @@ _W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _HEADING_STYLE = re.compile(r"^(?:heading|标题)\s*([1-6])$", re.IGNORECASE)
 
 
-def docx_to_text(raw: bytes, path: Path | str = "") -> str:
+def docx_to_text(raw: bytes, path: Path | str = "", field: str = "file_path") -> str:
     """Paragraph text of a Word document, paragraphs separated by blank lines.
 
     Heading paragraphs (style "Heading n" / "标题 n", or an outline level) become ``#`` lines so the chunker keeps
@@ -217,7 +231,7 @@ def docx_to_text(raw: bytes, path: Path | str = "") -> str:
         root = ElementTree.fromstring(document)
         heading_styles = _docx_heading_styles(styles)
     except (zipfile.BadZipFile, KeyError, ElementTree.ParseError, OSError) as exc:
-        raise ValidationError(f"file_path 不是有效的 docx 文件：{path}") from exc
+        raise ValidationError(f"{field} 不是有效的 docx 文件：{path}") from exc
     body = root.find(f"{_W}body")
     if body is None:
         return ""

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .errors import BookuError, NotFoundError, ValidationError
-from .knowledge_files import is_supported, read_knowledge_file
+from .knowledge_files import MAX_FILE_BYTES, check_file_type, is_supported, load_knowledge_bytes, read_knowledge_file
 from .logic.chunking import TextChunk, chunk_text, normalise_text
 from .logic.segmentation import STOPWORDS, tokenize
 from .logic.tags import normalise_tags
@@ -47,6 +47,8 @@ DIFFUSION_SOURCE_CHARS = 100
 STARTUP_SOURCE = "startup_ingest"
 
 Progress = Callable[[str], None]
+FileProgress = Callable[[int, int, str], None]
+CLI_SOURCE = "cli"
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,39 @@ class BookuKnowledgeService:
         text = normalise_text(content)
         return await self._ingest_text(clean_title, text, markdown=True, source=source, source_path="",
                                        context=self.scope.context)
+
+    async def ingest_upload(
+        self, *, file_name: str, data: bytes, title: str = "", source: str = "dashboard"
+    ) -> dict[str, Any]:
+        """Ingest an uploaded file's bytes, read exactly as a file on disk would be (same types and encodings).
+
+        An upload that is another copy of a document already in the store (the same title, a file of the same
+        name, e.g. one the CLI ingested, or the same text) re-ingests that document: its text is replaced with a
+        new version in its history, or nothing happens when the text is unchanged; it never becomes a second
+        document. A blank ``title`` falls back to the file name without its suffix.
+
+        Returns the ``ingest_document`` result (``mode`` created|updated|unchanged). Raises ``ValidationError``
+        (naming ``file``) for an unsupported type, a file over 20 MB, undecodable or empty text.
+        """
+        if self.scope.authority == "mechanical":
+            raise ValidationError("mechanical 权限不能撰写内容（入库知识库文档），只能改变状态，且必须注明原因")
+        source = _clean_source(source)
+        name = Path(str(file_name or "").replace("\\", "/")).name
+        if not name:
+            raise ValidationError("file 缺少文件名：请选择一个文件上传")
+        check_file_type(name, "file")
+        if len(data) > MAX_FILE_BYTES:
+            raise ValidationError(f"file 文件过大（{len(data)} 字节），单个文件最多 {MAX_FILE_BYTES} 字节：{name}")
+        loaded = await asyncio.to_thread(load_knowledge_bytes, data, Path(name), "file")
+        clean_title = _clean_title(title, fallback=Path(name).stem)
+        same = await self.runtime.documents.find_same(
+            store_key=self.scope.writable_store_key, title=clean_title, file_name=name,
+            content_hash=content_hash(loaded.text),
+        )
+        return await self._ingest_text(
+            same["title"] if same else clean_title, loaded.text, markdown=loaded.markdown, source=source,
+            source_path=same["source_path"] if same else "", context=self.scope.context,
+        )
 
     async def _ingest_text(
         self, title: str, text: str, *, markdown: bool, source: str, source_path: str, context: WriteContext
@@ -397,12 +432,7 @@ class BookuKnowledgeService:
         failed, ignored, failures: [{path, reason}], skipped_reasons: [{path, reason}], elapsed_seconds}``.
         """
         config = self.runtime.config.startup_ingest
-        started = time.perf_counter()
-        summary: dict[str, Any] = {
-            "action": "booku_knowledge_startup_ingest", "enabled": bool(config.enabled), "total_files": 0,
-            "ingested": 0, "updated": 0, "skipped": 0, "failed": 0, "ignored": 0, "failures": [],
-            "skipped_reasons": [], "elapsed_seconds": 0.0,
-        }
+        summary = _ingest_summary("booku_knowledge_startup_ingest", enabled=bool(config.enabled))
         if not config.enabled:
             return summary
 
@@ -412,35 +442,12 @@ class BookuKnowledgeService:
                 progress(line)
 
         files = await asyncio.to_thread(self._collect_files, config, summary)
-        summary["total_files"] = len(files)
         report(f"知识库启动入库：发现 {len(files)} 个文件")
-        if files:
-            await asyncio.to_thread(tokenize, "预热分词词典")
-        for number, (path, title) in enumerate(files, start=1):
-            label = f"[{number}/{len(files)}] {path}"
-            try:
-                outcome = await self._ingest_startup_file(path, title)
-            except BookuError as exc:
-                summary["failed"] += 1
-                summary["failures"].append({"path": str(path), "reason": str(exc)})
-                report(f"{label}：失败，{exc}")
-                continue
-            except Exception as exc:  # one broken file must not stop the rest of a background ingest
-                logger.exception("知识库入库出错：%s", path)
-                summary["failed"] += 1
-                summary["failures"].append({"path": str(path), "reason": f"{type(exc).__name__}: {exc}"})
-                report(f"{label}：失败，{type(exc).__name__}: {exc}")
-                continue
-            if outcome["mode"] == "created":
-                summary["ingested"] += 1
-                report(f"{label}：已入库 {outcome['title']}（{outcome['chunk_count']} 个片段）")
-            elif outcome["mode"] == "updated":
-                summary["updated"] += 1
-                report(f"{label}：已更新 {outcome['title']}（{outcome['chunk_count']} 个片段）")
-            else:
-                summary["skipped"] += 1
-                report(f"{label}：内容未变化，跳过")
-        summary["elapsed_seconds"] = round(time.perf_counter() - started, 3)
+
+        def file_done(number: int, path: Path, line: str) -> None:
+            report(f"[{number}/{len(files)}] {path}：{line}")
+
+        await self._ingest_files(files, summary, file_done)
         report(
             f"知识库启动入库完成：新建 {summary['ingested']}，更新 {summary['updated']}，跳过 {summary['skipped']}，"
             f"失败 {summary['failed']}，忽略不支持的文件 {summary['ignored']}，用时 {summary['elapsed_seconds']} 秒"
@@ -448,6 +455,74 @@ class BookuKnowledgeService:
         for failure in summary["failures"]:
             report(f"  失败：{failure['path']}：{failure['reason']}")
         return summary
+
+    async def ingest_path(
+        self, path: str | os.PathLike[str], *, progress: FileProgress | None = None
+    ) -> dict[str, Any]:
+        """Ingest one file, or every supported file under a folder (recursively, hidden entries skipped).
+
+        A file keeps the document it was first ingested as, as at start-up; unchanged text is skipped. A relative
+        ``path`` resolves against the current directory first, then the data directory; a path found in neither
+        raises ``ValidationError`` naming the path as given. ``progress(done, total, path)`` is called after each
+        file. Returns ``{action: "booku_knowledge_ingest_path", path, total_files, ingested, updated, skipped,
+        failed, ignored, failures: [{path, reason}], skipped_reasons, elapsed_seconds}`` with failure paths
+        relative to the folder given.
+        """
+        typed = str(path).strip()
+        if not typed:
+            raise ValidationError("路径不能为空：请给出要入库的文件或文件夹")
+        root = self._resolve_file(typed)
+        if not root.exists():
+            raise ValidationError(
+                f"找不到 {typed}：当前目录 {Path.cwd()} 与数据目录 {self.runtime.data_dir} 下都没有这个文件或文件夹"
+            )
+        summary = _ingest_summary("booku_knowledge_ingest_path", path=typed)
+        files = await asyncio.to_thread(_files_under, root, True, summary)
+        shown = {file: (Path(typed) / file.relative_to(root)).as_posix() if root.is_dir() else typed
+                 for file, _ in files}
+
+        def file_done(number: int, file: Path, line: str) -> None:
+            if progress is not None:
+                progress(number, len(files), shown[file])
+
+        await self._ingest_files(files, summary, file_done, source=CLI_SOURCE, shown=shown)
+        return summary
+
+    async def _ingest_files(
+        self, files: list[tuple[Path, str]], summary: dict[str, Any], file_done: Callable[[int, Path, str], None],
+        *, source: str = STARTUP_SOURCE, shown: dict[Path, str] | None = None,
+    ) -> None:
+        """Ingest ``files`` one transaction each, counting outcomes into ``summary``; one failure never stops the
+        rest. ``file_done(number, path, line)`` hears each file's outcome as a Chinese line."""
+        started = time.perf_counter()
+        summary["total_files"] = len(files)
+        if files:
+            await asyncio.to_thread(tokenize, "预热分词词典")
+        for number, (path, title) in enumerate(files, start=1):
+            label = (shown or {}).get(path, str(path))
+            try:
+                outcome = await self._ingest_file(path, title, source=source)
+            except BookuError as exc:
+                summary["failed"] += 1
+                summary["failures"].append({"path": label, "reason": str(exc)})
+                file_done(number, path, f"失败，{exc}")
+                continue
+            except Exception as exc:  # one broken file must not stop the rest of a folder ingest
+                logger.exception("知识库入库出错：%s", path)
+                summary["failed"] += 1
+                summary["failures"].append({"path": label, "reason": f"{type(exc).__name__}: {exc}"})
+                file_done(number, path, f"失败，{type(exc).__name__}: {exc}")
+                continue
+            if outcome["mode"] == "created":
+                summary["ingested"] += 1
+                file_done(number, path, f"已入库 {outcome['title']}（{outcome['chunk_count']} 个片段）")
+            elif outcome["mode"] == "updated":
+                summary["updated"] += 1
+                file_done(number, path, f"已更新 {outcome['title']}（{outcome['chunk_count']} 个片段）")
+            else:
+                summary["skipped"] += 1
+                file_done(number, path, "内容未变化，跳过")
+        summary["elapsed_seconds"] = round(time.perf_counter() - started, 3)
 
     def _collect_files(self, config: Any, summary: dict[str, Any]) -> list[tuple[Path, str]]:
         """(file, title) pairs in a stable order, each file once; missing roots are counted as configured."""
@@ -463,24 +538,11 @@ class BookuKnowledgeService:
                     summary["failed"] += 1
                     summary["failures"].append({"path": str(root), "reason": reason})
                 continue
-            if root.is_file():
-                candidates = [(root, root.parent)]
-            else:
-                walker = root.rglob("*") if config.recursive else root.glob("*")
-                candidates = [(path, root) for path in sorted(walker)]
-            for path, base in candidates:
-                relative = path.relative_to(base)
-                if any(part.startswith(".") for part in relative.parts) or not path.is_file():
-                    continue
-                if not is_supported(path):
-                    summary["ignored"] += 1
-                    continue
-                key = os.path.normcase(str(path.resolve()))
-                if key not in found:
-                    found[key] = (path, _clean_title("", fallback=relative.with_suffix("").as_posix()))
+            for path, title in _files_under(root, config.recursive, summary):
+                found.setdefault(os.path.normcase(str(path.resolve())), (path, title))
         return list(found.values())
 
-    async def _ingest_startup_file(self, path: Path, title: str) -> dict[str, Any]:
+    async def _ingest_file(self, path: Path, title: str, *, source: str = STARTUP_SOURCE) -> dict[str, Any]:
         """A file keeps the document it was first ingested as (even under another title); unchanged → skipped.
 
         Writes carry the ``source_learning`` authority: the text comes from a file, not from a person or the agent.
@@ -492,12 +554,44 @@ class BookuKnowledgeService:
         )
         if previous is not None:
             title = previous["title"]
-        context = WriteContext(authority="source_learning", actor=STARTUP_SOURCE, cause=f"启动入库：{source_path}")
-        return await self._ingest_text(title, loaded.text, markdown=loaded.markdown, source=STARTUP_SOURCE,
+        cause = "启动入库" if source == STARTUP_SOURCE else "命令行入库"
+        context = WriteContext(authority="source_learning", actor=source, cause=f"{cause}：{source_path}")
+        return await self._ingest_text(title, loaded.text, markdown=loaded.markdown, source=source,
                                        source_path=source_path, context=context)
 
 
 # ------------------------------------------------------------------------------------------- helpers
+def _ingest_summary(action: str, **extra: Any) -> dict[str, Any]:
+    """The counters every folder ingest reports (see ``ingest_folders`` / ``ingest_path``)."""
+    return {
+        "action": action, **extra, "total_files": 0, "ingested": 0, "updated": 0, "skipped": 0, "failed": 0,
+        "ignored": 0, "failures": [], "skipped_reasons": [], "elapsed_seconds": 0.0,
+    }
+
+
+def _files_under(root: Path, recursive: bool, summary: dict[str, Any]) -> list[tuple[Path, str]]:
+    """(file, title) pairs under ``root`` (or ``root`` itself when it is a file) in a stable order.
+
+    Hidden files and folders are skipped; unsupported files are counted in ``summary["ignored"]``. The title is
+    the path below ``root`` without its suffix, so two ``README.md`` in different folders stay two documents.
+    """
+    if root.is_file():
+        candidates = [(root, root.parent)]
+    else:
+        walker = root.rglob("*") if recursive else root.glob("*")
+        candidates = [(path, root) for path in sorted(walker)]
+    files = []
+    for path, base in candidates:
+        relative = path.relative_to(base)
+        if any(part.startswith(".") for part in relative.parts) or not path.is_file():
+            continue
+        if not is_supported(path):
+            summary["ignored"] += 1
+            continue
+        files.append((path, _clean_title("", fallback=relative.with_suffix("").as_posix())))
+    return files
+
+
 def _clean_title(title: Any, *, fallback: str = "") -> str:
     """Whitespace collapsed; blank → ``fallback`` (cut to 100 chars); otherwise at most 100 characters."""
     if title is not None and not isinstance(title, str):

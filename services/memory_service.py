@@ -309,6 +309,16 @@ class BookuMemoryService:
         items = [default] + [f for f in folders if f != default]
         return {"action": "list_folder_ids", "total": len(items), "items": items}
 
+    async def suggest_tags(self, *, limit: int = 50) -> dict:
+        """Tags already in use, for a form to offer (the dashboard's datalists).
+
+        Returns ``{"action": "suggest_tags", "core_tags": [...], "diffusion_tags": [...], "opposing_tags": [...]}``,
+        each the group's ``limit`` most used tags among the readable live memories, most used first.
+        """
+        limit = checked_limit("limit", limit, default=50, maximum=500)
+        groups = await self.runtime.records.frequent_tags(store_keys=self.scope.readable_store_keys, limit=limit)
+        return {"action": "suggest_tags", **{f"{group}_tags": tags for group, tags in groups.items()}}
+
     async def memory_statistics(self) -> dict:
         """Counts by type, status and creation month for the dashboard."""
         flt = RecordFilter(store_keys=self.scope.readable_store_keys)

@@ -117,6 +117,23 @@ class DocumentRepository:
         )
         return rows[0] if rows else None
 
+    async def find_same(
+        self, *, store_key: str, title: str, file_name: str, content_hash: str
+    ) -> dict[str, Any] | None:
+        """The document an upload is another copy of: the same title, else a file of the same name, else the same
+        text (content hash); the oldest such document, or None."""
+        name_pattern = "%/" + file_name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        same_file = "(source_path = ? OR source_path LIKE ? ESCAPE '\\')"
+        rows = await self._rows(
+            None,
+            f"SELECT {DOCUMENT_COLUMNS} FROM booku_knowledge_documents "
+            f"WHERE store_key = ? AND (title = ? OR {same_file} OR content_hash = ?) "
+            f"ORDER BY CASE WHEN title = ? THEN 0 WHEN {same_file} THEN 1 ELSE 2 END, created_at, document_id "
+            f"LIMIT 1",
+            [store_key, title, file_name, name_pattern, content_hash, title, file_name, name_pattern],
+        )
+        return rows[0] if rows else None
+
     async def chunks(self, document_id: str) -> list[dict[str, Any]]:
         """The live chunk records of a document (with tags), in document order."""
         rows = await self.db.fetch_all(

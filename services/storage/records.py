@@ -955,6 +955,23 @@ class RecordRepository:
         )
         return [row["folder_id"] for row in rows]
 
+    async def frequent_tags(self, *, store_keys: Sequence[str] | None, limit: int) -> dict[str, list[str]]:
+        """The most used tags of live memories per group (``core``/``diffusion``/``opposing``), most used first."""
+        flt = RecordFilter(store_keys=store_keys)
+        where, params = flt.where()
+        rows = await self.db.fetch_all(
+            f"SELECT t.tag_type, t.tag_value, COUNT(*) AS uses FROM booku_memory_tags t "
+            f"JOIN booku_memory_records r ON r.memory_id = t.memory_id "
+            f"WHERE {where} AND t.tag_type IN ('core', 'diffusion', 'opposing') "
+            f"GROUP BY t.tag_type, t.tag_value ORDER BY uses DESC, t.tag_value",
+            params,
+        )
+        groups: dict[str, list[str]] = {"core": [], "diffusion": [], "opposing": []}
+        for row in rows:
+            if len(groups[row["tag_type"]]) < limit:
+                groups[row["tag_type"]].append(row["tag_value"])
+        return groups
+
     def find_person_plan(self, person_id: str, *, store_keys: Sequence[str] | None,
                          statuses: Sequence[str] | None = None) -> WritePlan[dict[str, Any] | None]:
         """The most recently updated live person record of ``person_id`` (with tags), or None, read inside the

@@ -322,7 +322,7 @@ async def run_full(args: dict) -> None:
     async def cli_client():
         # The plugin owns its data dir: a CLI run on it (another interpreter, the one running the tests) works
         # through the plugin's runtime, and what it writes is found by the plugin's own service at once.
-        command = [args["cli_python"], "-m", "booku_memory", "command", "--data-dir", str(plugin.data_dir),
+        command = [args["cli_python"], "-m", "booku_memory", "command", "--json", "--data-dir", str(plugin.data_dir),
                    'create -title 命令行写入 -content "命令行写给宿主的一条记忆：周五去看牙医" '
                    '-triple_tags "牙医|周五|体检"']
         done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=300)

@@ -14,7 +14,7 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
-async def test_http_serves_the_tools_with_the_printed_token(kit, workspace) -> None:
+async def test_http_serves_the_tools_with_the_stored_token_and_never_logs_it(kit, workspace) -> None:
     async with kit.http_server(workspace, kit.free_port()) as server:
         token_file = workspace.data_dir / "mcp_token"
         assert token_file.read_text(encoding="utf-8").strip() == server.token  # generated and stored

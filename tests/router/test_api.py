@@ -260,8 +260,12 @@ async def test_knowledge_json_ingest_and_upload_limits(api):
     assert created.status_code == 201 and created.json()["chunk_count"] >= 1
     binary = await api.post("/api/knowledge/upload", files={"file": ("a.pdf", b"%PDF-1.4", "application/pdf")})
     assert binary.status_code == 400 and "file" in binary.json()["detail"]
-    not_utf8 = await api.post("/api/knowledge/upload", files={"file": ("a.txt", "你好".encode("gbk"), "text/plain")})
-    assert not_utf8.status_code == 400 and "UTF-8" in not_utf8.json()["detail"]
+    gbk = await api.post("/api/knowledge/upload", files={"file": ("茶经.txt", "陆羽著茶经".encode("gbk"), "text/plain")})
+    assert gbk.status_code == 201 and gbk.json()["mode"] == "created"
+    detail = await api.get(f"/api/knowledge/documents/{gbk.json()['document_id']}")
+    assert "陆羽著茶经" in detail.text
+    binary_txt = await api.post("/api/knowledge/upload", files={"file": ("b.txt", b"\x00\x01\x02", "text/plain")})
+    assert binary_txt.status_code == 400 and "二进制" in binary_txt.json()["detail"]
 
 
 async def test_upload_larger_than_the_limit_is_refused(memory):
