@@ -24,7 +24,7 @@ enabled = false
 
 
 def _check(data: Path, config: Path, *extra: str) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, "-m", "booku_memory", "check", "--data-dir", str(data), "--config",
+    done = subprocess.run([sys.executable, "-m", "booku_memory", "check", "--json", "--data-dir", str(data), "--config",
                            str(config), *extra], capture_output=True, text=True, timeout=300)
     return done.returncode, json.loads(done.stdout)
 

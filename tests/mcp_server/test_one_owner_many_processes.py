@@ -44,10 +44,11 @@ def env() -> dict[str, str]:
 
 
 def cli(space: Any, *command: str) -> subprocess.CompletedProcess:
-    """Run one CLI command from a ``work`` directory (not the server's), as a user in another terminal would."""
+    """Run one CLI command (``--json``, as a script would) from a ``work`` directory (not the server's), as a user in
+    another terminal would."""
     work = space.root / "work"
     work.mkdir(exist_ok=True)
-    return subprocess.run(program(space, *command), capture_output=True, text=True, env=env(), cwd=work,
+    return subprocess.run(program(space, *command, "--json"), capture_output=True, text=True, env=env(), cwd=work,
                           timeout=START_TIMEOUT)
 
 

@@ -121,7 +121,7 @@ async def test_a_page_form_past_the_cap_gets_an_error_page(small_caps_app):
 
         csrf = await login(client)
         body = CountingBody(64, piece=b"content=" + b"a" * (16 * 1024))
-        response = await client.post("/memories/new", content=body,
+        response = await client.post("/memories/bulk", content=body,
                                      headers={"Content-Type": "application/x-www-form-urlencoded",
                                               "X-CSRF-Token": csrf})
     assert response.status_code == 413
