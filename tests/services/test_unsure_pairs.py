@@ -2,8 +2,8 @@
 after the commit, to a model or to the review queue; accept and dismiss are audited and revertible.
 
 The real local model embeds (whether two texts are near enough to compare is a question of meaning). The model
-side here is the host's adapter (``HostChatModel``) with a host function that answers; the OpenAI-compatible HTTP
-path is in ``tests/evidence/test_unsure_pairs_openai.py``.
+here is the host's adapter (``HostChatModel``), so a test can hold its answer back; the OpenAI-compatible HTTP path
+(a real server on 127.0.0.1) is in ``tests/evidence/test_openai_server.py``.
 """
 
 from __future__ import annotations
@@ -145,3 +145,4 @@ async def test_propose_leaves_the_model_answer_for_a_human(tmp_path: Path, e5) -
         [pair] = (await UnsurePairs(rt, reviewer()).list_pairs())["items"]
         current = (await svc.get_memory_detail(memory_id=old["id"]))["item"]["metadata"]["superseded_by"]
     assert current == "" and pair["status"] == "pending" and pair["model_answer"] == "UPDATE"
+
