@@ -18,7 +18,7 @@ from booku_memory.services.evidence import HostChatModel, attach_evidence
 from booku_memory.services.evidence.unsure_pairs import PAIR_TASK_MARK, UnsurePairs, resolve_unsure_pair
 from booku_memory.services.scoping import admin_scope
 
-from .memory_support import MEMORY_SERVICE, STORE, open_store
+from .memory_support import MEMORY_SERVICE, STORE, TRIPLET, open_store
 
 # The same subject and slot, a different value, no word of change: an update or a second number? Unsure.
 OLD_PHONE = "我的手机号是13800001111。"
@@ -146,3 +146,24 @@ async def test_propose_leaves_the_model_answer_for_a_human(tmp_path: Path, e5) -
         current = (await svc.get_memory_detail(memory_id=old["id"]))["item"]["metadata"]["superseded_by"]
     assert current == "" and pair["status"] == "pending" and pair["model_answer"] == "UPDATE"
 
+
+
+async def test_accepting_a_possible_restatement_merges_losslessly_and_restore_batch_undoes_it(tmp_path: Path) -> None:
+    old_text, new_text = "我对花生过敏，吃了会起疹子。", "花生我碰不得，一吃就起红疹。"
+    async with open_store(tmp_path) as handle:
+        svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
+        old = await svc.create_memory(title="花生过敏", content=old_text, **TRIPLET)
+        new = await svc.create_memory(title="不能吃花生", content=new_text, **TRIPLET)
+        pair = await resolve_unsure_pair(rt, rt.default_scope, new["id"], old["id"], "maybe_duplicate")
+        [listed] = (await UnsurePairs(rt, reviewer()).list_pairs())["items"]
+        accepted = await UnsurePairs(rt, reviewer()).accept(pair["pair_id"])
+        merged = (await svc.get_memory_detail(memory_id=old["id"]))["item"]["content"]
+        gone = await rt.records.get(new["id"])
+        await svc.restore_batch(batch_id=f"unsure:{pair['pair_id']}")
+        undone = (await svc.get_memory_detail(memory_id=old["id"]))["item"]["content"]
+        back = await rt.records.get(new["id"])
+    assert listed["kind_label"] == "可能重复"
+    assert sorted(accepted["changed"]) == sorted([old["id"], new["id"]])
+    assert old_text in merged and "一吃就起红疹" in merged  # lossless: both texts' words are kept
+    assert gone is None  # the restatement itself went to the trash, its words live on in the old memory
+    assert undone == old_text and back is not None and back["content"] == new_text
