@@ -37,6 +37,17 @@ def reviewer():
     return admin_scope([STORE], write_store=STORE)
 
 
+async def queued_pair(handle, old_text: str, new_text: str) -> tuple[dict, dict, UnsurePairs, dict]:
+    """Write an unsure pair through the service, wait for its job; (old, new, the reviewer's queue, the pair)."""
+    svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
+    old = await svc.upsert_memory(old_text)
+    new = await svc.upsert_memory(new_text)
+    await settle(rt)
+    pairs = UnsurePairs(rt, reviewer())
+    [pair] = (await pairs.list_pairs())["items"]
+    return old, new, pairs, pair
+
+
 async def test_without_a_model_an_unsure_pair_waits_in_the_review_queue(tmp_path: Path, e5) -> None:
     async with open_store(tmp_path, embedder=e5) as handle:
         svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
@@ -57,12 +68,8 @@ async def test_without_a_model_an_unsure_pair_waits_in_the_review_queue(tmp_path
 
 async def test_accept_supersedes_with_human_authority_and_can_be_undone(tmp_path: Path, e5) -> None:
     async with open_store(tmp_path, embedder=e5) as handle:
-        svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
-        old = await svc.upsert_memory(OLD_PHONE)
-        new = await svc.upsert_memory(NEW_PHONE)
-        await settle(rt)
-        pairs = UnsurePairs(rt, reviewer())
-        [pair] = (await pairs.list_pairs())["items"]
+        svc = handle.get_service(MEMORY_SERVICE)
+        old, new, pairs, pair = await queued_pair(handle, OLD_PHONE, NEW_PHONE)
         accepted = await pairs.accept(pair["pair_id"])
         superseded = (await svc.get_memory_detail(memory_id=old["id"]))["item"]["metadata"]["superseded_by"]
         history = await svc.get_memory_history(memory_id=old["id"])
@@ -81,13 +88,8 @@ async def test_accept_supersedes_with_human_authority_and_can_be_undone(tmp_path
 async def test_dismiss_keeps_both_and_the_pair_is_not_asked_again(tmp_path: Path, e5) -> None:
     async with open_store(tmp_path, embedder=e5) as handle:
         svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
-        old = await svc.upsert_memory(OLD_LESSON)
-        new = await svc.upsert_memory(NEW_LESSON)
-        await settle(rt)
-        pairs = UnsurePairs(rt, reviewer())
-        [pair] = (await pairs.list_pairs())["items"]
+        old, new, pairs, pair = await queued_pair(handle, OLD_LESSON, NEW_LESSON)
         dismissed = await pairs.dismiss(pair["pair_id"])
-        from booku_memory.services.evidence.unsure_pairs import resolve_unsure_pair
 
         again = await resolve_unsure_pair(rt, rt.default_scope, new["id"], old["id"], "maybe_update")
         items = {i: (await svc.get_memory_detail(memory_id=i))["item"] for i in (old["id"], new["id"])}
