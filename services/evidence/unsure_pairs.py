@@ -10,7 +10,7 @@ background job of the runtime (``schedule_unsure_pair``):
    the model is asked ADD / UPDATE / DUPLICATE with the two texts, outside any transaction. With
    ``write_conflict.unsure_pairs = "apply"`` its answer is applied with the ``dreaming`` authority (UPDATE: the old
    memory is marked superseded; DUPLICATE: the new memory is merged losslessly into the old one; ADD: the pair is
-   recorded as distinct); with ``"propose"`` it stays pending with the model's answer beside it;
+   recorded as distinct); with ``"propose"`` it stays pending with the model's answer beside it, whatever it is;
 3. otherwise it waits in the review queue, where a human accepts (the supersession or the merge, with ``human``
    authority) or dismisses it (the two are distinct; a decided pair is never asked again).
 
@@ -97,12 +97,15 @@ async def resolve_unsure_pair(runtime: Any, scope: Scope, new_id: str, old_id: s
     ctx = WriteContext(authority="dreaming", actor=DREAMING_ACTOR, cause=f"model:{model.model_id}",
                        batch_id=pair_batch(pair["pair_id"]))
     service = UnsurePairs(runtime, scope)
-    if answer == "ADD":
-        return await service.decide(pair["pair_id"], accept=False, ctx=ctx, model=(model.model_id, answer))
-    if runtime.config.write_conflict.unsure_pairs == "apply":
-        return await service.decide(pair["pair_id"], accept=True, ctx=ctx, model=(model.model_id, answer),
-                                    kind=ANSWER_KINDS[answer])
-    return await service.note_model(pair["pair_id"], model.model_id, answer)
+    if runtime.config.write_conflict.unsure_pairs != "apply":
+        return await service.note_model(pair["pair_id"], model.model_id, answer)
+    try:
+        decided = await service.decide(pair["pair_id"], accept=answer != "ADD", ctx=ctx,
+                                       model=(model.model_id, answer), kind=ANSWER_KINDS.get(answer))
+    except (ValidationError, NotFoundError) as exc:  # decided or changed meanwhile: a human sees it as it is now
+        logger.info("拿不准的记忆对 %s 无法按模型答案处理，留给人工：%s", pair["pair_id"], exc)
+        return pair
+    return decided["pair"]
 
 
 async def _record_pair(runtime: Any, scope: Scope, new_id: str, old_id: str, kind: str) -> dict[str, Any] | None:
@@ -177,11 +180,11 @@ class UnsurePairs:
         return dict(row)
 
     async def note_model(self, pair_id: str, model_id: str, answer: str) -> dict[str, Any]:
-        """Keep the model's answer beside a pending pair (``propose``): the kind follows the answer."""
+        """Keep the model's answer beside a pending pair (``propose``): the kind follows an UPDATE or DUPLICATE."""
         async with self.rt.db.transaction() as conn:
-            await conn.execute("UPDATE booku_unsure_pairs SET model_id = ?, model_answer = ?, kind = ? "
+            await conn.execute("UPDATE booku_unsure_pairs SET model_id = ?, model_answer = ?, kind = COALESCE(?, kind) "
                                "WHERE pair_id = ? AND status = 'pending'",
-                               [model_id, answer, ANSWER_KINDS[answer], pair_id])
+                               [model_id, answer, ANSWER_KINDS.get(answer), pair_id])
             return await self._pair(conn, pair_id)
 
     async def decide(self, pair_id: str, *, accept: bool, ctx: WriteContext, model: tuple[str, str] = ("", ""),

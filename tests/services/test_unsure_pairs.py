@@ -169,3 +169,20 @@ async def test_accepting_a_possible_restatement_merges_losslessly_and_restore_ba
     assert old_text in merged and "一吃就起红疹" in merged  # lossless: both texts' words are kept
     assert gone is None  # the restatement itself went to the trash, its words live on in the old memory
     assert undone == old_text and back is not None and back["content"] == new_text
+
+
+@pytest.mark.parametrize(("reply", "status"), [("ADD", "dismissed"), ("我不确定", "pending")])
+async def test_a_model_that_says_add_or_nothing_usable_changes_no_memory(tmp_path: Path, e5, reply, status) -> None:
+    async def host_model(messages: list[dict[str, str]]) -> str:
+        return reply
+
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
+        attach_evidence(rt, chat_model=HostChatModel(host_model))
+        old = await svc.upsert_memory(OLD_PHONE)
+        await svc.upsert_memory(NEW_PHONE)
+        await settle(rt)
+        [pair] = (await UnsurePairs(rt, reviewer()).list_pairs(status=status))["items"]
+        current = (await svc.get_memory_detail(memory_id=old["id"]))["item"]["metadata"]["superseded_by"]
+    assert current == ""
+    assert pair["decided_by"] == ("dreaming" if status == "dismissed" else "")
