@@ -116,6 +116,10 @@ class WriteConflictSection:
     # A later memory about the same subject and slot that states a change supersedes the earlier one from this
     # cosine up (``logic.supersession``); 1.0 turns update detection off.
     update_min_similarity: float = bounded(0.82, 0.5, 1.0, "判定为更新（取代旧记忆）所需的最低相似度；1.0 关闭")
+    # A pair the local decision is unsure of (may be an update, may be a restatement) goes to the chat model of
+    # [dreaming] when one is configured: "apply" applies its answer with the dreaming authority, "propose" leaves
+    # it in the review queue for a human. Without a model the pair always waits in the review queue.
+    unsure_pairs: str = choice("apply", ("apply", "propose"), "拿不准的更新/重复：模型答案直接应用或交人工复核")
 
 
 @dataclass

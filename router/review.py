@@ -2,7 +2,8 @@
 
 Pages (session cookie, CSRF token on every form, post/redirect/get like the other pages):
 
-* ``GET /review``: pending proposals, memories flagged after a retraction, dreaming status;
+* ``GET /review``: pending proposals, memories flagged after a retraction, unsure pairs of memories ("可能是更新 /
+  可能重复", with one-click accept or dismiss), dreaming status;
 * ``GET /review/proposals/{id}``: one proposal beside its evidence (cited messages, episodes with their messages,
   the memory an update would change), with approve, edit-then-approve and reject (with reason) forms;
 * ``GET /review/evidence``: the recorded chat of the selected stores, with a retract button per message (asks for
@@ -25,6 +26,7 @@ from ..services.errors import BookuError, ValidationError
 from ..services.evidence import EvidenceService, ReviewService
 from ..services.evidence.prompts import TAG_GROUPS
 from ..services.evidence.review import EDITABLE_FIELDS, FLAG_RESOLUTIONS
+from ..services.evidence.unsure_pairs import UnsurePairs
 from ..services.memory_fields import MEMORY_TYPES
 from .deps import DashboardServices, api_auth, dashboard_services, page_auth, store_selection
 from .rendering import render, root_path
@@ -40,6 +42,8 @@ REVIEW_NOTICES: dict[str, str] = {
     "rejected": "已驳回：提案保留为已驳回状态，并记录了原因",
     "retracted": "已撤回该聊天消息：原文已删除，仅引用它的剧集与待审提案已一并清除，依据它的记忆已标记待复核",
     "flag_resolved": "复核标记已处理",
+    "pair_accepted": "已确认：旧记忆已标记为被取代（或两条已无损合并），可在审计日志中撤销",
+    "pair_dismissed": "已判定为不同的事实：两条记忆都保留，不会再次询问",
 }
 STATUS_LABELS: dict[str, str] = {"pending": "待审核", "approved": "已批准", "rejected": "已驳回", "withdrawn": "已撤下"}
 KIND_LABELS: dict[str, str] = {"create": "新增记忆", "update": "修改记忆"}
@@ -52,6 +56,10 @@ PAGE_SIZE_MAX = 200
 
 def _review(services: DashboardServices) -> ReviewService:
     return ReviewService(services.runtime, services.selection.scope())
+
+
+def _pairs(services: DashboardServices) -> UnsurePairs:
+    return UnsurePairs(services.runtime, services.selection.scope())
 
 
 def _evidence(services: DashboardServices) -> EvidenceService:
@@ -169,6 +177,24 @@ async def api_reject(proposal_id: str, payload: RejectRequest, services: Service
     return await _review(services).reject(proposal_id, reason=payload.reason)
 
 
+@api.get("/pairs")
+async def api_pairs(services: Services, status: str = "pending") -> dict[str, Any]:
+    """Unsure pairs of memories ("可能是更新 / 可能重复") with one status, both memories beside each."""
+    return await _pairs(services).list_pairs(status=status)
+
+
+@api.post("/pairs/{pair_id}/accept")
+async def api_accept_pair(pair_id: str, services: Services) -> dict[str, Any]:
+    """Apply the pair (supersede, or merge losslessly) with human authority."""
+    return await _pairs(services).accept(pair_id)
+
+
+@api.post("/pairs/{pair_id}/dismiss")
+async def api_dismiss_pair(pair_id: str, services: Services) -> dict[str, Any]:
+    """Record that the two memories are distinct facts."""
+    return await _pairs(services).dismiss(pair_id)
+
+
 @api.get("/flags")
 async def api_flags(services: Services, open_only: bool = True) -> dict[str, Any]:
     """Memories flagged for review because their evidence was retracted."""
@@ -219,6 +245,7 @@ async def review_page(request: Request, services: Services, status: str = "pendi
     return render(request, "review.html", {
         "nav": "review", "listing": listing, "status": chosen, "page": page,
         "has_more": page * size < listing["matched"], "flags": (await review.list_flags())["items"],
+        "pairs": (await _pairs(services).list_pairs())["items"],
         "evidence_status": await _evidence(services).status(), "notice": _notice(request), **_labels(),
     })
 
@@ -269,6 +296,16 @@ async def resolve_flag_submit(request: Request, flag_id: int, services: Services
         raise ValidationError(f"resolution 取值 {resolution!r} 无效，可选：{'、'.join(FLAG_RESOLUTIONS)}")
     await _review(services).resolve_flag(flag_id, resolution=resolution, note=str(form.get("note") or ""))
     return _redirect(request, "/review", "flag_resolved")
+
+
+@pages.post("/review/pairs/{pair_id}/{decision}")
+async def pair_submit(request: Request, pair_id: str, decision: str, services: Services) -> Response:
+    """One click on an unsure pair: accept (apply it) or dismiss (distinct facts)."""
+    if decision not in ("accept", "dismiss"):
+        raise ValidationError(f"decision 取值 {decision!r} 无效，可选：accept、dismiss")
+    pairs = _pairs(services)
+    await (pairs.accept(pair_id) if decision == "accept" else pairs.dismiss(pair_id))
+    return _redirect(request, "/review", "pair_accepted" if decision == "accept" else "pair_dismissed")
 
 
 @pages.get("/review/evidence")

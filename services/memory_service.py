@@ -81,7 +81,9 @@ class BookuMemoryService:
 
         Returns ``{"mode": "created"|"merged", "id", "collection", "novelty_energy", "item"}`` (+ ``superseded``:
         ``[{"id", "title"}]`` when the new memory updates an older one, which is then marked superseded, never
-        merged or deleted; + ``degraded``). A merge keeps both texts and the previous version stays in the history.
+        merged or deleted; + ``unsure``: ``[{"id", "kind": "maybe_update"|"maybe_duplicate"}]`` when it may update
+        or restate an older one, which a model or a reviewer decides after the write; + ``degraded``). A merge keeps
+        both texts and the previous version stays in the history.
         """
         fields = dict(locals())  # exactly the documented keywords, passed on unchanged
         del fields["self"]
@@ -99,8 +101,8 @@ class BookuMemoryService:
     ) -> dict:
         """Create a memory (new records start in the emergent layer). All three tag groups are required.
 
-        Returns ``{"action": "create_memory", "mode", "total": 1, "items": [item], "id"}`` (+ ``superseded`` as
-        ``upsert_memory`` gives it). Like the reference it goes through the merge check, so ``mode`` may be
+        Returns ``{"action": "create_memory", "mode", "total": 1, "items": [item], "id"}`` (+ ``superseded`` and
+        ``unsure`` as ``upsert_memory`` gives them). Like the reference it goes through the merge check, so ``mode`` may be
         ``merged`` for a restatement of an existing memory.
         """
         fields = dict(locals())
@@ -108,7 +110,7 @@ class BookuMemoryService:
         result = await self._writer().upsert(self._draft(fields, require_triplet=True))
         response = {"action": "create_memory", "mode": result["mode"], "total": 1, "id": result["id"],
                     "items": [result["item"]]}
-        for key in ("superseded", "degraded"):
+        for key in ("superseded", "unsure", "degraded"):
             if key in result:
                 response[key] = result[key]
         return response

@@ -49,9 +49,14 @@ def merged_list(old: Sequence[str], new: Sequence[str]) -> list[str]:
 
 def merge_changes(target: dict[str, Any], draft: MemoryDraft, novelty: float) -> dict[str, Any]:
     """Fold a near-duplicate write into its target without losing what either said (reference bug B1)."""
-    new = draft.as_record()
+    return merge_values(target, draft.as_record(), novelty)
+
+
+def merge_values(target: dict[str, Any], new: dict[str, Any], novelty: float) -> dict[str, Any]:
+    """The changes that fold the record values ``new`` into ``target`` losslessly (a write's draft, or a stored
+    memory a reviewer found to restate ``target``)."""
     changes: dict[str, Any] = {
-        "content": merge_texts(target["content"], draft.content),
+        "content": merge_texts(target["content"], new.get("content") or ""),
         "novelty_energy": novelty,
     }
     for group in ("tags", "core_tags", "diffusion_tags", "opposing_tags", "relation_memory_ids",
@@ -81,13 +86,15 @@ UPSERT_SAVEPOINT = "booku_upsert"
 
 @dataclass
 class WriteOutcome:
-    """What one upsert did: ``mode`` (created|merged), the stored record, its novelty, and the older record it
-    superseded (its new version), if any."""
+    """What one upsert did: ``mode`` (created|merged), the stored record, its novelty, the older record it
+    superseded (its new version), if any, and the older memory it may update or restate (id, ``maybe_update`` |
+    ``maybe_duplicate``) when the local decision was unsure: a model or a reviewer decides that after the commit."""
 
     mode: str
     record: dict[str, Any]
     novelty: float
     superseded: dict[str, Any] | None = None
+    unsure: tuple[str, str] | None = None
 
 
 @dataclass(eq=False)
@@ -318,6 +325,12 @@ class MemoryWriter:
         if outcome.superseded is not None:
             result["superseded"] = [{"id": outcome.superseded["memory_id"],
                                      "title": outcome.superseded.get("title") or ""}]
+        if outcome.unsure is not None:
+            # After the commit and outside any transaction: a model's answer may take seconds.
+            from .evidence.unsure_pairs import schedule_unsure_pair
+
+            schedule_unsure_pair(self.rt, self.scope, record["memory_id"], *outcome.unsure)
+            result["unsure"] = [{"id": outcome.unsure[0], "kind": outcome.unsure[1]}]
         if degraded:
             result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
         return result
@@ -333,11 +346,15 @@ class MemoryWriter:
         keyword-index row is appended to ``keyword_rows`` for the batch to write after its savepoints.
         """
         draft, vector = job.draft, job.vector
-        target, novelty, replaces = None, 1.0, None
+        target, novelty, replaces, unsure = None, 1.0, None, None
         if job.allow_merge and vector is not None and hits:
-            target, novelty = self._merge_decision(draft, vector, hits, records)
+            target, novelty, unsure = self._merge_decision(draft, vector, hits, records)
             if target is None:
-                replaces = self._supersession(draft, hits, records)
+                found = self._supersession(draft, hits, records)
+                if found is not None and found[1] is Decision.UPDATE:
+                    replaces, unsure = found[0], None
+                elif found is not None:
+                    unsure = (found[0], found[1].value)
         if job.allow_merge and draft.memory_type == "person" and draft.person_id:
             # Same layer only: a current fact merged into an archived person record would vanish from retrieval.
             # Read through the transaction, so a person created earlier in this batch counts.
@@ -345,7 +362,7 @@ class MemoryWriter:
                 draft.person_id, store_keys=[self.scope.writable_store_key],
                 statuses=("active",) if draft.status == "active" else ("archived", "expired"))
             if person is not None:
-                target, replaces = person, None
+                target, replaces, unsure = person, None, None
         if target is not None:
             # Re-read inside the transaction: never merge into a record deleted meanwhile (bug B8).
             target = yield from self.rt.records.read_plan(target["memory_id"])
@@ -360,7 +377,7 @@ class MemoryWriter:
                   "store_key": self.scope.writable_store_key, "novelty_energy": novelty}
         record, superseded = yield from savepoint_plan(
             self._create_plan(values, replaces, keyword_rows), UPSERT_SAVEPOINT)
-        return WriteOutcome("created", record, novelty, superseded)
+        return WriteOutcome("created", record, novelty, superseded, None if superseded else unsure)
 
     def _create_plan(self, values: dict[str, Any], replaces: str | None, keyword_rows: list[KeywordRow]
                      ) -> WritePlan[tuple[dict[str, Any], dict[str, Any] | None]]:
@@ -395,8 +412,9 @@ class MemoryWriter:
                 and (draft.memory_type != "person" or records[h.memory_id]["person_id"] == draft.person_id)]
 
     def _supersession(self, draft: MemoryDraft, hits: list[VectorHit],
-                      records: dict[str, dict[str, Any]]) -> str | None:
-        """The id of the current memory the draft updates (``logic.supersession.best_supersession``), or None.
+                      records: dict[str, dict[str, Any]]) -> tuple[str, Decision] | None:
+        """The current memory the draft updates or may update (``logic.supersession.best_supersession``): its id
+        with ``UPDATE`` or ``MAYBE_UPDATE``, or None.
 
         Only neighbours in the update band are read for cues, so a write far from everything costs nothing. Two
         memories that both carry an event time are two events (what was said or done on each day), never one fact
@@ -411,13 +429,13 @@ class MemoryWriter:
                 and not (dated and records[h.memory_id].get("event_start_at"))]
         if not near:
             return None
-        found = best_supersession(fact_cues(draft.content), near, thresholds)
-        return found[0] if found is not None and found[1] is Decision.UPDATE else None
+        return best_supersession(fact_cues(draft.content), near, thresholds)
 
     def _merge_decision(self, draft: MemoryDraft, vector: np.ndarray, hits: list[VectorHit],
-                        records: dict[str, dict[str, Any]]) -> tuple[dict[str, Any] | None, float]:
-        """The record a write should merge into (same store, folder and type, the same facts in other words), and
-        the novelty.
+                        records: dict[str, dict[str, Any]]
+                        ) -> tuple[dict[str, Any] | None, float, tuple[str, str] | None]:
+        """The record a write should merge into (same store, folder and type, the same facts in other words), the
+        novelty, and the record it may restate when the facts test is unsure (id, ``maybe_duplicate``).
 
         The caller holds ``single_threaded_blas`` (the batch does, once for all its writes).
         """
@@ -425,18 +443,21 @@ class MemoryWriter:
         eligible = self._eligible(draft, hits, records)
         novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
         if not eligible:
-            return None, novelty
+            return None, novelty, None
         best = eligible[0]
         if best.similarity >= EXACT_DUPLICATE_SIMILARITY:
-            return records[best.memory_id], 0.0
+            return records[best.memory_id], 0.0, None
         target = records[best.memory_id]
         # No novelty gate here: with few neighbours the novelty of a restatement is 1 − cos², above the cutoff for
         # most paraphrases; the facts test (``logic.supersession.decide``) is what keeps different facts apart.
-        if (best.similarity >= wc.merge_min_similarity
-                and decide(fact_cues(draft.content), fact_cues(target["content"]), best.similarity,
-                           self._thresholds()) is Decision.DUPLICATE):
-            return target, novelty
-        return None, novelty
+        if best.similarity < wc.merge_min_similarity:
+            return None, novelty, None
+        decision = decide(fact_cues(draft.content), fact_cues(target["content"]), best.similarity, self._thresholds())
+        if decision is Decision.DUPLICATE:
+            return target, novelty, None
+        if decision is Decision.MAYBE_DUPLICATE and not target["superseded_by"]:
+            return None, novelty, (best.memory_id, decision.value)
+        return None, novelty, None
 
     # ------------------------------------------------------------- update
     async def update(self, memory_id: str, changes: dict[str, Any]) -> dict[str, Any]:

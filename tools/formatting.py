@@ -208,9 +208,16 @@ def format_create(raw: dict[str, Any]) -> dict[str, Any]:
         names = "、".join(f"{entry['id']}《{one_line(entry.get('title'), 40)}》" for entry in superseded)
         message = (f"已记录 {memory_id}《{title}》，并把旧记录 {names}标记为过时（已被新记录取代，原文保留，"
                    f"仍可回答“以前”的问题；判断错了可用 history 查看并 revert 回退）")
+    unsure = [entry for entry in raw.get("unsure") or [] if entry.get("id")]
+    if unsure:
+        kinds = {"maybe_update": "可能是它的更新", "maybe_duplicate": "可能与它重复"}
+        message += "；" + "、".join(f"{kinds.get(entry.get('kind'), '可能与它有关')}：{entry['id']}" for entry in unsure)
+        message += "（两条暂都保留，稍后由模型或人工确认，不需要你处理）"
     result = {"action": "create", "result": "merged" if merged else "created", "id": memory_id, "message": message}
     if superseded:
         result["superseded"] = [entry["id"] for entry in superseded]
+    if unsure:
+        result["unsure"] = [entry["id"] for entry in unsure]
     if raw.get("degraded"):
         result["degraded"] = one_line(raw["degraded"], 120)
     return result

@@ -38,6 +38,9 @@ EVENT_ACTIONS: dict[str, str] = {
     "proposal_redacted": "清除提案文本（来源已撤回）",
     "review_flag_raised": "标记待复核（来源已撤回）",
     "review_flag_resolved": "处理复核标记",
+    "unsure_pair_queued": "待复核：可能是更新/可能重复",
+    "unsure_pair_accepted": "确认更新/重复（已取代或合并）",
+    "unsure_pair_dismissed": "判定为不同的事实",
 }
 """Action names written by this package, with their Chinese labels (for the dashboard's audit filter)."""
 

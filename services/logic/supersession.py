@@ -276,8 +276,11 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
     if similarity < thresholds.update_min_similarity or not _same_subject(new, old):
         return Decision.ADD
     # One text may name more than the other (a merge keeps both); both naming a value the other lacks is a conflict.
+    # Values and nouns together too: a name jieba splits into common words ("字节跳动" → 字节/跳动) is a noun on one
+    # side against a name on the other ("腾讯").
     same_values = all(_covered(mine, theirs) or _covered(theirs, mine) for mine, theirs in (
-        (new.values, old.values), (new.dates, old.dates), (new.nouns, old.nouns)))
+        (new.values, old.values), (new.dates, old.dates), (new.nouns, old.nouns),
+        (new.values | new.nouns, old.values | old.nouns)))
     if similarity >= thresholds.restatement_min_similarity and same_values:
         union = new.things | old.things
         overlap = len(new.things & old.things) / len(union) if union else 1.0

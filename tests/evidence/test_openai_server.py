@@ -8,6 +8,7 @@ when the package is not installed.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import json
 import socket
@@ -19,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+import booku_memory
+
 from booku_memory.services.evidence import (
     EvidenceService,
     OpenAICompatibleChatModel,
@@ -28,6 +31,7 @@ from booku_memory.services.evidence import (
 )
 from booku_memory.services.evidence.chat_model import ChatModelUnavailableError
 from booku_memory.services.evidence.prompts import EPISODE_TASK_MARK, PROPOSAL_TASK_MARK
+from booku_memory.services.evidence.unsure_pairs import PAIR_TASK_MARK
 
 from .conftest import ALICE_STORE, ALICE_STREAM, T0, human
 from .support import say
@@ -145,3 +149,26 @@ async def test_error_answers_and_unreachable_servers_become_unavailable_errors(f
     with pytest.raises(ChatModelUnavailableError, match="无法连接"):
         await closed.complete([{"role": "user", "content": "在吗"}], max_tokens=20, temperature=0)
     await closed.aclose()
+
+
+async def test_an_unsure_update_decided_by_a_real_openai_compatible_server(tmp_path, fake_server):
+    """Same slot, another value, no word of change: the local decision is unsure, the server says UPDATE, and the
+    older lesson time is superseded with the dreaming authority after the write returned."""
+    from booku_memory.services.embedding.local import LocalE5Embedder
+
+    fake_server.use([{"name": "pair", "when": {"messages_contain": PAIR_TASK_MARK}, "respond": {"content": "UPDATE"}}])
+    config = {"dreaming": {"chat_provider": "openai", "openai_base_url": fake_server.base_url,
+                           "openai_model": "fake-small"}, "maintenance": {"enabled": False}}
+    async with booku_memory.open(tmp_path / "data", config, embedder=LocalE5Embedder()) as handle:
+        svc, rt = handle.get_service("booku_memory:service:booku_memory"), handle.runtime
+        old = await svc.upsert_memory("我每周二晚上上钢琴课。")
+        new = await svc.upsert_memory("我每周四晚上上钢琴课。")
+        assert new["unsure"] == [{"id": old["id"], "kind": "maybe_update"}]
+        while rt._background:  # the pair is resolved after the write returned
+            await asyncio.gather(*list(rt._background), return_exceptions=True)
+        old_item = (await svc.get_memory_detail(memory_id=old["id"]))["item"]
+        now = (await svc.retrieve_memories("我现在每周几上钢琴课？", top_k=3))["results"]
+        [event] = (await svc.list_audit_log(action="unsure_pair_accepted"))["items"]
+    assert old_item["metadata"]["superseded_by"] == new["id"] and old_item["content"] == "我每周二晚上上钢琴课。"
+    assert now[0]["id"] == new["id"]
+    assert event["authority"] == "dreaming" and event["cause"] == "model:openai/fake-small"

@@ -276,6 +276,43 @@ def test_a_superseded_memory_links_both_ways_and_unsupersede_is_one_click(page, 
     assert page.locator(".history-entry:has-text('v3')").count() == 1  # create, supersede, unsupersede
 
 
+async def _write_unsure_pairs(memory) -> list[tuple[str, str, str]]:
+    """Two pairs the local decision was unsure of, queued as the write path queues them (no model configured)."""
+    from booku_memory.services.evidence.unsure_pairs import resolve_unsure_pair
+
+    service = memory.get_service("booku_memory:service:booku_memory")
+    pairs = []
+    for old_text, new_text in (("我的手机号是13800001111。", "我的手机号是13900002222。"),
+                               ("我每周二晚上上<b>钢琴课</b>。", "我每周四晚上上<b>钢琴课</b>。")):
+        old = await service.create_memory(title=old_text, content=old_text, **TRIPLET)
+        new = await service.create_memory(title=new_text, content=new_text, **TRIPLET)
+        old_id, new_id = old["id"], new["id"]
+        pair = await resolve_unsure_pair(memory.runtime, memory.runtime.default_scope, new_id, old_id, "maybe_update")
+        pairs.append((pair["pair_id"], old_id, new_id))
+    return pairs
+
+
+def test_unsure_pairs_are_accepted_or_dismissed_in_one_click(page, live_server):
+    (accepted, old_id, new_id), (dismissed, kept_old, kept_new) = live_server.call(_write_unsure_pairs)
+    log_in(page, live_server.url, "/review")
+    card = page.locator(f"#unsure-pairs [data-pair='{accepted}']")
+    assert "可能是更新" in card.inner_text() and "13800001111" in card.inner_text()
+    assert page.locator("#unsure-pairs b").count() == 0  # memory text is shown as text
+    card.locator("button:has-text('确认是更新')").click()
+    page.wait_for_url(re.compile(r"/review\?notice=pair_accepted$"))
+    assert "已确认" in page.inner_text(".notice")
+    assert page.locator(f"[data-pair='{accepted}']").count() == 0
+    page.locator(f"[data-pair='{dismissed}'] button:has-text('两条都保留')").click()
+    page.wait_for_url(re.compile(r"/review\?notice=pair_dismissed$"))
+    assert page.locator("#unsure-pairs").count() == 0
+    page.goto(f"{live_server.url}/memories/{old_id}")
+    assert "已被" in page.inner_text("#validity") and new_id in page.inner_text("#validity")
+    page.goto(f"{live_server.url}/memories/{kept_old}")
+    assert page.locator("#validity").count() == 0  # dismissed: both stay current
+    page.goto(f"{live_server.url}/audit")
+    assert "确认更新/重复" in page.inner_text("body") and "判定为不同的事实" in page.inner_text("body")
+
+
 def _seed_showcase(api: httpx.Client) -> None:
     memories = [
         ("张三", "张三是我的大学同学，喜欢打篮球，现在在上海做产品经理。", "person", "qq:10001",

@@ -54,6 +54,13 @@ def test_format_create_created_and_merged_messages():
     assert merged["degraded"] == "向量不可用"
 
 
+def test_format_create_says_an_unsure_pair_waits_for_a_decision():
+    result = format_create({"mode": "created", "id": "mem-2", "items": [{"id": "mem-2", "title": "手机号"}],
+                            "unsure": [{"id": "mem-1", "kind": "maybe_update"}]})
+    assert result["unsure"] == ["mem-1"]
+    assert "可能是它的更新：mem-1" in result["message"] and "两条暂都保留" in result["message"]
+
+
 def test_format_update_reports_no_change_honestly():
     unchanged = format_update({"updated": 0, "missing": [], "changed_fields": []}, memory_id="mem-1")
     assert unchanged["updated_fields"] == [] and "没有变化" in unchanged["message"]
