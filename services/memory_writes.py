@@ -38,7 +38,7 @@ REVERTIBLE_COLUMNS = (
     "relation_memory_ids", "relation_aliases", "event_start_at", "event_end_at", "related_people", "knowledge_type",
     "address_or_coord", "place_type", "asset_type", "disposition_status", "procedure_type", "importance", "valence",
     "arousal", "domains", "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra",
-    "tags", "core_tags", "diffusion_tags", "opposing_tags",
+    "tags", "core_tags", "diffusion_tags", "opposing_tags", "time_zone",
 )
 
 

@@ -245,3 +245,11 @@ async def test_forms_return_to_the_filtered_list_without_stacking_notices(browse
     await create_memory(api)
     html = (await browser.get("/memories?memory_type=knowledge&notice=bulk")).text
     assert 'name="return_to" value="/memories?memory_type=knowledge"' in html
+
+
+async def test_stats_page_says_which_time_zone_reads_dates_and_where_it_came_from(browser, api):
+    zone = (await api.get("/api/status")).json()["time_zone"]
+    html = (await browser.get("/stats")).text
+    shown = re.search(r'id="time-zone">(.*?)</p>', html, re.S)
+    assert shown is not None
+    assert zone["name"] in shown.group(1) and zone["label"] in shown.group(1)
