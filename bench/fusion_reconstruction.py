@@ -1,10 +1,14 @@
-"""Retrieval-quality harness: dense vs keyword vs RRF vs Booku's confidence-weighted fusion.
+"""DIAGNOSTIC ONLY: a reconstruction of the ranking outside the service (dense vs keyword vs RRF vs Booku's fusion).
+
+Its figures are not the product's: the product's retrieval quality is measured through ``booku_memory.open()`` by
+``bench/retrieval_quality.py``. This script rebuilds the routes in memory so a fusion step can be compared against
+plain baselines (dense, bm25, RRF) on identical candidates, which the service cannot do.
 
 Usage (from the repository root, with the project's virtualenv)::
 
-    .venv/bin/python bench/retrieval_quality.py            # LoCoMo conversations 0–2 + the Chinese sets
-    .venv/bin/python bench/retrieval_quality.py --all      # all 10 LoCoMo conversations
-    .venv/bin/python bench/retrieval_quality.py --only locomo --conversations 3-9
+    .venv/bin/python bench/fusion_reconstruction.py            # LoCoMo conversations 0–2 + the Chinese sets
+    .venv/bin/python bench/fusion_reconstruction.py --all      # all 10 LoCoMo conversations
+    .venv/bin/python bench/fusion_reconstruction.py --only locomo --conversations 3-9
 
 Data (read-only, ``/work/shared/bench`` unless ``--bench-dir``):
 
@@ -36,7 +40,6 @@ import asyncio
 import functools
 import hashlib
 import json
-import re
 import sqlite3
 import sys
 import time
@@ -61,7 +64,10 @@ from booku_memory.services.logic.segmentation import (
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import PASSAGE_ENGINES, local_embedder_for, locomo_session_time, memory_embedding_text  # noqa: E402
+from common import (  # noqa: E402
+    PASSAGE_ENGINES, Query, local_embedder_for, load_locomo as load_locomo_conversations, locomo_session_time,
+    memory_embedding_text,
+)
 
 BENCH_ROOT = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_ROOT / "results"
@@ -84,16 +90,6 @@ class Store:
 
 
 @dataclass
-class Query:
-    """One question, searched only within ``store``; ``category`` groups the printed recall."""
-
-    store: str
-    text: str
-    gold: list[str]
-    category: str
-
-
-@dataclass
 class Dataset:
     """Stores plus the queries over them; ``categories`` fixes the row order of the printed table."""
 
@@ -106,56 +102,15 @@ class Dataset:
 # --------------------------------------------------------------------------------------------- datasets
 
 
-_EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
-_ZERO_PAD = re.compile(r"^(D\d+):0*(\d+)$")
-
-
-def _normalise_evidence(raw: Sequence[str], valid: set[str]) -> list[str]:
-    """Gold ids as the bench README prescribes (split, strip zero padding, drop ids that are not turns)."""
-    result: list[str] = []
-    for entry in raw:
-        for piece in _EVIDENCE_SPLIT.split(str(entry)):
-            match = _ZERO_PAD.match(piece.strip())
-            if not match:
-                continue
-            dia_id = f"{match.group(1)}:{int(match.group(2))}"
-            if dia_id in valid and dia_id not in result:
-                result.append(dia_id)
-    return result
-
-
 def load_locomo(path: Path, conversations: Sequence[int]) -> Dataset:
-    samples = json.loads(path.read_text(encoding="utf-8"))
+    """The chosen conversations as one store each (``common.load_locomo``: the protocol's turns and gold)."""
     stores: dict[str, Store] = {}
     queries: list[Query] = []
-    for index in conversations:
-        sample = samples[index]
-        conversation = sample["conversation"]
-        ids: list[str] = []
-        texts: list[str] = []
-        times: list[float] = []
-        session_numbers = sorted(
-            int(key.split("_")[1]) for key in conversation if re.fullmatch(r"session_\d+", key)
-        )
-        for number in session_numbers:
-            said_at = locomo_session_time(conversation.get(f"session_{number}_date_time", ""))
-            for turn in conversation[f"session_{number}"]:
-                text = f"{turn['speaker']}: {turn['text']}"
-                if turn.get("blip_caption"):
-                    text += f" [shares {turn['blip_caption']}]"
-                dia_id = _ZERO_PAD.sub(lambda m: f"{m.group(1)}:{int(m.group(2))}", turn["dia_id"])
-                ids.append(dia_id)
-                texts.append(text)
-                times.append(said_at)
-        name = sample.get("sample_id", f"conv-{index}")
-        stores[name] = Store(name, ids, texts, times)
-        valid = set(ids)
-        for qa in sample["qa"]:
-            gold = _normalise_evidence(qa.get("evidence") or [], valid)
-            if not gold:
-                continue
-            category = LOCOMO_CATEGORIES.get(int(qa["category"]), str(qa["category"]))
-            queries.append(Query(name, str(qa["question"]), gold, category))
+    for conv in load_locomo_conversations(conversations, path):
+        stores[conv.sample_id] = Store(conv.sample_id, [t.dia_id for t in conv.turns], [t.text for t in conv.turns],
+                                       [locomo_session_time(t.date_time) for t in conv.turns])
+        queries += [Query(conv.sample_id, q.text, q.gold, LOCOMO_CATEGORIES.get(q.category, str(q.category)))
+                    for q in conv.questions]
     return Dataset("LoCoMo", stores, queries, list(LOCOMO_CATEGORIES.values()))
 
 
