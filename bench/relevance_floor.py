@@ -2,7 +2,7 @@
 
 Run from the repository root:
 
-    .venv/bin/python bench/relevance_floor.py              # the default floor against the floor off
+    .venv/bin/python bench/relevance_floor.py              # the floor off against the configured default
     .venv/bin/python bench/relevance_floor.py --floors 0,0.84,0.85,0.86
 
 Data: ``bench/data/unrelated_queries.json``, a 40-memory personal store (written with ``upsert_memory``, the local
@@ -73,7 +73,7 @@ async def run(floors: Sequence[float | None]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--floors", default="0,default",
+    parser.add_argument("--floors", default="0,0.06",
                         help="comma-separated floors to compare; 'default' = retrieval.min_score, 0 = off")
     args = parser.parse_args(argv)
     floors = [None if part.strip() == "default" else float(part) for part in args.floors.split(",") if part.strip()]

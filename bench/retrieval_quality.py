@@ -18,7 +18,7 @@ probing questions labelled by hand in ``bench/data/memorybank_zh_gold.json``) an
 
 Shapes (``SHAPES``): what the client passes besides the content — a title (none, ``"<date> 对话"`` shared by the
 whole day, the speaker's name, or one derived from the content), the event time (the session's or day's time, in
-the data's zone), tags (the speaker as a core tag) and a memory type a bot would choose (preference when the turn
+the data's zone), tags (the speaker as a tag) and a memory type a bot would choose (preference when the turn
 says what someone likes, else event). ``zone-moved`` writes like ``time`` but queries from a deployment in another
 zone: a query's dates must still name the days the writer meant.
 
@@ -132,7 +132,7 @@ def write_arguments(turn: Turn, shape: Shape, zone: ZoneInfo) -> dict[str, Any]:
     if shape.event_time and turn.said_at > 0:
         arguments["event_start_at"] = turn.said_at
     if shape.tags:
-        arguments["core_tags"] = [turn.speaker]
+        arguments["tags"] = [turn.speaker]
     if shape.typed:
         arguments["memory_type"] = "preference" if _LIKES.search(turn.content) else "event"
     return arguments

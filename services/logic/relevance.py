@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-# Default margin above the small-talk background (``retrieval.min_score`` = -1); bench/relevance_floor.py prints
-# what other margins keep and drop.
+# The local model's measured margin above the small-talk background (``retrieval.min_score`` = -1);
+# bench/relevance_floor.py prints what other margins keep and drop.
 DEFAULT_MARGIN = 0.06
 # Models the default margin was measured on (the local model; bench/relevance_floor.py). Another model gets the
 # floor only when the configuration or the caller sets a margin.

@@ -27,8 +27,11 @@ async def _seven(svc) -> list[str]:
     return [(await svc.upsert_memory(text))["id"] for text in SEVEN]
 
 
+FLOOR_ON = {"retrieval": {"min_score": -1}}  # the local model's measured margin
+
+
 async def test_a_query_nothing_answers_gets_at_most_one_line_with_the_real_model(tmp_path: Path, e5) -> None:
-    async with open_store(tmp_path, embedder=e5) as handle:
+    async with open_store(tmp_path, embedder=e5, config=FLOOR_ON) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         await _seven(svc)
         unrelated = [await svc.retrieve_memories(query, top_k=5)
@@ -39,7 +42,7 @@ async def test_a_query_nothing_answers_gets_at_most_one_line_with_the_real_model
 
 
 async def test_a_keyword_query_keeps_its_memory_and_drops_the_rest(tmp_path: Path, e5) -> None:
-    async with open_store(tmp_path, embedder=e5) as handle:
+    async with open_store(tmp_path, embedder=e5, config=FLOOR_ON) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         ids = await _seven(svc)
         floored = await svc.retrieve_memories("大学同学", top_k=7)
@@ -52,8 +55,8 @@ async def test_a_keyword_query_keeps_its_memory_and_drops_the_rest(tmp_path: Pat
 
 
 async def test_a_configured_floor_applies_to_any_embedder_and_zero_turns_it_off(tmp_path: Path) -> None:
-    # The deterministic test embedder has no measured default: the floor is off unless configured.
-    async with open_store(tmp_path / "default") as handle:
+    # The deterministic test embedder has no measured margin: -1 leaves the floor off; a number sets it.
+    async with open_store(tmp_path / "default", config=FLOOR_ON) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         await _seven(svc)
         default = await svc.retrieve_memories("完全无关的天文望远镜", top_k=5)
@@ -67,6 +70,16 @@ async def test_a_configured_floor_applies_to_any_embedder_and_zero_turns_it_off(
     assert configured["results"] == []
     assert [item["id"] for item in by_words["results"]] == [ids[3]]
     assert len(off["results"]) == 5
+
+
+async def test_the_floor_is_off_unless_configured(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        await _seven(svc)
+        result = await svc.retrieve_memories("我的车牌号是多少？", top_k=5)
+        floored = await svc.retrieve_memories("我的车牌号是多少？", top_k=5, min_score=0.06)
+    assert len(result["results"]) == 5
+    assert len(floored["results"]) <= 1
 
 
 @pytest.mark.parametrize("value", [-0.1, 1.5, "很高", True, float("nan")])
