@@ -474,6 +474,18 @@ class Question:
 
 
 @dataclass
+class Query:
+    """One question of a quality benchmark, searched only within ``store``; ``category`` groups the printed
+    recall and ``family`` names the query set it belongs to (one table each)."""
+
+    store: str
+    text: str
+    gold: list[str]
+    category: str
+    family: str = ""
+
+
+@dataclass
 class Conversation:
     index: int
     sample_id: str

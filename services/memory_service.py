@@ -14,6 +14,7 @@ from .logic.tags import triplet_from_lists
 from .logic.text import normalise_folder_id
 from .memory_fields import (
     MEMORY_TYPES, STATUSES, build_draft, checked_content, checked_event_range, checked_ids, checked_limit,
+    checked_min_score,
     checked_person_id, checked_title, choose, clean_text_list, finite_timestamp, normalise_bucket, record_item,
     KNOWLEDGE_TYPES, PROCEDURE_TYPES, DISPOSITION_STATUSES,
 )
@@ -146,13 +147,16 @@ class BookuMemoryService:
         self, query_text: str, *, top_k: int | None = None, include_archived: bool | None = None,
         include_knowledge: bool | None = None, core_tags: list[str] | None = None,
         diffusion_tags: list[str] | None = None, opposing_tags: list[str] | None = None,
-        record_activation: bool = True, include_superseded: bool = True,
+        record_activation: bool = True, include_superseded: bool = True, min_score: float | None = None,
     ) -> dict:
         """Hybrid EPA retrieval. Returns ``{"query", "logic_depth", "resonance", "beta", "total", "results"}``;
         each result is an item plus ``score``, ``score_parts`` and ``collection``; ``degraded`` when keyword-only.
         ``record_activation=False`` (an administrator looking) leaves the recall counters alone. A memory a later
         one replaced carries ``metadata.superseded_by`` and ranks below its successor (above it for a question
-        about the past); ``include_superseded=False`` leaves such memories out.
+        about the past); ``include_superseded=False`` leaves such memories out. ``min_score``: the relevance
+        floor, how far (in cosine) a result must score above the query's score against small talk unless it holds
+        most of the query's words, matches its date or answers such a result (``logic.relevance``); fewer than
+        ``top_k`` results then come back. ``None`` = ``retrieval.min_score``, 0 = off.
         """
         text = str(query_text or "").strip()
         if not text:
@@ -164,7 +168,7 @@ class BookuMemoryService:
             include_archived=cfg.include_archived_default if include_archived is None else bool(include_archived),
             include_knowledge=cfg.include_knowledge_default if include_knowledge is None else bool(include_knowledge),
             triplet=triplet, record_activation=bool(record_activation),
-            include_superseded=bool(include_superseded),
+            include_superseded=bool(include_superseded), min_score=checked_min_score(min_score),
         )
 
     async def search_memory_entries(
@@ -294,15 +298,17 @@ class BookuMemoryService:
         }
 
     async def get_status(self, folder_id: str | None = None) -> dict:
-        """Simplified status: ``{"folder_id", "counts": {"vector", "metadata"}, "recent", "folder_memory_ids"}``;
-        without a folder it covers every folder (``folder_id == "all"``)."""
+        """Simplified status: ``{"folder_id", "counts": {"vector", "metadata"}, "recent", "folder_memory_ids",
+        "vector_pending", "embedding", "time_zone": {"name", "source", "label"}}``; without a folder it covers every
+        folder (``folder_id == "all"``). ``time_zone``: the zone a query's dates are read in, and where it came from
+        (``config`` | ``TZ`` | ``system``)."""
         folder = self._folder(folder_id) if folder_id else None
         status = await self._status(folder, include_archived=True, recent_limit=8)
         return {"folder_id": status["folder_id"],
                 "counts": {"vector": status["vector_counts"], "metadata": status["metadata_counts"]},
                 "recent": status["recent"], "folder_memory_ids": status["folder_memory_ids"],
                 "vector_pending": status["vector_pending"], "embedding": status["embedding"],
-                "index": status["index"]}
+                "index": status["index"], "time_zone": self.runtime.time_zone.describe()}
 
     async def list_folder_ids(self) -> dict:
         """Folders in use, default first. Returns ``{"action": "list_folder_ids", "total", "items"}``."""
@@ -381,6 +387,8 @@ class BookuMemoryService:
             changes["event_start_at"] = start
         if event_end_at is not None:
             changes["event_end_at"] = end
+        if event_start_at is not None or event_end_at is not None:
+            changes["time_zone"] = self.runtime.time_zone.name  # the new times were meant in this deployment's zone
         for name, value, options in (("knowledge_type", knowledge_type, KNOWLEDGE_TYPES),
                                      ("procedure_type", procedure_type, PROCEDURE_TYPES),
                                      ("disposition_status", disposition_status, DISPOSITION_STATUSES)):

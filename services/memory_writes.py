@@ -40,6 +40,7 @@ REVERTIBLE_COLUMNS = (
     "address_or_coord", "place_type", "asset_type", "disposition_status", "procedure_type", "importance", "valence",
     "arousal", "domains", "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra",
     "tags", "core_tags", "diffusion_tags", "opposing_tags", "valid_from", "superseded_at", "superseded_by",
+    "time_zone",
 )
 
 

@@ -28,6 +28,7 @@ from .storage.file_modes import private_dir
 from .storage.memos import MemoRepository
 from .storage.outbox import SyncReport, VectorSync
 from .storage.records import RecordRepository
+from .time_zone import deployment_zone
 from .storage.vector_index import VectorHit, VectorIndex
 
 logger = logging.getLogger(__name__)
@@ -137,6 +138,9 @@ class BookuRuntime:
         self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget,
                                         in_memory_keywords=self.config.retrieval.in_memory_keyword_index,
                                         in_memory_candidates=self.config.retrieval.in_memory_candidates)
+        # Where a query's dates are read and in which zone new memories keep their times (``time_zone``).
+        self.time_zone = deployment_zone(self.config.retrieval.timezone)
+        self.records.write_zone = self.time_zone.name
         self.memos = MemoRepository(self.db)
         self.audit = AuditLog(self.db)
         self.embedding_cache = SqliteEmbeddingCache(self.db)

@@ -21,12 +21,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import date, datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
 from typing import Any, Mapping
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # Longest event window walked day by day when matching; a longer window is treated as matching every pattern it
 # could contain, which is what a year-long event means anyway.
 MAX_WINDOW_DAYS = 400
+# Widest gap between two zones' calendars (UTC−12 to UTC+14): a day named in one zone lies within this many seconds
+# of the same day in any other, so a window read in the query's zone and widened by it holds every memory of that
+# day in whatever zone the memory was written.
+ZONE_SLACK_SECONDS = 26 * 3600
 
 
 @dataclass(frozen=True)
@@ -205,7 +211,11 @@ def parse_time_anchors(text: str, now: datetime) -> list[Anchor]:
 
 
 def memory_days(record: Mapping[str, Any], zone: tzinfo | None) -> tuple[date, date] | None:
-    """The first and last local day of a memory's time (event window, else creation), or ``None`` without one."""
+    """The first and last local day of a memory's time (event window, else creation), or ``None`` without one.
+
+    The days are read in the zone the memory was written in (its ``time_zone``, ``zone_named``), else in ``zone``
+    (the deployment's; ``None`` = this process's): the writer meant its own calendar's day."""
+    zone = zone_named(str(record.get("time_zone") or "")) or zone
     start = float(record.get("event_start_at") or 0.0)
     end = float(record.get("event_end_at") or 0.0)
     if start <= 0:
@@ -255,8 +265,11 @@ def anchor_days(anchor: Anchor) -> tuple[date, date] | None:
     return day, day
 
 
-def time_windows(anchors: list[Anchor], zone: tzinfo | None = None) -> list[tuple[float, float]]:
-    """Epoch-second windows ``[start, end)`` of the anchors that name definite days, for an indexed range read."""
+def time_windows(anchors: list[Anchor], zone: tzinfo | None = None,
+                 slack: float = 0.0) -> list[tuple[float, float]]:
+    """Epoch-second windows ``[start, end)`` of the anchors that name definite days, for an indexed range read;
+    each widened by ``slack`` seconds on both sides (``ZONE_SLACK_SECONDS`` when memories may have been written in
+    other zones: the caller then keeps those whose own day matches, ``time_matches``)."""
     windows: list[tuple[float, float]] = []
     for anchor in anchors:
         days = anchor_days(anchor)
@@ -264,5 +277,35 @@ def time_windows(anchors: list[Anchor], zone: tzinfo | None = None) -> list[tupl
             continue
         start = datetime.combine(days[0], datetime.min.time(), zone).timestamp()
         end = datetime.combine(days[1] + timedelta(days=1), datetime.min.time(), zone).timestamp()
-        windows.append((start, end))
+        windows.append((start - slack, end + slack))
     return windows
+
+
+def offset_name(offset: timedelta) -> str:
+    """``UTC+08:00`` for a fixed offset (``UTC`` for zero), the name a zone without an IANA name is kept under."""
+    minutes = int(offset.total_seconds() // 60)
+    if minutes == 0:
+        return "UTC"
+    sign = "+" if minutes > 0 else "-"
+    return f"UTC{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+@lru_cache(maxsize=64)
+def zone_named(name: str) -> tzinfo | None:
+    """The zone a stored name stands for (IANA, or ``UTC±HH:MM`` as ``offset_name`` writes it); ``None`` for an
+    empty or unknown name, so a memory without one is read in the deployment's zone."""
+    text = (name or "").strip()
+    if not text:
+        return None
+    if text == "UTC":
+        return timezone.utc
+    if text.startswith("UTC") and len(text) == 9 and text[3] in "+-" and text[6] == ":":
+        try:
+            delta = timedelta(hours=int(text[4:6]), minutes=int(text[7:9]))
+        except ValueError:
+            return None
+        return timezone(delta if text[3] == "+" else -delta)
+    try:
+        return ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None

@@ -46,7 +46,7 @@ WRITABLE_COLUMNS = (
     "disposition_status", "procedure_type", "novelty_energy", "importance", "valence", "arousal", "domains",
     "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra", "document_id",
     "chunk_index", "is_deleted", "deleted_at", "created_at", "updated_at", "last_activated_at", "activation_count",
-    "authority", "author", "valid_from", "superseded_at", "superseded_by",
+    "authority", "author", "valid_from", "superseded_at", "superseded_by", "time_zone",
 )
 # Changing any of these changes the embedded text, so the vector must be recomputed.
 EMBEDDED_COLUMNS = ("title", "content")
@@ -575,6 +575,8 @@ class RecordRepository:
         (``retrieval.in_memory_keyword_index``, ``storage.keyword_memory``); ``in_memory_candidates``: with it,
         read candidate rows from its copy of them (``retrieval.in_memory_candidates``, ``storage.candidate_rows``)."""
         self.db = db
+        # The deployment's zone name (``services.time_zone``), kept with every new record; the runtime sets it.
+        self.write_zone = ""
         self.keyword_planner = KeywordPlanner(db, posting_budget=posting_budget)
         self.scoped_statistics = ScopedKeywordStatistics(db)
         self.memory_keywords = MemoryKeywordIndex(db, enabled=in_memory_keywords,
@@ -643,9 +645,11 @@ class RecordRepository:
             yield from _tags_plan(tagged)
         return found
 
-    async def ids_in_time_windows(self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *,
-                                  limit: int) -> list[str]:
-        """Ids of the records whose time falls in one of ``windows`` (epoch ``[start, end)``), newest first.
+    async def rows_in_time_windows(self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *,
+                                   limit: int) -> list[dict[str, Any]]:
+        """The records whose time falls in one of ``windows`` (epoch ``[start, end)``), newest first, as
+        ``{"memory_id", "created_at", "event_start_at", "event_end_at", "time_zone"}``: what deciding which day
+        each one is needs (``time_anchor.memory_days``).
 
         A record's time is its event window when it has one (any overlap counts), else its creation time; the two
         kinds are read separately so each uses its (store_key, time) index (migration 0009).
@@ -655,18 +659,30 @@ class RecordRepository:
         where, params = flt.where()
         created = " OR ".join("(r.created_at >= ? AND r.created_at < ?)" for _ in windows)
         events = " OR ".join("(r.event_start_at < ? AND max(r.event_end_at, r.event_start_at) >= ?)" for _ in windows)
+        columns = "r.memory_id, r.created_at, r.event_start_at, r.event_end_at, r.time_zone"
         rows = await self.db.fetch_all(
-            f"SELECT r.memory_id, r.created_at AS t FROM booku_memory_records r WHERE {where} "
+            f"SELECT {columns}, r.created_at AS t FROM booku_memory_records r WHERE {where} "
             f"AND r.event_start_at <= 0 AND ({created}) ORDER BY r.created_at DESC LIMIT ?",
             [*params, *(bound for window in windows for bound in window), limit],
         )
         rows += await self.db.fetch_all(
-            f"SELECT r.memory_id, r.event_start_at AS t FROM booku_memory_records r WHERE {where} "
+            f"SELECT {columns}, r.event_start_at AS t FROM booku_memory_records r WHERE {where} "
             f"AND r.event_start_at > 0 AND ({events}) ORDER BY r.event_start_at DESC LIMIT ?",
             [*params, *(bound for start, end in windows for bound in (end, start)), limit],
         )
         rows = sorted(rows, key=lambda row: -row["t"])[:limit]
-        return [row["memory_id"] for row in rows]
+        return [{key: row[key] for key in ("memory_id", "created_at", "event_start_at", "event_end_at", "time_zone")}
+                for row in rows]
+
+    async def time_zones(self, memory_ids: Iterable[str]) -> dict[str, str]:
+        """The zone each record's times were written in (``""`` when unknown), by id; one query."""
+        ids = list(dict.fromkeys(i for i in memory_ids if i))
+        if not ids:
+            return {}
+        rows = await self.db.fetch_all(
+            f"SELECT memory_id, time_zone FROM booku_memory_records WHERE memory_id IN ({','.join('?' * len(ids))})",
+            ids)
+        return {row["memory_id"]: row["time_zone"] for row in rows}
 
     @staticmethod
     def merge_candidates_plan(memory_ids: Iterable[str]) -> WritePlan[dict[str, dict[str, Any]]]:
@@ -1037,6 +1053,7 @@ class RecordRepository:
             values["version"] = int(record["version"])
         values["authority"] = ctx.authority
         values.setdefault("author", ctx.actor)
+        values.setdefault("time_zone", self.write_zone)
         values.setdefault("created_at", now)
         values.setdefault("updated_at", now)
         # A fact is true from when it happened, else from when it was told.

@@ -252,3 +252,11 @@ async def test_a_new_memory_form_without_fields_is_shown_again_not_a_500(browser
     response = await browser.post("/memories/new", data={"csrf_token": token})
     assert response.status_code == 400
     assert 'id="e-content"' in response.text and "<form" in response.text  # the form again, errors by the fields
+
+
+async def test_stats_page_says_which_time_zone_reads_dates_and_where_it_came_from(browser, api):
+    zone = (await api.get("/api/status")).json()["time_zone"]
+    html = (await browser.get("/stats")).text
+    shown = re.search(r'id="time-zone">(.*?)</p>', html, re.S)
+    assert shown is not None
+    assert zone["name"] in shown.group(1) and zone["label"] in shown.group(1)

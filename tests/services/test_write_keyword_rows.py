@@ -106,6 +106,7 @@ async def test_migration_0010_rebuilds_keyword_rows_without_guessed_titles(tmp_p
         async with runtime.db.transaction() as conn:
             await conn.execute("UPDATE booku_memory_fts SET title = ? WHERE rowid = ?",
                                [segment_for_index("周末去爬了香山"), rid])
+            await conn.execute("ALTER TABLE booku_memory_records DROP COLUMN time_zone")  # added by 0015
             await conn.execute("PRAGMA user_version = 9")
     async with booku_memory.open(data, QUIET, embedder=DeterministicTestEmbedder()) as handle:
         runtime = handle.runtime

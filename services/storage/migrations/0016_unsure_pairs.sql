@@ -1,4 +1,4 @@
--- 0021: pairs of memories whose relation the local decision (``logic.supersession``) was unsure of: the newer may
+-- 0016: pairs of memories whose relation the local decision (``logic.supersession``) was unsure of: the newer may
 -- update the older ("maybe_update") or restate it ("maybe_duplicate"). A model (``dreaming`` authority) or a human
 -- decides each once: accepted (the supersession or the lossless merge was applied) or dismissed (the two are
 -- distinct facts). The row stays after the decision, so a decided pair is never asked again.
