@@ -164,8 +164,9 @@ async def test_an_unsure_update_decided_by_a_real_openai_compatible_server(tmp_p
         old = await svc.upsert_memory("我每周二晚上上钢琴课。")
         new = await svc.upsert_memory("我每周四晚上上钢琴课。")
         assert new["unsure"] == [{"id": old["id"], "kind": "maybe_update"}]
-        while rt._background:  # the pair is resolved after the write returned
-            await asyncio.gather(*list(rt._background), return_exceptions=True)
+        # The pair is resolved after the write returned (the runtime's other jobs, e.g. the watchdog, never end).
+        while pending := [task for task in rt._background if task.get_name().startswith("booku-unsure-")]:
+            await asyncio.gather(*pending, return_exceptions=True)
         old_item = (await svc.get_memory_detail(memory_id=old["id"]))["item"]
         now = (await svc.retrieve_memories("我现在每周几上钢琴课？", top_k=3))["results"]
         [event] = (await svc.list_audit_log(action="unsure_pair_accepted"))["items"]

@@ -28,9 +28,10 @@ NEW_LESSON = "我每周四晚上上钢琴课。"
 
 
 async def settle(runtime) -> None:
-    """Wait for the runtime's background jobs (the pair's resolution runs after the write returned)."""
-    while runtime._background:
-        await asyncio.gather(*list(runtime._background), return_exceptions=True)
+    """Wait for the unsure pairs' jobs (a pair is resolved after its write returned); the runtime's long-lived
+    jobs, such as the vector index's watchdog, never end and are not waited for."""
+    while pending := [task for task in runtime._background if task.get_name().startswith("booku-unsure-")]:
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def reviewer():
