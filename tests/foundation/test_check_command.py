@@ -36,7 +36,9 @@ def test_check_reports_a_lost_keyword_row_and_repair_restores_it(tmp_path: Path)
     async def seed() -> str:
         async with booku_memory.open(data, QUIET, embedder=DeterministicTestEmbedder()) as memory:
             service = memory.get_service(booku_memory.MEMORY_SERVICE)
-            await service.upsert_memory("上周末和朋友去香山爬山，看了红叶。", title="周末去香山")
+            # Tags: SQLite 3.40's integrity_check misreports their WITHOUT ROWID table, and check must not.
+            await service.upsert_memory("上周末和朋友去香山爬山，看了红叶。", title="周末去香山",
+                                        core_tags=["香山"], diffusion_tags=["红叶"], opposing_tags=["加班"])
             return (await service.upsert_memory("早上只喝美式咖啡，不加糖。", title="咖啡偏好"))["id"]
 
     memory_id = asyncio.run(seed())
