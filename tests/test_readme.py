@@ -78,12 +78,18 @@ def _env() -> dict[str, str]:
 def test_readme_is_short_chinese_and_points_only_inside_the_repository():
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 250
-    assert "../shared" not in text and "host-contract" not in text
     for target in re.findall(r"\]\(([^)#]+)\)", text):
         if not target.startswith(("http://", "https://")):
             assert (ROOT / target).exists(), f"README 链接到仓库里不存在的 {target}"
     heading_words = re.findall(r"^#+ (.+)$", text, re.M)
     assert all(re.search(r"[\u4e00-\u9fff]", h) or h in ("Booku Memory",) for h in heading_words)
+
+
+def test_docs_point_only_inside_the_repository():
+    """A reader of the repository has no ``../shared`` folder and no host notes: every doc must stand alone."""
+    for doc in [README, *sorted((ROOT / "docs").glob("*.md"))]:
+        text = doc.read_text(encoding="utf-8")
+        assert "../shared" not in text and "/work/shared" not in text and "host-contract" not in text, doc.name
 
 
 def test_ci_runs_exactly_the_readme_test_command():
