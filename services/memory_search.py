@@ -328,7 +328,7 @@ class MemorySearch:
         matched = [hit.id for hit in fused if hit.id in keyword_hits]
         if matched and terms:
             texts = await self.rt.records.keyword_texts(matched)
-            frequencies, documents = await self.rt.records.term_statistics(terms)
+            frequencies, documents = await self.rt.records.term_statistics(terms, self.scope.readable_store_keys)
             weigh = CoverageWeigher(terms, document_idf(frequencies, documents))
             word_matches = [memory_id for memory_id in matched if weigh(texts.get(memory_id)) >= WORD_COVERAGE]
         return relevant_hits(fused, margin=margin, background=background, word_matches=word_matches,
