@@ -157,14 +157,14 @@ class Dispatcher:
         raise ValidationError(f"未知的调用 {target!r}.{method!r}")
 
     async def _mcp_tool(self, name: str, arguments: Any, scope: Scope | None) -> dict[str, Any]:
-        from .mcp_server.catalog import ToolContext, build_tools, call_tool
+        from .mcp_server.catalog import build_tools, runtime_tool_call
 
         if self._mcp_tools is None:
             self._mcp_tools = {tool.name: tool for tool in build_tools(self.runtime.config)}
         tool = self._mcp_tools.get(name)
         if tool is None:
             raise ValidationError(f"未知工具 {name!r}，可用：{'、'.join(self._mcp_tools)}")
-        outcome = await call_tool(tool, ToolContext(self.runtime, scope or self.runtime.default_scope), arguments)
+        outcome = await runtime_tool_call(self.runtime, scope or self.runtime.default_scope)(tool, arguments)
         return {"text": outcome.text, "is_error": outcome.is_error}
 
 
