@@ -22,8 +22,6 @@ import numpy as np
 from .errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.merge import merge_texts
-from .logic.novelty import novelty_energy
-from .logic.supersession import Decision, Thresholds, best_supersession, decide, fact_cues
 from .logic.text import compose_embedding_text, keyword_title
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
@@ -32,8 +30,8 @@ from .storage.records import (
     savepoint_plan,
 )
 from .storage.vector_index import VectorHit, tier_of
+from .write_decision import NewFact, WriteJudgement, judge_write, supersession_mark
 
-EXACT_DUPLICATE_SIMILARITY = 0.9999
 REVERTIBLE_COLUMNS = (
     "title", "name", "folder_id", "bucket", "content", "source", "memory_type", "status", "person_id",
     "relation_memory_ids", "relation_aliases", "event_start_at", "event_end_at", "related_people", "knowledge_type",
@@ -209,7 +207,7 @@ def _batch_plan(runtime, batch: list[PendingUpsert], hits_of: dict[int, list[Vec
     outcomes: list[Any] = []
     written: list[tuple[PendingUpsert, dict[str, Any]]] = []
     keyword_rows: list[KeywordRow] = []
-    # One BLAS limit for the whole batch's novelty checks (``MemoryWriter._merge_decision``), not one per write:
+    # One BLAS limit for the whole batch's novelty checks (``write_decision.judge_write``), not one per write:
     # setting and restoring the thread count cost about half as much as the novelty computation itself. The limit
     # is process-wide either way (other threads' BLAS calls meanwhile run on one thread too, as they did during
     # each write's own limit), and every novelty check still runs under it.
@@ -347,15 +345,12 @@ class MemoryWriter:
         keyword-index row is appended to ``keyword_rows`` for the batch to write after its savepoints.
         """
         draft, vector = job.draft, job.vector
-        target, novelty, replaces, unsure = None, 1.0, None, None
+        judgement = WriteJudgement()
         if job.allow_merge and vector is not None and hits:
-            target, novelty, unsure = self._merge_decision(draft, vector, hits, records)
-            if target is None:
-                found = self._supersession(draft, hits, records)
-                if found is not None and found[1] is Decision.UPDATE:
-                    replaces, unsure = found[0], None
-                elif found is not None:
-                    unsure = (found[0], found[1].value)
+            fact = NewFact(draft.content, draft.folder_id, draft.memory_type, draft.person_id,
+                           dated=bool(draft.fields.get("event_start_at")))
+            judgement = judge_write(self.rt.config.write_conflict, fact, vector, hits, records)
+        target, novelty, replaces, unsure = judgement.target, judgement.novelty, judgement.replaces, judgement.unsure
         if job.allow_merge and draft.memory_type == "person" and draft.person_id:
             # Same layer only: a current fact merged into an archived person record would vanish from retrieval.
             # Read through the transaction, so a person created earlier in this batch counts.
@@ -391,74 +386,10 @@ class MemoryWriter:
         old = yield from self.rt.records.read_plan(replaces)
         if old is None or old["superseded_by"]:  # deleted or replaced meanwhile
             return record, None
+        changes, note = supersession_mark(record)
         superseded = yield from self.rt.records.update_plan(
-            replaces, {"superseded_at": record["created_at"], "superseded_by": record["memory_id"]},
-            action="supersede", actor=self.scope.context, touch=False,
-            note=f"被新记忆 {record['memory_id']} 取代：{(record.get('title') or '')[:60]}")
+            replaces, changes, action="supersede", actor=self.scope.context, touch=False, note=note)
         return record, superseded
-
-    def _thresholds(self) -> Thresholds:
-        wc = self.rt.config.write_conflict
-        return Thresholds(update_min_similarity=wc.update_min_similarity,
-                          restatement_min_similarity=wc.merge_min_similarity,
-                          restatement_min_overlap=wc.restatement_min_overlap)
-
-    def _eligible(self, draft: MemoryDraft, hits: list[VectorHit],
-                  records: dict[str, dict[str, Any]]) -> list[VectorHit]:
-        """The neighbours a write may merge into or supersede: same folder and type, and for a person memory the
-        same person (two people described in the same words are still two people)."""
-        return [h for h in hits if h.memory_id in records
-                and records[h.memory_id]["folder_id"] == draft.folder_id
-                and records[h.memory_id]["memory_type"] == draft.memory_type
-                and (draft.memory_type != "person" or records[h.memory_id]["person_id"] == draft.person_id)]
-
-    def _supersession(self, draft: MemoryDraft, hits: list[VectorHit],
-                      records: dict[str, dict[str, Any]]) -> tuple[str, Decision] | None:
-        """The current memory the draft updates or may update (``logic.supersession.best_supersession``): its id
-        with ``UPDATE`` or ``MAYBE_UPDATE``, or None.
-
-        Only neighbours in the update band are read for cues, so a write far from everything costs nothing. Two
-        memories that both carry an event time are two events (what was said or done on each day), never one fact
-        that changed: a dated write only supersedes an undated memory."""
-        thresholds = self._thresholds()
-        if thresholds.update_min_similarity >= 1.0:
-            return None
-        dated = bool(draft.fields.get("event_start_at"))
-        near = [(h.memory_id, fact_cues(records[h.memory_id]["content"]), h.similarity)
-                for h in self._eligible(draft, hits, records)
-                if h.similarity >= thresholds.update_min_similarity and not records[h.memory_id]["superseded_by"]
-                and not (dated and records[h.memory_id].get("event_start_at"))]
-        if not near:
-            return None
-        return best_supersession(fact_cues(draft.content), near, thresholds)
-
-    def _merge_decision(self, draft: MemoryDraft, vector: np.ndarray, hits: list[VectorHit],
-                        records: dict[str, dict[str, Any]]
-                        ) -> tuple[dict[str, Any] | None, float, tuple[str, str] | None]:
-        """The record a write should merge into (same store, folder and type, the same facts in other words), the
-        novelty, and the record it may restate when the facts test is unsure (id, ``maybe_duplicate``).
-
-        The caller holds ``single_threaded_blas`` (the batch does, once for all its writes).
-        """
-        wc = self.rt.config.write_conflict
-        eligible = self._eligible(draft, hits, records)
-        novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
-        if not eligible:
-            return None, novelty, None
-        best = eligible[0]
-        if best.similarity >= EXACT_DUPLICATE_SIMILARITY:
-            return records[best.memory_id], 0.0, None
-        target = records[best.memory_id]
-        # No novelty gate here: with few neighbours the novelty of a restatement is 1 − cos², above the cutoff for
-        # most paraphrases; the facts test (``logic.supersession.decide``) is what keeps different facts apart.
-        if best.similarity < wc.merge_min_similarity:
-            return None, novelty, None
-        decision = decide(fact_cues(draft.content), fact_cues(target["content"]), best.similarity, self._thresholds())
-        if decision is Decision.DUPLICATE:
-            return target, novelty, None
-        if decision is Decision.MAYBE_DUPLICATE and not target["superseded_by"]:
-            return None, novelty, (best.memory_id, decision.value)
-        return None, novelty, None
 
     # ------------------------------------------------------------- update
     async def update(self, memory_id: str, changes: dict[str, Any]) -> dict[str, Any]:

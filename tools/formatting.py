@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ..services.errors import NotFoundError
+from ..services.logic.write_report import outdated_mark, write_outcome_sentence
 
 ELLIPSIS = "…"
 COMMAND_ECHO_CHARS = 80
@@ -123,7 +124,7 @@ def full_item(item: dict[str, Any], *, offset: int = 0) -> dict[str, Any]:
         value = metadata.get(key)
         if value not in (None, "", [], 0, 0.0):
             detail[key] = value
-    for key in ("event_start_at", "event_end_at"):
+    for key in ("event_start_at", "event_end_at", "valid_from"):
         shown = format_time(metadata.get(key))
         if shown:
             detail[key] = shown
@@ -132,8 +133,9 @@ def full_item(item: dict[str, Any], *, offset: int = 0) -> dict[str, Any]:
         detail["updated"] = updated
     if metadata.get("superseded_by"):
         detail["superseded_by"] = metadata["superseded_by"]
-        detail["outdated"] = (f"这条记录已过时：{format_time(metadata.get('superseded_at')) or ''} 被 "
-                          f"{metadata['superseded_by']} 取代，只用来回答“以前/原来”的问题")
+        replaced_at = format_time(metadata.get("superseded_at"))
+        detail["outdated"] = f"这条记录{outdated_mark(metadata['superseded_by'])}" + (
+            f"（{replaced_at} 被取代）" if replaced_at else "")
     if metadata.get("supersedes"):
         detail["supersedes"] = list(metadata["supersedes"])
     content = str(item.get("content") or "")
@@ -194,25 +196,11 @@ def format_create(raw: dict[str, Any]) -> dict[str, Any]:
     """``create``: whether a new memory was made or the text was merged into an existing one, and which id."""
     item = (raw.get("items") or [{}])[0]
     memory_id = raw.get("id") or item.get("id")
-    title = one_line(item.get("title"), 60)
     merged = raw.get("mode") == "merged"
-    if merged:
-        message = (
-            f"与已有记忆 {memory_id}《{title}》说的是同一件事，已合并进这条记忆（与已有记忆合并，没有新建，两段原文都保留）；"
-            f"合并前的版本可用 history -id {memory_id} 查看"
-        )
-    else:
-        message = f"已创建记忆 {memory_id}《{title}》"
     superseded = [entry for entry in raw.get("superseded") or [] if entry.get("id")]
-    if superseded:
-        names = "、".join(f"{entry['id']}《{one_line(entry.get('title'), 40)}》" for entry in superseded)
-        message = (f"已记录 {memory_id}《{title}》，并把旧记录 {names}标记为过时（已被新记录取代，原文保留，"
-                   f"仍可回答“以前”的问题；判断错了可用 history 查看并 revert 回退）")
     unsure = [entry for entry in raw.get("unsure") or [] if entry.get("id")]
-    if unsure:
-        kinds = {"maybe_update": "可能是它的更新", "maybe_duplicate": "可能与它重复"}
-        message += "；" + "、".join(f"{kinds.get(entry.get('kind'), '可能与它有关')}：{entry['id']}" for entry in unsure)
-        message += "（两条暂都保留，稍后由模型或人工确认，不需要你处理）"
+    message = write_outcome_sentence(memory_id, item.get("title"), merged=merged, superseded=superseded,
+                                     unsure=unsure)
     result = {"action": "create", "result": "merged" if merged else "created", "id": memory_id, "message": message}
     if superseded:
         result["superseded"] = [entry["id"] for entry in superseded]

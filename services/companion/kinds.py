@@ -36,7 +36,7 @@ class KindSpec:
     in_breath: bool  # surfaces in the default breath (no query)
     in_search: bool  # found by breath_search / breath_advanced queries, catalog, importance and emotion modes
     in_dream: bool  # listed among dream's changed memories
-    mergeable: bool  # grow may fold a near-identical new item into it
+    mergeable: bool  # a fact: grow may fold a restatement into it and a later one of its kind may supersede it
     statuses: tuple[str, ...] = ()  # values trace(status=...) accepts; empty = the kind has no status
 
 

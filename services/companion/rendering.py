@@ -11,6 +11,7 @@ import math
 import time
 from typing import Any, Callable, Sequence
 
+from ..logic.write_report import outdated_mark
 from .kinds import KINDS, kind_of
 from .speech import render_with_speakers, speaker_lines
 
@@ -68,6 +69,8 @@ def memory_item(record: dict[str, Any], score: float, *, quotes: bool = False) -
         "score": round(float(score), 4),
         "speakers": [line.as_dict() for line in speaker_lines(record.get("content") or "")],
     }
+    if record.get("superseded_by"):
+        item["superseded_by"] = record["superseded_by"]
     if quotes:
         item["quotes"] = list(extra.get("quotes") or [])
     if item["kind"] == "plan":
@@ -96,6 +99,8 @@ def _flags(item: dict[str, Any]) -> list[str]:
         flags.append("已消化")
     if item["status"] != "active":
         flags.append("已归档")
+    if item.get("superseded_by"):
+        flags.append(outdated_mark(item["superseded_by"]))
     if item.get("aspect"):
         flags.append(f"🪞维度 {ASPECT_LABELS.get(item['aspect'], item['aspect'])}")
     if item["kind"] == "plan":

@@ -2,9 +2,12 @@
 
 All writes go through ``RecordRepository`` inside one database transaction each (so every change has its revision
 and audit row with the caller's authority), then the vector outbox is applied. Input is validated completely before
-anything is written. Grow items may fold into a near-identical memory of the same kind (the same novelty rule as
-the memory service); hold never merges: a held moment stays its own memory, and holding the very same text twice
-returns the existing memory instead of a copy.
+anything is written. Hold and grow make the decision ``upsert_memory`` makes (``write_decision.judge_write``) among
+the memories of the same kind: a new fact that updates an older one marks it superseded in the same transaction, an
+unsure pair goes to the model or the review queue after the commit, and a grow item that restates a memory folds
+into it. Hold never merges: a held moment stays its own memory, and holding the very same text twice returns the
+existing memory instead of a copy. Replies say what the write did in ``memory_command``'s words
+(``logic.write_report``).
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import EmbeddingUnavailableError, NotFoundError, ValidationError
+from ..logic.blas import single_threaded_blas
 from ..logic.merge import merge_texts
-from ..logic.novelty import novelty_energy
 from ..logic.text import compose_embedding_text, extract_title, normalise_folder_id
-from ..memory_writes import EXACT_DUPLICATE_SIMILARITY, merged_list
+from ..logic.write_report import write_outcome_sentence
+from ..memory_writes import merged_list
 from ..scope import Scope
+from ..write_decision import NewFact, WriteJudgement, judge_write, supersession_mark
 from . import fields as f
 from .decay_engine import record_score
 from .extensions import GrowSplitter, MemoryTagger, TagSuggestion, write_observers
@@ -77,8 +82,35 @@ class MomentDraft:
 
 @dataclass
 class WriteOutcome:
-    mode: str  # created | merged | duplicate
+    """What one companion write did: ``mode`` created | merged | duplicate, the record written or merged into, the
+    older memory it marked superseded (its new version), and the pair left for a model or a reviewer."""
+
+    mode: str
     record: dict[str, Any]
+    superseded: dict[str, Any] | None = None
+    unsure: tuple[str, str] | None = None
+
+    def links(self) -> dict[str, list[dict[str, str]]]:
+        """``superseded`` ``[{"id", "title"}]`` and ``unsure`` ``[{"id", "kind"}]``, the keys ``upsert_memory``
+        answers with, present only when not empty."""
+        found: dict[str, list[dict[str, str]]] = {}
+        if self.superseded is not None:
+            found["superseded"] = [{"id": self.superseded["memory_id"], "title": self.superseded.get("title") or ""}]
+        if self.unsure is not None:
+            found["unsure"] = [{"id": self.unsure[0], "kind": self.unsure[1]}]
+        return found
+
+    def sentence(self, title: str) -> str:
+        """What this write did, in the words ``memory_command create`` uses (``logic.write_report``)."""
+        links = self.links()
+        return write_outcome_sentence(self.record["memory_id"], title, merged=self.mode == "merged",
+                                      superseded=links.get("superseded", []), unsure=links.get("unsure", []),
+                                      created="已保存记忆")
+
+    @property
+    def noteworthy(self) -> bool:
+        """Whether the write did more than add a memory (merged, superseded, or left a pair to decide)."""
+        return self.mode == "merged" or self.superseded is not None or self.unsure is not None
 
 
 def merge_changes(target: dict[str, Any], draft: MomentDraft, novelty: float, now: float) -> dict[str, Any]:
@@ -210,36 +242,31 @@ class CompanionWriter:
         )
 
     # -------------------------------------------------------- write engine
-    async def _merge_target(self, draft: MomentDraft, vector: np.ndarray) -> tuple[dict[str, Any] | None, float]:
-        """The memory of the same kind a grow item should fold into, and the item's novelty."""
+    async def _judge(self, draft: MomentDraft, vector: np.ndarray, *, allow_merge: bool) -> WriteJudgement:
+        """The same decision ``upsert_memory`` makes (``write_decision.judge_write``) among the writable store's
+        memories of the draft's kind: a restatement to fold into (grow only, never a pinned, protected or anchor
+        memory), an older memory this one updates, or a pair to leave for a model or a reviewer."""
         wc = self.rt.config.write_conflict
         try:
             hits = await self.rt.query_vectors(vector, store_keys=[self.scope.writable_store_key], tiers=["live"],
                                                limit=wc.top_n, with_embeddings=True)
         except EmbeddingUnavailableError:  # the vector index broke meanwhile: write without a merge check
-            return None, 1.0
+            return WriteJudgement()
         if not hits:
-            return None, 1.0
-        novelty = novelty_energy(vector, [h.embedding for h in hits if h.embedding is not None])
+            return WriteJudgement()
         records = await self.rt.records.get_many([h.memory_id for h in hits])
-        for hit in hits:
-            record = records.get(hit.memory_id)
-            if (record is None or record["bucket"] != "memory" or kind_of(record) != draft.kind
-                    or record["pinned"] or record["protected"] or record["anchor"]):
-                continue
-            if hit.similarity >= EXACT_DUPLICATE_SIMILARITY:
-                return record, 0.0
-            if novelty < wc.energy_cutoff and hit.similarity >= wc.merge_min_similarity:
-                return record, novelty
-            break  # only the most similar eligible memory may be a merge target
-        return None, novelty
+        same_kind = {k: r for k, r in records.items() if r["bucket"] == "memory" and kind_of(r) == draft.kind}
+        fact = NewFact(draft.content, self.folder_id, KINDS[draft.kind].memory_type)
+        with single_threaded_blas():
+            return judge_write(wc, fact, vector, hits, same_kind, may_merge=allow_merge,
+                               merge_allowed=lambda r: not (r["pinned"] or r["protected"] or r["anchor"]))
 
     async def _write(self, drafts: Sequence[MomentDraft], *, action: str, allow_merge: bool,
                      source_text: str | None, digest_bucket: str = "") -> tuple[list[WriteOutcome], str]:
         """Write drafts in one transaction (plus their source links); returns the outcomes and a degraded reason."""
         vectors: list[np.ndarray | None] = [None] * len(drafts)
         degraded = ""
-        if allow_merge and any(KINDS[d.kind].mergeable for d in drafts):
+        if any(KINDS[d.kind].mergeable for d in drafts):
             if self.rt.embedding_available():
                 try:
                     matrix = await self.rt.embed_documents([compose_embedding_text(d.title, d.content) for d in drafts])
@@ -253,34 +280,37 @@ class CompanionWriter:
         context = self.scope.context
         store_key = self.scope.writable_store_key
         async with self.rt.write_lock:
-            targets: list[tuple[dict[str, Any] | None, float]] = []
-            for draft, vector in zip(drafts, vectors):
-                if vector is not None and KINDS[draft.kind].mergeable:
-                    targets.append(await self._merge_target(draft, vector))
-                else:
-                    targets.append((None, 1.0))
             if not allow_merge and len(drafts) == 1:
                 existing = await self.store.find_identical(store_key=store_key, kind=drafts[0].kind,
                                                            content=drafts[0].content)
                 if existing is not None:
                     record = await self.rt.records.get(existing)
                     return [WriteOutcome("duplicate", record)], degraded
+            judgements: list[WriteJudgement] = []
+            for draft, vector in zip(drafts, vectors, strict=True):
+                if vector is not None and KINDS[draft.kind].mergeable:
+                    judgements.append(await self._judge(draft, vector, allow_merge=allow_merge))
+                else:
+                    judgements.append(WriteJudgement())
             async with self.rt.db.transaction() as conn:
                 source_id = None
                 if source_text is not None:
                     source_id = await self.store.save_source(conn, owner_uid=self.scope.owner_uid,
                                                              store_key=store_key, content=source_text)
-                for draft, (target, novelty) in zip(drafts, targets):
+                for draft, judged in zip(drafts, judgements, strict=True):
+                    target = judged.target
                     current = await self.rt.records.get(target["memory_id"], conn=conn) if target else None
                     if current is not None and current["store_key"] == store_key:
                         record = await self.rt.records.update(
-                            conn, current["memory_id"], merge_changes(current, draft, novelty, now), action="merge",
-                            actor=context, note=f"{action} 合并：{draft.title[:60]}")
+                            conn, current["memory_id"], merge_changes(current, draft, judged.novelty, now),
+                            action="merge", actor=context, note=f"{action} 合并：{draft.title[:60]}")
                         outcomes.append(WriteOutcome("merged", record))
                     else:
                         record = await self.rt.records.insert(conn, draft.record(self.scope, self.folder_id),
                                                               action=action, actor=context)
-                        outcomes.append(WriteOutcome("created", record))
+                        superseded = await self._supersede(conn, judged.replaces, record)
+                        outcomes.append(WriteOutcome("created", record, superseded,
+                                                     None if superseded or target else judged.unsure))
                     if source_id is not None or draft.source_bucket:
                         await self.store.link_source(conn, memory_id=record["memory_id"], store_key=store_key,
                                                      source_id=source_id, ranges=draft.ranges,
@@ -291,7 +321,28 @@ class CompanionWriter:
         report = await self.rt.sync_vectors()
         changed = [o.record["memory_id"] for o in outcomes] + ([digest_bucket] if digest_bucket else [])
         await self.rt.notify_changed(action, changed)
+        superseded = [o.superseded["memory_id"] for o in outcomes if o.superseded is not None]
+        if superseded:
+            await self.rt.notify_changed("supersede", superseded)
+        for outcome in outcomes:
+            if outcome.unsure is not None:
+                # After the commit and outside any transaction, as for upsert_memory: a model may take seconds.
+                from ..evidence.unsure_pairs import schedule_unsure_pair
+
+                schedule_unsure_pair(self.rt, self.scope, outcome.record["memory_id"], *outcome.unsure)
         return outcomes, degraded or getattr(report, "error", "")
+
+    async def _supersede(self, conn: Any, replaces: str | None, record: dict[str, Any]) -> dict[str, Any] | None:
+        """Mark ``replaces`` superseded by the just-inserted ``record`` in the same transaction (both or neither);
+        None when there is nothing to replace or it was deleted or replaced meanwhile."""
+        if replaces is None:
+            return None
+        old = await self.rt.records.get(replaces, conn=conn)
+        if old is None or old["superseded_by"] or old["store_key"] != self.scope.writable_store_key:
+            return None
+        changes, note = supersession_mark(record)
+        return await self.rt.records.update(conn, replaces, changes, action="supersede", actor=self.scope.context,
+                                            touch=False, note=note)
 
     async def _observer_notices(self, outcomes: Sequence[WriteOutcome]) -> list[str]:
         notices: list[str] = []
@@ -342,11 +393,13 @@ class CompanionWriter:
                  + (" · 📌核心准则" if item["pinned"] else "")]
         if item["speakers"]:
             lines.append(f"拆出 {len(item['speakers'])} 条他人说的话（speaker 行）")
+        if outcome.noteworthy:
+            lines.append(outcome.sentence(display_name(item)))
         if source_text is not None:
             lines.append("原文已存入不可变原文层（不参与 breath）")
         lines.extend(f"提示：{n}" for n in notices)
         return {"action": "hold", "mode": outcome.mode, "id": item["id"], "item": item,
-                "speakers": item["speakers"], "notices": notices, "text": "\n".join(lines)}
+                "speakers": item["speakers"], "notices": notices, **outcome.links(), "text": "\n".join(lines)}
 
     async def _digest_target(self, bucket: str, is_feel: bool, notices: list[str]) -> str:
         """Check ``source_bucket`` and decide whether this write marks it digested (a feeling written for it)."""
@@ -444,17 +497,24 @@ class CompanionWriter:
         outcomes, degraded = await self._write(drafts, action="grow", allow_merge=True, source_text=source_text)
         notices = self._vector_notice(degraded, merge_checked=True) + notices + await self._observer_notices(outcomes)
         items = [self.item(o.record) for o in outcomes]
+        superseded = sum(o.superseded is not None for o in outcomes)
         lines = [f"整理为 {len(items)} 条记忆（新建 {sum(o.mode == 'created' for o in outcomes)}，"
-                 f"合并 {sum(o.mode == 'merged' for o in outcomes)}）："]
-        for outcome, item in zip(outcomes, items):
+                 f"合并 {sum(o.mode == 'merged' for o in outcomes)}"
+                 + (f"，其中 {superseded} 条取代了旧记录" if superseded else "") + "）："]
+        links: dict[str, list[dict[str, str]]] = {}
+        for outcome, item in zip(outcomes, items, strict=True):
             verb = "合并入" if outcome.mode == "merged" else "新建"
             lines.append(f"- {verb} [{item['id']}] {display_name(item)} · 重要度 {item['importance']}")
+            if outcome.noteworthy:
+                lines.append(f"  {outcome.sentence(display_name(item))}")
+            for key, entries in outcome.links().items():
+                links.setdefault(key, []).extend({**entry, "by": item["id"]} for entry in entries)
         if source_text is not None:
             lines.append("原文已存入不可变原文层（不参与 breath），各条按行号区间关联")
         lines.extend(f"提示：{n}" for n in notices)
         return {"action": "grow", "path": path, "total": len(items), "items": items,
                 "modes": [o.mode for o in outcomes], "ids": [i["id"] for i in items], "notices": notices,
-                "text": "\n".join(lines)}
+                **links, "text": "\n".join(lines)}
 
     # --------------------------------------------------------------- trace
     async def trace(self, bucket_id: Any, **params: Any) -> dict[str, Any]:

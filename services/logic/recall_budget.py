@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .write_report import outdated_mark
+
 MODES = ("full", "summary", "uri", "dropped")
 SECTION_TITLES = {"self": "## Global Memory", "actor_peer": "## Actor Peer Memory", "other_peer": "## Other Peer Memory"}
 SECTION_ORDER = ("actor_peer", "self", "other_peer")
@@ -39,7 +41,7 @@ class BudgetEntry:
         head = f"[{self.rank}] {self.uri} (score={self.score:.4f})"
         if self.extra.get("superseded_by"):
             # On the head line, so the mark survives the summary and uri modes too.
-            head += f" [已过时：已被 {self.extra['superseded_by']} 取代，只说明以前的情况]"
+            head += f" [{outdated_mark(self.extra['superseded_by'])}]"
         body = self.body()
         return f"{head}\n{body}" if body else head
 
