@@ -98,7 +98,8 @@ COMPANION_TOOLS: tuple[ToolSpec, ...] = (
         DATE_FROM, DATE_TO)),
     ToolSpec("hold", "hold", (
         "仅在对话中已明确决定「这段内容值得成为长期记忆」时调用；不要因普通聊天或猜测自行调用。content 逐字保存，"
-        "绝不压缩，也不与其他记忆合并。正文里凡是别人（不是用户、也不是我）说的话，写成单独一行 `@名字：原话`，"
+        "绝不压缩，也不与其他记忆合并。若它说明某条旧记忆的事实变了（搬家、换工作或号码、改时间、不再做某事），"
+        "旧记录会被标记为过时（原文保留，仍回答“以前”的问题）；拿不准时两条都保留、留给模型或人工确认；回复都会写明。正文里凡是别人（不是用户、也不是我）说的话，写成单独一行 `@名字：原话`，"
         "以后会拆成带 speaker 的 JSON 返回，不会被读成用户说的话；用户和我自己的话照常写，不加 @。"
         "title/domain 显式传入时优先；其余元数据自动补全，没有打标模型时用本地中性值并说明。"
         "pinned=True 标记永久核心准则（importance 锁定 10）；feel=True 存为感受且 domain 固定为 feel。"), (
@@ -120,7 +121,8 @@ COMPANION_TOOLS: tuple[ToolSpec, ...] = (
         QUOTES_INPUT)),
     ToolSpec("grow", "grow", (
         "仅在对话中已明确要求整理并写入长期记忆时调用。把一段长文本（一天的记录、日记、总结）拆成 2~6 条独立事件"
-        f"记忆，每条尝试与几乎相同的旧记忆合并（合并不压缩）；不足 {GROW_SHORT_CHARS} 字走 hold 单条路径。"
+        f"记忆；同一件事换个说法的条目与已有记忆合并（不压缩，两段原文都保留），说明事实变了的条目把旧记录标记为过时"
+        f"（原文保留），回复逐条写明；不足 {GROW_SHORT_CHARS} 字走 hold 单条路径。"
         "也可自己拆好传 items（字符串或对象：title/content/tags/importance/domain/valence/arousal/why_remembered/"
         "source_ranges/quotes），显式字段优先、正文逐字；同时传 content 时它是整批共享的原文证据，只存一次。"
         "quotes 只在 items 上有，多数 item 不该有。"), (

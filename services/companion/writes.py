@@ -23,7 +23,7 @@ from ..errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from ..logic.blas import single_threaded_blas
 from ..logic.merge import merge_texts
 from ..logic.text import compose_embedding_text, extract_title, normalise_folder_id
-from ..logic.write_report import write_outcome_sentence
+from ..logic.write_report import outdated_mark, write_outcome_sentence
 from ..memory_writes import merged_list
 from ..scope import Scope
 from ..write_decision import NewFact, WriteJudgement, judge_write, supersession_mark
@@ -536,6 +536,9 @@ class CompanionWriter:
         if effective:
             await self.rt.sync_vectors()
             await self.rt.notify_changed("trace", [memory_id])
+        if record["superseded_by"]:
+            notices.append(f"这条记录{outdated_mark(record['superseded_by'])}；现在的情况请用 hold 记新事实，"
+                           "取代判断错了可用 memory_command history / revert 回退")
         item = self.item(record)
         changed = sorted(effective)
         head = (f"已修改 [{memory_id}] {display_name(item)}：{'、'.join(changed)}" if changed

@@ -65,6 +65,9 @@ async def test_a_held_move_supersedes_the_old_home_and_says_so(companion, memory
     # breath_search still finds the old home, marked as outdated; 撤销取代 makes it current again.
     found = await companion.breath_search("北京朝阳区")
     assert f"已过时：已被 {new['id']} 取代" in found["text"]
+    assert next(i for i in found["items"] if i["id"] == old["id"])["superseded_by"] == new["id"]
+    traced = await companion.trace(old["id"], importance=6)
+    assert f"已过时：已被 {new['id']} 取代" in traced["text"]
     await svc.unsupersede_memory(memory_id=old["id"])
     assert (await svc.get_memory_detail(memory_id=old["id"]))["item"]["metadata"]["superseded_by"] == ""
 
