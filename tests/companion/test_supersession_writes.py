@@ -9,8 +9,9 @@ The real local model embeds: whether two texts are near enough to compare is a q
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -86,7 +87,8 @@ async def test_memory_command_and_hold_report_a_supersession_in_the_same_words(c
 
 async def test_grow_merges_a_restatement_and_keeps_a_different_place_apart(companion, memory) -> None:
     base = await companion.hold("我在北京海淀区的一家医院当护士。")
-    grown = await companion.grow(items=["我是护士，在北京海淀区的一家医院工作。", "我是护士，在上海徐汇区的一家医院工作。"])
+    grown = await companion.grow(items=["我是护士，在北京海淀区的一家医院工作。",
+                                        "我是护士，在上海徐汇区的一家医院工作。"])
     content = (await memory.runtime.records.get(base["id"]))["content"]
     assert grown["modes"] == ["merged", "created"] and grown["ids"][0] == base["id"]
     assert "当护士" in content and "医院工作" in content  # lossless

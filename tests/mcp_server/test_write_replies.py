@@ -38,7 +38,8 @@ async def test_hold_grow_and_memory_command_say_which_memory_became_outdated(run
         home_id = home.split("[", 1)[1].split("]", 1)[0]
         moved = await client.call_tool("hold", {"content": "上个月我搬到上海浦东了，新家在世纪公园旁边。"})
         moved_id = text(moved).split("[", 1)[1].split("]", 1)[0]
-        assert not moved.is_error and f"并把旧记录 {home_id}《我住在北京朝阳区，离公司不远。》{OUTDATED_TAIL}" in text(moved)
+        assert not moved.is_error
+        assert f"并把旧记录 {home_id}《我住在北京朝阳区，离公司不远。》{OUTDATED_TAIL}" in text(moved)
 
         job = await client.call_tool("grow", {"items": ["我在腾讯做产品经理，负责微信支付。"]})
         job_id = text(job).split("[", 1)[1].split("]", 1)[0]
