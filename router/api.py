@@ -39,6 +39,7 @@ from .payloads import (
     MemoryCreate,
     MemoryUpdate,
     RevertRequest,
+    SupersedeRequest,
     clean_memory_fields,
     read_upload,
     recall_arguments,
@@ -135,13 +136,15 @@ async def search(
     top_k: Annotated[int, Query(ge=1, le=100)] = 10,
     include_archived: bool = False,
     include_knowledge: bool = False,
+    include_superseded: bool = True,
     core_tags: str = "",
     diffusion_tags: str = "",
     opposing_tags: str = "",
 ) -> dict[str, Any]:
     """Search like the bot does (``semantic``: ``retrieve_memories`` with scores and ``score_parts``) or by keyword.
 
-    Tag groups are comma-separated; give all three or none.
+    Tag groups are comma-separated; give all three or none. ``include_superseded=false`` leaves out memories a
+    later one replaced (each result carries ``metadata.superseded_by``).
     """
     return await operations.search_memories(
         service,
@@ -150,6 +153,7 @@ async def search(
         top_k=top_k,
         include_archived=include_archived,
         include_knowledge=include_knowledge,
+        include_superseded=include_superseded,
         core_tags=core_tags,
         diffusion_tags=diffusion_tags,
         opposing_tags=opposing_tags,
@@ -242,6 +246,19 @@ async def revert_memory(memory_id: str, payload: RevertRequest, services: Servic
     service = await services.memory_for(memory_id)
     await service.revert_memory(memory_id=memory_id, version=payload.version)
     return {"action": "revert_memory", "item": await operations.memory_detail(service, memory_id)}
+
+
+@router.post("/memories/{memory_id}/supersede")
+async def supersede_memory(memory_id: str, payload: SupersedeRequest, services: Services) -> dict[str, Any]:
+    """Mark the memory superseded by the later memory ``superseded_by`` (audited; checked: no self, no loop)."""
+    service = await services.memory_for(memory_id)
+    return await service.supersede_memory(memory_id=memory_id, superseded_by=payload.superseded_by)
+
+
+@router.post("/memories/{memory_id}/unsupersede")
+async def unsupersede_memory(memory_id: str, services: Services) -> dict[str, Any]:
+    """"撤销取代": the memory counts as current again (audited)."""
+    return await (await services.memory_for(memory_id)).unsupersede_memory(memory_id=memory_id)
 
 
 @router.get("/knowledge/documents")

@@ -259,6 +259,7 @@ async def search_memories(
     top_k: int,
     include_archived: bool,
     include_knowledge: bool,
+    include_superseded: bool = True,
     core_tags: str = "",
     diffusion_tags: str = "",
     opposing_tags: str = "",
@@ -267,18 +268,21 @@ async def search_memories(
 
     Always returns the service dict with the hits under ``results`` (the grep answer's ``items`` are copied there),
     so callers read one key. Tag groups are comma-separated strings; the service wants all three or none.
+    ``include_superseded=False`` leaves out the memories a later one replaced, in both modes.
     """
     if mode == "keyword":
         result = await service.grep_memories(
             query=query, search_fields=KEYWORD_SEARCH_FIELDS, include_archived=include_archived, top_k=top_k
         )
-        return {**result, "results": list(result.get("items") or [])}
+        hits = [item for item in result.get("items") or []
+                if include_superseded or not item["metadata"].get("superseded_by")]
+        return {**result, "results": hits}
     groups = {"core_tags": core_tags, "diffusion_tags": diffusion_tags, "opposing_tags": opposing_tags}
     tags = {name: split_list(value) for name, value in groups.items() if split_list(value)}
     # An administrator looking is not the bot recalling: leave the activation counters alone.
     return await service.retrieve_memories(
         query, top_k=top_k, include_archived=include_archived, include_knowledge=include_knowledge,
-        record_activation=False, **tags
+        record_activation=False, include_superseded=include_superseded, **tags
     )
 
 

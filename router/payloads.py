@@ -139,6 +139,14 @@ class RevertRequest(BaseModel):
     version: int = Field(ge=1)
 
 
+class SupersedeRequest(BaseModel):
+    """Body of ``POST /api/memories/{id}/supersede``: the id of the later memory that replaces this one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    superseded_by: str = Field(min_length=1, max_length=200)
+
+
 BULK_PURGE_PHRASE = "永久删除"
 BulkActionName = Literal["delete", "restore", "archive", "move", "purge"]
 

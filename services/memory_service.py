@@ -176,18 +176,25 @@ class BookuMemoryService:
         status: str | None = None, person_id: str | None = None, relation_of: str | None = None,
         include_archived: bool = False, include_knowledge: bool = True, include_related: bool = False,
         core_tags: list[str] | None = None, diffusion_tags: list[str] | None = None,
-        opposing_tags: list[str] | None = None,
+        opposing_tags: list[str] | None = None, include_superseded: bool = True,
     ) -> dict:
-        """Filtered search (the tool's ``search``). Returns ``{"action", "total", "items"}``, items ranked."""
+        """Filtered search (the tool's ``search``). Returns ``{"action", "total", "items"}``, items ranked; a memory
+        a later one replaced carries ``metadata.superseded_by``, and ``include_superseded=False`` leaves it out."""
         triplet = triplet_from_lists(core_tags, diffusion_tags, opposing_tags, required=False)
-        return await self._search().search_entries(
-            top_n=self._top("top_n", top_n, 10), query_text=query_text,
+        top = self._top("top_n", top_n, 10)
+        found = await self._search().search_entries(
+            top_n=top if include_superseded else top * 2, query_text=query_text,
             memory_type=choose("memory_type", memory_type, MEMORY_TYPES) if memory_type else None,
             status=choose("status", status, STATUSES) if status else None,
             person_id=(person_id or "").strip() or None, relation_of=(relation_of or "").strip() or None,
             include_archived=bool(include_archived), include_knowledge=bool(include_knowledge),
             include_related=bool(include_related), triplet=triplet,
         )
+        if not include_superseded:
+            # Ranked twice as deep above, so leaving out superseded memories does not leave the list short.
+            found["items"] = [item for item in found["items"] if not item["metadata"].get("superseded_by")][:top]
+            found["total"] = len(found["items"])
+        return found
 
     async def grep_memories(self, *, query: str, search_fields: list[str], folder_id: str | None = None,
                             include_archived: bool = False, top_k: int = 10, use_regex: bool = False) -> dict:

@@ -180,6 +180,8 @@ MEMORY_COMMANDS: tuple[CommandSpec, ...] = (
                 "include_knowledge", ("include_knowledge",), FlagKind.BOOL, "也找知识库文档片段（默认 true）"
             ),
             FlagSpec("include_related", ("include_related", "related"), FlagKind.BOOL, "附带关联记忆"),
+            FlagSpec("include_superseded", ("include_superseded", "superseded"), FlagKind.BOOL,
+                     "也找已过时（被取代）的（默认 true）"),
             *TAG_FLAGS,
         ),
         notes=(

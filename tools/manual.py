@@ -73,7 +73,8 @@ def build_manual(config: BookuConfig | None = None) -> str:
         "不要 update 改旧记忆。系统会把旧记录标记为过时（被新记录取代），旧原文保留，仍用来回答“以前/原来”的问题。",
         "- 只是补充（“也/还/另外”）不会取代任何记录；同一件事换个说法再说会与已有记忆合并。",
         "- 系统拿不准是更新还是重复时，两条都先保留，回复里会说“可能是它的更新/可能与它重复”，之后由模型或人工确认，你不用处理。",
-        "- 结果里带 superseded_by 的记录已过时，回答“现在”的问题请用取代它的那条；判断错了用 history + revert 回退。",
+        "- 结果里带 superseded_by 的记录已过时，回答“现在”的问题请用取代它的那条；判断错了用 history + revert 回退。"
+        "search -include_superseded false 只看当前事实。hold/grow 写入时同样判断。",
         "",
         "## 子命令",
     ]

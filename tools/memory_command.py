@@ -332,6 +332,8 @@ def _plan_search(parsed: ParsedCommand, ctx: _Context) -> Runner:
         "include_knowledge": parsed.get("include_knowledge", True),
         "include_related": parsed.get("include_related", False),
     }
+    if parsed.get("include_superseded") is False:  # only then: the reference service has no such argument
+        kwargs["include_superseded"] = False
     kwargs.update(_tags(parsed, required=False) or {})
     snippet_chars = ctx.config.tools.search_snippet_chars
 

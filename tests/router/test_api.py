@@ -289,3 +289,31 @@ async def test_dashboard_edits_are_recorded_as_human_dashboard_changes(api):
     history = (await api.get(f"/api/memories/{item['id']}/history")).json()["versions"]
     assert [entry["actor"] for entry in history] == ["dashboard", "dashboard"]
     assert item["metadata"]["source"] == "dashboard"
+
+
+async def test_a_supersession_is_set_undone_and_filtered_through_the_api(api):
+    old = await create_memory(api, title="旧住址", content="我住在北京朝阳区的望京")
+    new = await create_memory(api, title="新住址", content="我搬到上海浦东的世纪公园旁边了")
+    marked = await api.post(f"/api/memories/{old['id']}/supersede", json={"superseded_by": new["id"]})
+    assert marked.status_code == 200 and marked.json()["item"]["metadata"]["superseded_by"] == new["id"]
+    detail = (await api.get(f"/api/memories/{new['id']}")).json()["item"]
+    assert detail["metadata"]["supersedes"] == [old["id"]]
+
+    for mode, query in (("semantic", "住址 北京 上海"), ("keyword", "住")):
+        every = (await api.get("/api/search", params={"q": query, "mode": mode})).json()["results"]
+        current = (await api.get("/api/search", params={"q": query, "mode": mode,
+                                                        "include_superseded": "false"})).json()["results"]
+        assert old["id"] in [i["id"] for i in every], mode
+        assert next(i for i in every if i["id"] == old["id"])["metadata"]["superseded_by"] == new["id"]
+        assert old["id"] not in [i["id"] for i in current] and new["id"] in [i["id"] for i in current], mode
+
+    audit = (await api.get("/api/audit", params={"memory_id": old["id"]})).json()["items"]
+    assert [(e["action"], e["authority"]) for e in audit][0] == ("supersede", "human")
+    again = await api.post(f"/api/memories/{old['id']}/supersede", json={"superseded_by": new["id"]})
+    assert again.status_code == 400 and "已被" in again.json()["detail"]
+    undone = await api.post(f"/api/memories/{old['id']}/unsupersede")
+    assert undone.status_code == 200 and undone.json()["was_superseded_by"] == new["id"]
+    assert (await api.get(f"/api/memories/{old['id']}")).json()["item"]["metadata"]["superseded_by"] == ""
+    assert (await api.post(f"/api/memories/{old['id']}/unsupersede")).status_code == 400
+    assert (await api.post(f"/api/memories/{old['id']}/supersede", json={"superseded_by": old["id"]})).status_code \
+        == 400

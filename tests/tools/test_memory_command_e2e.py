@@ -205,3 +205,18 @@ async def test_help_works_without_a_service():
     assert envelope["ok"] and envelope["executed"] == 2
     failing = await run_memory_command(None, "status")
     assert failing["ok"] is False and "只能执行 help" in failing["error"]
+
+
+async def test_read_and_search_show_which_memory_is_current(svc):
+    old = await seed(svc, "旧住址", "我住在北京朝阳区的望京")
+    new = await seed(svc, "新住址", "我搬到上海浦东的世纪公园旁边了")
+    await svc.supersede_memory(memory_id=old, superseded_by=new)
+    old_read, new_read = step(await run(svc, f"read -ids {old},{new}"))["items"]
+    assert old_read["superseded_by"] == new and f"已过时：已被 {new} 取代" in old_read["outdated"]
+    assert new_read["supersedes"] == [old] and "superseded_by" not in new_read
+    assert old_read["valid_from"] and new_read["valid_from"]  # when each fact became true
+    every = step(await run(svc, "search -q 住址 -n 5"))["items"]
+    current = step(await run(svc, "search -q 住址 -n 5 -include_superseded false"))["items"]
+    assert {i["id"] for i in every} == {old, new}
+    assert next(i for i in every if i["id"] == old)["superseded_by"] == new
+    assert [i["id"] for i in current] == [new]
