@@ -82,6 +82,8 @@ ACTION_LABELS: dict[str, str] = {
     "knowledge_ingest": "知识入库",
     "knowledge_update": "知识更新",
     "knowledge_remove": "知识删除",
+    "supersede": "标记为过时（被新记忆取代）",
+    "unsupersede": "撤销取代",
     **EVENT_ACTIONS,
     **REVISION_ACTIONS,
 }
@@ -89,7 +91,7 @@ ACTION_LABELS: dict[str, str] = {
 AUDIT_ACTIONS: tuple[str, ...] = (
     "create", "update", "merge", "delete", "restore", "revert", "archive", "move", "promote", "expire",
     "hard_delete", "undo", "undo_create", "undo_delete", "knowledge_ingest", "knowledge_update", "knowledge_remove",
-    *EVENT_ACTIONS, *REVISION_ACTIONS,
+    "supersede", "unsupersede", *EVENT_ACTIONS, *REVISION_ACTIONS,
 )
 AUTHORITY_LABELS: dict[str, str] = {
     "human": "人工",

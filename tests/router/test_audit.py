@@ -187,3 +187,15 @@ async def test_confirmation_page_names_a_creation_undo(api, browser):
     asked = (await browser.post(f"/audit/{audit_id}/restore", data={"csrf_token": browser.csrf})).text
     assert "移入回收站" in asked and re.search(r'name="return_to" value="/audit"', asked)
     assert item["title"] in asked
+
+
+async def test_supersessions_are_named_and_filterable_in_the_audit_log(api, browser):
+    old = await create_memory(api, title="旧住址", content="我住在北京朝阳区的望京")
+    new = await create_memory(api, title="新住址", content="我搬到上海浦东了")
+    await api.post(f"/api/memories/{old['id']}/supersede", json={"superseded_by": new["id"]})
+    await api.post(f"/api/memories/{old['id']}/unsupersede")
+    page = (await browser.get("/audit", params={"action": "supersede"})).text
+    assert page.count('class="card audit-row"') == 1 and "标记为过时（被新记忆取代）" in page
+    assert '<option value="supersede" selected>' in page and '<option value="unsupersede">' in page
+    undone = (await browser.get("/audit", params={"action": "unsupersede"})).text
+    assert undone.count('class="card audit-row"') == 1 and "撤销取代" in undone
