@@ -34,7 +34,12 @@ PLAIN_TABLES = {
     "dreaming_mark": ("booku_dreaming_marks", "1"),
     "provenance": ("booku_memory_provenance", "1"),
     "review_flag": ("booku_review_flags", "1"),
+    # Pending pairs wait for a reviewer; decided ones must not be asked again. ``seq`` is local (see LOCAL_KEYS).
+    "unsure_pair": ("booku_unsure_pairs", "seq"),
 }
+LOCAL_KEYS = {"document_revision": "revision_id", "unsure_pair": "seq"}
+"""Row keys that number a table's rows in one database only: left out on import, so an imported row never takes
+(or is ignored for) a number the target already gave one of its own rows; the row's own id keeps it unique."""
 
 
 def _quiet(done: int, total: int, label: str) -> None:
@@ -86,8 +91,8 @@ async def import_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet
                 else:
                     table, _ = PLAIN_TABLES[entry["kind"]]
                     row = dict(entry["row"])
+                    row.pop(LOCAL_KEYS.get(entry["kind"], ""), None)
                     if entry["kind"] == "document_revision":
-                        row.pop("revision_id", None)
                         exists = await runtime.db.fetch_value(
                             "SELECT COUNT(*) FROM booku_knowledge_document_revisions WHERE document_id = ? AND version = ?",
                             [row["document_id"], row["version"]], 0)

@@ -6,12 +6,14 @@ The real local model embeds, because whether two texts are near enough to compar
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from booku_memory.services.errors import NotFoundError, ValidationError
+from booku_memory.services.evidence.unsure_pairs import UnsurePairs, resolve_unsure_pair
 from booku_memory.services.portability import export_jsonl, import_jsonl
 
 from .memory_support import MEMORY_SERVICE, open_store
@@ -177,3 +179,37 @@ async def test_two_dated_memories_are_two_events_not_an_update(tmp_path: Path, e
         await svc.upsert_memory(OLD, event_start_at=1_700_000_000.0)
         said_later = await svc.upsert_memory(NEW, event_start_at=1_700_086_400.0)
     assert "superseded" not in said_later
+
+
+async def test_the_public_export_and_import_carry_both_links_of_a_chain_and_the_pending_pairs(tmp_path: Path,
+                                                                                               e5) -> None:
+    """Through the handle's own export/import: a memory that replaced one and was replaced itself keeps both links,
+    a second export of the imported store says the same, and a pair waiting for review still waits."""
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    async with open_store(tmp_path / "source", embedder=e5) as handle:
+        svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
+        old, new = await write_move(svc)
+        latest = await svc.upsert_memory("我又搬家了，上周搬到杭州西湖区，离公司更远了。")
+        phone = await svc.upsert_memory("我的手机号是13800001111。")
+        other = await svc.upsert_memory("我的手机号是13900002222。")
+        await resolve_unsure_pair(rt, rt.default_scope, other["id"], phone["id"], "maybe_update")
+        await handle.export_jsonl(first)
+    assert latest["superseded"][0]["id"] == new["id"]
+    async with open_store(tmp_path / "target", embedder=e5) as handle:
+        await handle.import_jsonl(first)
+        svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
+        items = (await svc.read_full_content(memory_ids=[old["id"], new["id"], latest["id"]]))["items"]
+        [pair] = (await UnsurePairs(rt).list_pairs())["items"]
+        await handle.export_jsonl(second)
+        undone = await svc.unsupersede_memory(memory_id=new["id"])  # the imported link is an ordinary one
+    links = [(i["metadata"]["superseded_by"], i["metadata"]["supersedes"]) for i in items]
+    assert links == [(new["id"], []), (latest["id"], [old["id"]]), ("", [new["id"]])]
+    assert (pair["old_memory_id"], pair["new_memory_id"], pair["status"]) == (phone["id"], other["id"], "pending")
+    assert undone["was_superseded_by"] == latest["id"]
+
+    def validity(path: Path) -> dict:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:]]
+        return {r["record"]["memory_id"]: (r["record"]["valid_from"], r["record"]["superseded_at"],
+                                           r["record"]["superseded_by"]) for r in rows if r["kind"] == "record"}
+
+    assert validity(second) == validity(first)
