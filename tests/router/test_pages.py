@@ -260,3 +260,21 @@ async def test_stats_page_says_which_time_zone_reads_dates_and_where_it_came_fro
     shown = re.search(r'id="time-zone">(.*?)</p>', html, re.S)
     assert shown is not None
     assert zone["name"] in shown.group(1) and zone["label"] in shown.group(1)
+
+
+async def test_detail_pages_link_a_supersession_both_ways_and_undo_it_only_with_the_csrf_token(browser, api):
+    old = await create_memory(api, title="旧住址", content="我住在北京朝阳区的望京")
+    new = await create_memory(api, title="新住址", content="我搬到上海浦东了")
+    await api.post(f"/api/memories/{old['id']}/supersede", json={"superseded_by": new["id"]})
+    old_page = (await browser.get(f"/memories/{old['id']}")).text
+    new_page = (await browser.get(f"/memories/{new['id']}")).text
+    assert f'已被 <a href="/memories/{new["id"]}">{new["id"]}</a> 取代' in old_page
+    assert f'取代了 <a href="/memories/{old["id"]}">{old["id"]}</a>' in new_page and "撤销取代" not in new_page
+    assert "<dt>生效于</dt>" in old_page and "标记为过时（被新记忆取代）" in old_page  # in its history
+    refused = await browser.post(f"/memories/{old['id']}/unsupersede", data={})
+    assert refused.status_code == 403
+    assert (await api.get(f"/api/memories/{old['id']}")).json()["item"]["metadata"]["superseded_by"] == new["id"]
+    done = await browser.post(f"/memories/{old['id']}/unsupersede", data={"csrf_token": csrf_field(old_page)})
+    assert done.status_code == 303 and done.headers["location"].endswith("?notice=unsuperseded")
+    assert (await api.get(f"/api/memories/{old['id']}")).json()["item"]["metadata"]["superseded_by"] == ""
+    assert "已被" not in (await browser.get(f"/memories/{old['id']}")).text
