@@ -4,6 +4,7 @@ Run from the repository root:
 
     .venv/bin/python bench/knowledge_update.py                       # the set in bench/data/knowledge_update.json
     .venv/bin/python bench/knowledge_update.py --set held_out.json   # another set of the same shape
+    .venv/bin/python bench/knowledge_update.py --writer grow         # written by the companion tool grow
 
 The set (JSON): ``updates`` [{kind, old, new, now, before}], ``adds`` [{base, add}], ``paraphrases``
 [{base, restatement}] and ``background`` [text]. Everything goes through the public service of a fresh store
@@ -47,7 +48,19 @@ DEFAULT_SET = Path(__file__).resolve().parent / "data" / "knowledge_update.json"
 CONFIG = {"maintenance": {"enabled": False}, "write_conflict": {"top_n": 16}}
 
 
-async def run(data: dict[str, Any], directory: Path) -> dict[str, Any]:
+async def write_with(memory: Any, writer: str, text: str) -> tuple[str, str]:
+    """One write as a client writes it: ``upsert_memory``, or the companion tool ``grow`` with one item (the path
+    ``hold`` and ``grow`` share, plus the restatement merge ``hold`` leaves out). Returns (mode, memory id)."""
+    if writer == "grow":
+        from booku_memory.services.companion.service import BookuCompanionService
+
+        grown = await BookuCompanionService(memory.runtime).grow(items=[text])
+        return grown["modes"][0], grown["ids"][0]
+    result = await memory.get_service(MEMORY_SERVICE).upsert_memory(text)
+    return result["mode"], result["id"]
+
+
+async def run(data: dict[str, Any], directory: Path, writer: str = "upsert") -> dict[str, Any]:
     rng = random.Random(28)
     first: list[tuple[str, str, int]] = [("background", text, i) for i, text in enumerate(data["background"])]
     first += [("old", pair["old"], i) for i, pair in enumerate(data["updates"])]
@@ -64,10 +77,9 @@ async def run(data: dict[str, Any], directory: Path) -> dict[str, Any]:
         svc = memory.get_service(MEMORY_SERVICE)
         start = time.perf_counter()
         for role, text, index in [*first, *second]:
-            result = await svc.upsert_memory(text)
-            ids[(role, index)] = result["id"]
-            if result["mode"] == "merged":
-                merged_into[(role, index)] = result["id"]
+            mode, ids[(role, index)] = await write_with(memory, writer, text)
+            if mode == "merged":
+                merged_into[(role, index)] = ids[(role, index)]
         write_seconds = time.perf_counter() - start
         now_first = before_top3 = marked = 0
         misses: list[str] = []
@@ -124,11 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", type=Path, default=DEFAULT_SET, help="the JSON set (default: the repository's)")
     parser.add_argument("--verbose", action="store_true", help="list the pairs that missed")
+    parser.add_argument("--writer", choices=("upsert", "grow"), default="upsert",
+                        help="write through upsert_memory (default) or the companion tool grow")
     args = parser.parse_args(argv)
     data = json.loads(args.set.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory(prefix="booku-ku-") as directory:
-        r = asyncio.run(run(data, Path(directory)))
-    print(f"set: {args.set.name}: {r['pairs']} update pairs, {len(data['adds'])} adds, {r['paraphrases']} "
+        r = asyncio.run(run(data, Path(directory), args.writer))
+    print(f"set: {args.set.name} (writer: {args.writer}): {r['pairs']} update pairs, {len(data['adds'])} adds, {r['paraphrases']} "
           f"paraphrases, {len(data['background'])} background; {r['writes']} writes in {r['write_seconds']:.1f} s")
     print("| measure | result | target |")
     print("|---|---|---|")

@@ -151,9 +151,12 @@ async def test_error_answers_and_unreachable_servers_become_unavailable_errors(f
     await closed.aclose()
 
 
-async def test_an_unsure_update_decided_by_a_real_openai_compatible_server(tmp_path, fake_server):
+@pytest.mark.parametrize("writer", ["upsert_memory", "hold"])
+async def test_an_unsure_update_decided_by_a_real_openai_compatible_server(tmp_path, fake_server, writer):
     """Same slot, another value, no word of change: the local decision is unsure, the server says UPDATE, and the
-    older lesson time is superseded with the dreaming authority after the write returned."""
+    older lesson time is superseded with the dreaming authority after the write returned; written by the memory
+    service or by the companion tool hold alike."""
+    from booku_memory.services.companion.service import BookuCompanionService
     from booku_memory.services.embedding.local import LocalE5Embedder
 
     fake_server.use([{"name": "pair", "when": {"messages_contain": PAIR_TASK_MARK}, "respond": {"content": "UPDATE"}}])
@@ -161,8 +164,9 @@ async def test_an_unsure_update_decided_by_a_real_openai_compatible_server(tmp_p
                            "openai_model": "fake-small"}, "maintenance": {"enabled": False}}
     async with booku_memory.open(tmp_path / "data", config, embedder=LocalE5Embedder()) as handle:
         svc, rt = handle.get_service("booku_memory:service:booku_memory"), handle.runtime
-        old = await svc.upsert_memory("我每周二晚上上钢琴课。")
-        new = await svc.upsert_memory("我每周四晚上上钢琴课。")
+        write = svc.upsert_memory if writer == "upsert_memory" else BookuCompanionService(rt).hold
+        old = await write("我每周二晚上上钢琴课。")
+        new = await write("我每周四晚上上钢琴课。")
         assert new["unsure"] == [{"id": old["id"], "kind": "maybe_update"}]
         # The pair is resolved after the write returned (the runtime's other jobs, e.g. the watchdog, never end).
         while pending := [task for task in rt._background if task.get_name().startswith("booku-unsure-")]:
