@@ -142,8 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = json.loads(args.set.read_text(encoding="utf-8"))
     with tempfile.TemporaryDirectory(prefix="booku-ku-") as directory:
         r = asyncio.run(run(data, Path(directory), args.writer))
-    print(f"set: {args.set.name} (writer: {args.writer}): {r['pairs']} update pairs, {len(data['adds'])} adds, {r['paraphrases']} "
-          f"paraphrases, {len(data['background'])} background; {r['writes']} writes in {r['write_seconds']:.1f} s")
+    print(f"set: {args.set.name} (writer: {args.writer}): {r['pairs']} update pairs, {len(data['adds'])} adds, "
+          f"{r['paraphrases']} paraphrases, {len(data['background'])} background; {r['writes']} writes in {r['write_seconds']:.1f} s")
     print("| measure | result | target |")
     print("|---|---|---|")
     print(f"| new fact first for the \"now\" question | {r['now_first']}/{r['pairs']} = {pct(r['now_first'], r['pairs'])}"
