@@ -321,9 +321,9 @@ class CompanionWriter:
         report = await self.rt.sync_vectors()
         changed = [o.record["memory_id"] for o in outcomes] + ([digest_bucket] if digest_bucket else [])
         await self.rt.notify_changed(action, changed)
-        superseded = [o.superseded["memory_id"] for o in outcomes if o.superseded is not None]
-        if superseded:
-            await self.rt.notify_changed("supersede", superseded)
+        replaced = [o.superseded["memory_id"] for o in outcomes if o.superseded is not None]
+        if replaced:
+            await self.rt.notify_changed("supersede", replaced)
         for outcome in outcomes:
             if outcome.unsure is not None:
                 # After the commit and outside any transaction, as for upsert_memory: a model may take seconds.
