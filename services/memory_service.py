@@ -153,7 +153,8 @@ class BookuMemoryService:
         each result is an item plus ``score``, ``score_parts`` and ``collection``; ``degraded`` when keyword-only.
         ``record_activation=False`` (an administrator looking) leaves the recall counters alone. A memory a later
         one replaced carries ``metadata.superseded_by`` and ranks below its successor (above it for a question
-        about the past); ``include_superseded=False`` leaves such memories out. ``min_score``: the relevance
+        about the past), and every result the reverse link ``metadata.supersedes`` (the ids it replaced);
+        ``include_superseded=False`` leaves superseded memories out. ``min_score``: the relevance
         floor, how far (in cosine) a result must score above the query's score against small talk unless it holds
         most of the query's words, matches its date or answers such a result (``logic.relevance``); fewer than
         ``top_k`` results then come back. ``None`` = ``retrieval.min_score``, 0 = off.
@@ -163,13 +164,15 @@ class BookuMemoryService:
             raise ValidationError("query_text 不能为空")
         cfg = self.runtime.config.retrieval
         triplet = triplet_from_lists(core_tags, diffusion_tags, opposing_tags, required=False, allow_partial=True)
-        return await self._search().retrieve(
+        found = await self._search().retrieve(
             text, top_k=self._top("top_k", top_k, cfg.default_top_k),
             include_archived=cfg.include_archived_default if include_archived is None else bool(include_archived),
             include_knowledge=cfg.include_knowledge_default if include_knowledge is None else bool(include_knowledge),
             triplet=triplet, record_activation=bool(record_activation),
             include_superseded=bool(include_superseded), min_score=checked_min_score(min_score),
         )
+        await self._with_supersedes(found["results"])
+        return found
 
     async def search_memory_entries(
         self, *, top_n: int = 10, query_text: str | None = None, memory_type: str | None = None,

@@ -62,6 +62,7 @@ async def test_retrieval_puts_the_current_fact_first_and_the_old_one_first_for_t
     assert ids(plain)[:2] == [new["id"], old["id"]]
     assert ids(past)[0] == old["id"]
     assert next(item for item in now if item["id"] == old["id"])["metadata"]["superseded_by"] == new["id"]
+    assert now[0]["metadata"]["supersedes"] == [old["id"]]  # the reverse link, in the results too
     assert old["id"] not in ids(current_only) and new["id"] in ids(current_only)
 
 
