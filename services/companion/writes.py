@@ -351,11 +351,11 @@ class CompanionWriter:
             notices.extend(await observer(self.service, records))
         return notices
 
-    def _vector_notice(self, degraded: str, *, merge_checked: bool) -> list[str]:
+    def _vector_notice(self, degraded: str, *, skipped_check: str) -> list[str]:
         reason = degraded or ("" if self.rt.embedding_available() else self.rt.degraded_reason())
         if not reason:
             return []
-        skipped = "；相似合并检查本次跳过" if merge_checked else ""
+        skipped = f"；{skipped_check}本次跳过" if skipped_check else ""
         return [f"向量暂不可用（{reason}）：已写入数据库，向量稍后补建，检索暂时只走关键词{skipped}"]
 
     # ---------------------------------------------------------------- hold
@@ -385,7 +385,8 @@ class CompanionWriter:
             notices = [f"已有逐字相同的记忆 [{outcome.record['memory_id']}]，未重复保存"]
         else:
             observed = await self._observer_notices(outcomes)
-            notices = self._vector_notice(degraded, merge_checked=False) + notices + observed
+            checked = "是否更新旧记忆的判断" if KINDS[draft.kind].mergeable else ""
+            notices = self._vector_notice(degraded, skipped_check=checked) + notices + observed
         item = self.item(outcome.record)
         lines = [f"{'已保存' if outcome.mode == 'created' else '未重复保存'}"
                  f"{'感受' if is_feel else '记忆'} [{item['id']}] {display_name(item)}"
@@ -495,7 +496,8 @@ class CompanionWriter:
     async def _grow_write(self, drafts: list[MomentDraft], *, source_text: str | None, notices: list[str],
                           path: str) -> dict[str, Any]:
         outcomes, degraded = await self._write(drafts, action="grow", allow_merge=True, source_text=source_text)
-        notices = self._vector_notice(degraded, merge_checked=True) + notices + await self._observer_notices(outcomes)
+        notices = (self._vector_notice(degraded, skipped_check="相似合并与更新判断") + notices
+                   + await self._observer_notices(outcomes))
         items = [self.item(o.record) for o in outcomes]
         superseded = sum(o.superseded is not None for o in outcomes)
         lines = [f"整理为 {len(items)} 条记忆（新建 {sum(o.mode == 'created' for o in outcomes)}，"

@@ -160,7 +160,7 @@ async def test_keyword_fallback_is_announced_when_vectors_are_unavailable(tmp_pa
     async with booku_memory.open(tmp_path / "down", QUIET_CONFIG, embedder=UnavailableEmbedder()) as handle:
         companion = BookuCompanionService(handle.runtime)
         held = await companion.hold("在图书馆借到了绝版的诗集。")
-        assert any("向量暂不可用" in n for n in held["notices"])
+        assert any("向量暂不可用" in n and "是否更新旧记忆的判断本次跳过" in n for n in held["notices"])
         found = await companion.breath_search("诗集")
         assert ids(found) == [held["id"]]
         assert "退回关键词检索" in found["degraded"] and found["text"].startswith("⚠")
