@@ -97,6 +97,13 @@ def _api_cases(alice: dict[str, Any], bob: dict[str, Any]) -> dict[tuple[str, st
         ("POST", "/api/memories/{memory_id}/archive"): [{"path": f"/api/memories/{bob_memory}/archive", "status": 404}],
         ("POST", "/api/memories/{memory_id}/revert"): [
             {"path": f"/api/memories/{bob_memory}/revert", "json": {"version": 1}, "status": 404}],
+        ("POST", "/api/memories/{memory_id}/supersede"): [
+            {"path": f"/api/memories/{bob_memory}/supersede", "json": {"superseded_by": alice["hobby"]},
+             "status": 404},
+            {"path": f"/api/memories/{alice['hobby']}/supersede", "json": {"superseded_by": bob_memory},
+             "status": 404}],
+        ("POST", "/api/memories/{memory_id}/unsupersede"): [
+            {"path": f"/api/memories/{bob_memory}/unsupersede", "status": 404}],
         ("GET", "/api/knowledge/documents"): [
             {"path": "/api/knowledge/documents", "status": 200, "alice": alice["document_id"]}],
         ("POST", "/api/knowledge/documents"): [
