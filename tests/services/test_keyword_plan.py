@@ -7,11 +7,11 @@ store, so a caller never sees another owner's rows either way.
 
 import booku_memory
 from booku_memory.config import load_config
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.logic.inflection import with_inflections
 from booku_memory.services.logic.segmentation import build_fts_query, query_terms
 from booku_memory.services.memory_search import searchable_filter
-from booku_memory.services.scoping import scope_for_chat
 from booku_memory.services.storage.keyword_plan import choose_terms
 from booku_memory.services.storage.records import store_token
 
