@@ -19,7 +19,7 @@ from typing import Any, Literal
 from ..services.companion import tool_specs as companion_specs
 from ..services.companion.tool_specs import REQUIRED, ToolParam, ToolSpec
 from ..services.memory_service import BookuMemoryService
-from ..services.recall import CATEGORIES, DEFAULT_QUOTAS, MAX_QUOTA, PEER_SCOPES
+from ..services.typed_recall import CATEGORIES, DEFAULT_QUOTAS, MAX_QUOTA, PEER_SCOPES
 
 RECALL_MAX_CHARS = 200_000
 

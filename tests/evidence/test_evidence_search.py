@@ -21,7 +21,7 @@ from booku_memory.services.evidence.ranking import (
     decay_factor,
     merge_candidates,
 )
-from booku_memory.services.evidence.recall import EvidenceSearch
+from booku_memory.services.evidence.search import EvidenceSearch
 
 from .conftest import ALICE_STREAM, QUIET
 from .support import say

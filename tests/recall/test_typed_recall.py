@@ -1,8 +1,7 @@
 """Typed recall: response shape, quotas, budget under adversarial sizes, degrade order, peers."""
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.recall_budget import BudgetEntry, fit_to_budget, render
