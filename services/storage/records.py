@@ -24,14 +24,24 @@ from ..logic.segmentation import expression_terms, segment_for_index
 from ..logic.text import keyword_title
 from ..scope import WriteContext
 from .database import Database, aiosqlite_core, placeholders
-from .keyword_index import BM25_SQL_WEIGHTS
-from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_SQL, MemoryKeywordIndex
-from .keyword_plan import KeywordPlanner
-from .keyword_scoped import ScopedKeywordStatistics, bm25, row_frequencies
-from .record_columns import (
-    CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list, tags_sql,
+from .fts_plan import KeywordPlanner
+from .fts_store_stats import ScopedKeywordStatistics, bm25, row_frequencies
+from .mirrors.bm25_postings import BM25_SQL_WEIGHTS
+from .mirrors.keyword_mirror import (
+    JOURNAL_INSERT_SQL,
+    JOURNAL_RESET_RID,
+    TRIM_JOURNAL_SQL,
+    MemoryKeywordIndex,
 )
-from .record_states import RowStateTest
+from .mirrors.record_states import RowStateTest
+from .record_columns import (
+    CANDIDATE_COLUMNS,
+    CANDIDATE_KEYS,
+    TAG_GROUPS,
+    decode_candidate,
+    decode_list,
+    tags_sql,
+)
 from .regex_grep import run_regex_grep
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -168,7 +178,7 @@ class RecordFilter:
         the keyword index scopes itself) are all it checks; None when it has any other condition.
 
         Why: the in-memory keyword index keeps each row's bucket, status and deletion flag
-        (``storage.keyword_memory``), so a retrieval's usual filter is applied there, before the best rows are
+        (``storage.mirrors.keyword_mirror``), so a retrieval's usual filter is applied there, before the best rows are
         taken, instead of by looking ~150 scattered rows up in SQL (1–4 ms at 100k memories)."""
         if (self.memory_types is not None or self.exclude_memory_types or self.folder_id is not None
                 or self.person_id is not None or self.relation_of is not None or self.tag is not None
@@ -572,8 +582,8 @@ class RecordRepository:
                  in_memory_candidates: bool = True) -> None:
         """``posting_budget``: the keyword planner's (``retrieval.keyword_posting_budget``), for the FTS5 route;
         ``in_memory_keywords``: rank keyword hits from the in-memory index once loaded
-        (``retrieval.in_memory_keyword_index``, ``storage.keyword_memory``); ``in_memory_candidates``: with it,
-        read candidate rows from its copy of them (``retrieval.in_memory_candidates``, ``storage.candidate_rows``)."""
+        (``retrieval.in_memory_keyword_index``, ``storage.mirrors.keyword_mirror``); ``in_memory_candidates``: with it,
+        read candidate rows from its copy of them (``retrieval.in_memory_candidates``, ``storage.mirrors.candidate_rows``)."""
         self.db = db
         # The deployment's zone name (``services.time_zone``), kept with every new record; the runtime sets it.
         self.write_zone = ""
@@ -612,7 +622,7 @@ class RecordRepository:
         full rows are read for the results only. The rows and the tags are read in one hop to the reader's worker
         thread (``run_plan``): an EPA retrieval reads candidates twice on its critical path (before and after its
         second vector pass), and under load each hop saved (a hand-over of the GIL) is worth as much as a query.
-        Once the keyword index is loaded, the rows come from its in-memory copy (``storage.candidate_rows``) in that
+        Once the keyword index is loaded, the rows come from its in-memory copy (``storage.mirrors.candidate_rows``) in that
         same hop, and only the ids it does not hold are read in SQL.
 
         ``as_of_last_read``: a second read within one retrieval may take the rows held as the last read left them,
@@ -771,7 +781,7 @@ class RecordRepository:
         """The keyword route of retrieval over ``terms`` (``segmentation.query_terms``), (memory_id, score) best
         first.
 
-        With the in-memory index ready (``storage.keyword_memory``), every term is ranked there: same bm25 as FTS5,
+        With the in-memory index ready (``storage.mirrors.keyword_mirror``), every term is ranked there: same bm25 as FTS5,
         2.4–3 ms of scoring inside the service instead of ~5 ms of FTS5 ranking within the budget at 100k memories,
         and the terms' document frequencies come with it (so the keyword challenge reads none); a filter that checks
         only stores, buckets, statuses and deletion (``RecordFilter.state_test``) is applied there too. Otherwise FTS5: ``KeywordPlanner`` keeps the rarest terms within a posting budget
@@ -814,7 +824,7 @@ class RecordRepository:
                               ) -> tuple[dict[str, int], int]:
         """(term → document frequency, rows) of the keyword index, over ``store_keys`` (None = every store), as
         the keyword search counted them (so the query's terms, already counted to rank it, cost no read): another
-        store's rows never weigh a reader's terms (``keyword_scoped``)."""
+        store's rows never weigh a reader's terms (``fts_store_stats``)."""
         if store_keys is not None:
             tokens = [store_token(key) for key in dict.fromkeys(store_keys)]
             rows, _ = await self.scoped_statistics.stores(tokens)
@@ -843,7 +853,7 @@ class RecordRepository:
         # full inner page (e.g. archived rows or knowledge chunks outranking the memories asked for).
         expression = scoped_fts_query(fts_query, flt.store_keys if scope_in_index else None)
         rescore = await self._store_rescoring(flt.store_keys, fts_query)
-        # With per-store statistics (``keyword_scoped``) every row of the inner page that passes the filters is read
+        # With per-store statistics (``fts_store_stats``) every row of the inner page that passes the filters is read
         # with its keyword text and scored again; otherwise FTS5's own score is the store's score.
         text_columns, outer_limit = (", title, content, tags, store", []) if rescore else ("", [limit])
         sql = (

@@ -1,4 +1,4 @@
-"""Keeps the in-memory keyword index (``storage.keyword_index``) in step with ``booku_memory_fts`` and searches it.
+"""Keeps the in-memory keyword index (``mirrors.bm25_postings``) in step with ``booku_memory_fts`` and searches it.
 
 * **Loading.** At start, a thread of its own reads every keyword row and the journal's last seq in one read
   transaction (a consistent snapshot) on a connection of its own, and builds the index (9–17 s at 100k memories
@@ -7,10 +7,10 @@
   Until it is ready, and whenever it is not, searches take the FTS5 route (``RecordRepository.keyword_search``):
   the in-memory index is an optimisation, never a condition for answering.
 * **Filtering.** With each row, the index keeps its record's memory id, bucket, status and deletion flag
-  (``storage.record_states``): a search whose filter checks no more than those (``RecordFilter.state_test``: a
+  (``storage.mirrors.record_states``): a search whose filter checks no more than those (``RecordFilter.state_test``: a
   retrieval's usual filter) is answered without SQL; any other filter is checked in SQL on the best rows.
 * **Candidate rows.** With each live record it also keeps the columns ranking reads of it and its tags
-  (``storage.candidate_rows``, ``retrieval.in_memory_candidates``): ``RecordRepository.candidates`` is answered
+  (``storage.mirrors.candidate_rows``, ``retrieval.in_memory_candidates``): ``RecordRepository.candidates`` is answered
   from them in one hop, after the journal is followed, and only the ids not held are read in SQL.
 * **Following changes.** Every statement that writes or deletes a keyword row also appends its rid to
   ``booku_keyword_journal`` in the same transaction (``journal_plan``), and a trigger appends a record's rid when
@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from .database import Database, aiosqlite_core, placeholders
+from ..database import Database, aiosqlite_core, placeholders
+from ..record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
+from .bm25_postings import KeywordIndex, KeywordRowText, KeywordTop
 from .candidate_rows import CandidateRows
-from .keyword_index import KeywordIndex, KeywordRowText, KeywordTop
-from .record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
 from .record_states import RecordStates, RowStateTest
 
 logger = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ class MemoryKeywordIndex:
     """The runtime's in-memory keyword index: loading, following the journal, searching (module docstring)."""
 
     def __init__(self, db: Database, *, enabled: bool, keep_candidates: bool = True) -> None:
-        """``keep_candidates``: hold the candidate rows too (``storage.candidate_rows``,
+        """``keep_candidates``: hold the candidate rows too (``storage.mirrors.candidate_rows``,
         ``retrieval.in_memory_candidates``); may be switched off on a running runtime like ``enabled``, then back
         on (a benchmark comparing the routes): candidate reads then take SQL, and the rows are kept meanwhile."""
         self.db = db

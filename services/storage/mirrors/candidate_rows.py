@@ -6,7 +6,7 @@ the 100k bench store, 150 random ids: each is an index lookup by memory id into 
 file, and the question test and the head are computed from the whole text), the tags of 60 vector hits another
 0.9–1.7 ms, and an EPA retrieval reads both twice. Held here, a read is a dictionary lookup per id.
 
-Kept by ``storage.keyword_memory`` with the keyword index it rides on: loaded from the same snapshot, and brought up
+Kept by ``storage.mirrors.keyword_mirror`` with the keyword index it rides on: loaded from the same snapshot, and brought up
 to the committed table by the same journal before every read. Every write of a record's text, tags or store rewrites
 its keyword row, which journals it; triggers (migrations 0012 and 0013) journal every other change of a column held
 here, by whichever code, connection or process makes it. A record this copy does not hold (written since the last
@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .record_columns import CANDIDATE_KEYS, TAG_GROUPS, decode_candidate
+from ..record_columns import CANDIDATE_KEYS, TAG_GROUPS, decode_candidate
 
 _RELATIONS = CANDIDATE_KEYS.index("relation_memory_ids")
 # Short strings many records share: interned, so 100k rows hold one copy of each.
