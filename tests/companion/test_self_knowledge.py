@@ -8,12 +8,12 @@ import json
 from datetime import datetime
 from typing import Any
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.companion import refresh_decay
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.errors import NotFoundError, ValidationError
+
 from .support import Clock, age, ids, row
 
 DAY = 86400.0

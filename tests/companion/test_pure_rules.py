@@ -5,14 +5,21 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-
 from booku_memory.services.companion.fields import (
-    checked_date_range, checked_importance, checked_quotes, checked_source_ranges,
+    checked_date_range,
+    checked_importance,
+    checked_quotes,
+    checked_source_ranges,
 )
 from booku_memory.services.companion.speech import render_with_speakers, speaker_lines
 from booku_memory.services.companion.splitting import split_for_grow
 from booku_memory.services.errors import ValidationError
-from booku_memory.services.logic.decay import DecayParams, archive_due, days_since_activity, decay_score
+from booku_memory.services.logic.decay import (
+    DecayParams,
+    archive_due,
+    days_since_activity,
+    decay_score,
+)
 
 
 # ------------------------------------------------------------------ quotes

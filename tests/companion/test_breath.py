@@ -8,14 +8,14 @@ from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.companion.rendering import estimate_tokens
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.companion.settings import companion_settings
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.errors import ValidationError
+
 from .conftest import QUIET_CONFIG
 from .support import age, ids, set_created
 

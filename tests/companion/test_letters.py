@@ -9,13 +9,13 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.companion.tool_specs import spec_by_name
+from booku_memory.services.companion.tool_table import spec_by_name
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.errors import NotFoundError, ValidationError
+
 from .conftest import QUIET_CONFIG
 from .support import Clock
 

@@ -3,14 +3,17 @@ max_tokens dropping whole feelings, and the explicit keyword fallback when the m
 
 from __future__ import annotations
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.companion.feel import FEEL_MIN_SIMILARITY
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
+from booku_memory.services.embedding.deterministic import (
+    DeterministicTestEmbedder,
+    UnavailableEmbedder,
+)
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.text import compose_embedding_text, extract_title
+
 from .conftest import QUIET_CONFIG
 from .support import ids
 
