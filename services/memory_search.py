@@ -19,28 +19,59 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .errors import EmbeddingUnavailableError, ValidationError, VectorIndexUnavailableError
+from .errors import (
+    EmbeddingUnavailableError,
+    ValidationError,
+    VectorIndexUnavailableError,
+)
 from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import (
-    EpaParams, QueryTags, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus,
+    EpaParams,
+    QueryTags,
+    compute_beta,
+    has_resonance,
+    logic_depth,
+    reshape_query_detailed,
+    tag_bonus,
 )
 from .logic.fusion import (
-    FusedHit, FusionParams, fuse_routes, keyword_challenge, order_by_currency, settle_keyword_challenge,
+    FusedHit,
+    FusionParams,
+    fuse_routes,
+    keyword_challenge,
+    order_by_currency,
+    settle_keyword_challenge,
 )
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
-from .logic.relevance import SMALL_TALK, WORD_COVERAGE, background_similarity, effective_margin, relevant_hits
+from .logic.relevance import (
+    SMALL_TALK,
+    WORD_COVERAGE,
+    background_similarity,
+    effective_margin,
+    relevant_hits,
+)
 from .logic.safe_regex import compile_safe_regex
-from .logic.segmentation import CoverageWeigher, document_idf, query_terms, terms_reliability
+from .logic.segmentation import (
+    CoverageWeigher,
+    document_idf,
+    query_terms,
+    terms_reliability,
+)
 from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
 from .logic.supersession import asks_about_the_past, says_now, without_now_words
 from .logic.tags import CandidateTags, TagTriplet, stored_tags
-from .logic.time_anchor import ZONE_SLACK_SECONDS, parse_time_anchors, time_matches, time_windows
+from .logic.time_anchor import (
+    ZONE_SLACK_SECONDS,
+    parse_time_anchors,
+    time_matches,
+    time_windows,
+)
 from .memory_fields import record_item
 from .scope import Scope
-from .storage.records import RecordFilter, Visible
+from .storage.record_filter import RecordFilter, Visible
 
 GREP_FIELDS = ("title", "summary", "content", "tags", "metadata", "name", "why_remembered")
 

@@ -35,7 +35,7 @@ from .memory_fields import (
 from .memory_search import MemorySearch
 from .memory_writes import MemoryWriter
 from .scope import AUTHORITIES, Scope
-from .storage.records import RecordFilter
+from .storage.record_filter import RecordFilter
 from .text_input import guarded_text_inputs
 
 

@@ -31,7 +31,7 @@ from .errors import ValidationError
 from .logic.recall_budget import BudgetEntry, fit_to_budget, make_summary
 from .logic.tags import TagTriplet
 from .memory_search import MemorySearch
-from .storage.records import RecordFilter
+from .storage.record_filter import RecordFilter
 
 CATEGORIES = ("profile", "preferences", "entities", "events", "identity", "soul", "cases", "trajectories",
               "experiences", "tools", "skills")

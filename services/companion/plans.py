@@ -15,12 +15,18 @@ from typing import Any, Sequence
 
 from ..errors import NotFoundError, ValidationError
 from ..logic.text import compose_embedding_text, extract_title
-from ..storage.records import RecordFilter
+from ..storage.record_filter import RecordFilter
 from . import fields as f
 from .extensions import DreamContext, DreamSection
 from .kinds import KIND_SQL, KINDS, kind_of, spec_of
 from .relatedness import keyword_share, similarities
-from .rendering import PLAN_DEFAULT_WEIGHT, SELF_KEY, display_name, format_time, memory_item
+from .rendering import (
+    PLAN_DEFAULT_WEIGHT,
+    SELF_KEY,
+    display_name,
+    format_time,
+    memory_item,
+)
 from .writes import NEUTRAL_AROUSAL, NEUTRAL_IMPORTANCE, NEUTRAL_VALENCE, MomentDraft
 
 PLAN_STATUSES = KINDS["plan"].statuses

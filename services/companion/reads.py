@@ -16,18 +16,29 @@ from typing import Any, Sequence
 from ..logic.tags import TagTriplet
 from ..memory_search import MemorySearch
 from ..scope import Scope
-from ..storage.records import RecordFilter
+from ..storage.record_filter import RecordFilter
 from . import fields as f
 from .decay_engine import record_score
 from .extensions import DreamContext, dream_sections
 from .fields import DateRange
 from .kinds import FEEL_DOMAIN, KINDS, kinds_where
 from .rendering import (
-    UNTRUSTED_NOTE, catalog_line, fit_budget, format_time, memory_item, omitted_notice, render_block,
+    UNTRUSTED_NOTE,
+    catalog_line,
+    fit_budget,
+    format_time,
+    memory_item,
+    omitted_notice,
+    render_block,
 )
 from .selection import Selection
 from .settings import (
-    ANCHOR_LIMIT, DREAM_MAX_ITEMS, DREAM_WINDOW_HOURS, PULSE_MAX_LINES, SURFACING_POOL, CompanionSettings,
+    ANCHOR_LIMIT,
+    DREAM_MAX_ITEMS,
+    DREAM_WINDOW_HOURS,
+    PULSE_MAX_LINES,
+    SURFACING_POOL,
+    CompanionSettings,
 )
 from .store import CompanionStore
 

@@ -13,7 +13,7 @@ from booku_memory.services.logic.inflection import with_inflections
 from booku_memory.services.logic.segmentation import build_fts_query, query_terms
 from booku_memory.services.memory_search import searchable_filter
 from booku_memory.services.storage.fts_plan import choose_terms
-from booku_memory.services.storage.records import store_token
+from booku_memory.services.storage.keyword_rows import store_token
 
 # The planner serves the FTS5 route; the in-memory index (tests/services/test_keyword_mirror.py) ranks every term.
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"},

@@ -16,6 +16,7 @@ from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.logic.segmentation import fts_expression
 from booku_memory.services.memory_search import searchable_filter
 from booku_memory.services.scope import DEFAULT_SCOPE
+from booku_memory.services.storage.keyword_rows import TEXT_FTS_COLUMNS
 from booku_memory.services.storage.mirrors import bm25_postings as keyword_index_module
 from booku_memory.services.storage.mirrors import keyword_mirror
 from booku_memory.services.storage.mirrors.bm25_postings import (
@@ -23,11 +24,7 @@ from booku_memory.services.storage.mirrors.bm25_postings import (
     KeywordIndex,
     fold_token,
 )
-from booku_memory.services.storage.records import (
-    TEXT_FTS_COLUMNS,
-    RecordFilter,
-    Visible,
-)
+from booku_memory.services.storage.record_filter import RecordFilter, Visible
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 FTS_OFF = {**QUIET, "retrieval": {"in_memory_keyword_index": False}}
@@ -203,8 +200,8 @@ async def test_compaction_keeps_the_scores(tmp_path, monkeypatch) -> None:
 async def test_maintenance_trims_the_journal_to_its_newest_entries(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(keyword_mirror, "TRIM_JOURNAL_SQL", keyword_mirror.TRIM_JOURNAL_SQL.replace(
         str(keyword_mirror.JOURNAL_KEEP), "3"))
-    from booku_memory.services.storage import records as records_module
-    monkeypatch.setattr(records_module, "TRIM_JOURNAL_SQL", keyword_mirror.TRIM_JOURNAL_SQL)
+    from booku_memory.services.storage import keyword_rows
+    monkeypatch.setattr(keyword_rows, "TRIM_JOURNAL_SQL", keyword_mirror.TRIM_JOURNAL_SQL)
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
         await write_corpus(memory)
         journal = f"SELECT COUNT(*), MAX(seq) FROM {keyword_mirror.JOURNAL_TABLE}"

@@ -247,7 +247,7 @@ class MemoryKeywordIndex:
 
         The filter is ``state_test`` when it can be (``RecordFilter.state_test``): applied in memory to every
         scored row. Otherwise ``where``, an SQL condition on ``booku_memory_records r`` with ``params``, checked on
-        the ``depths`` best rows (``records.keyword_depths``), first then deeper; the query is scored once, at the
+        the ``depths`` best rows (``record_search.keyword_depths``), first then deeper; the query is scored once, at the
         deepest."""
         loaded = self._loaded
         core = aiosqlite_core(self.db.reader)
