@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any
 
 from ..logic.decay import archive_due, days_since_activity, decay_score
@@ -27,7 +28,7 @@ DECAY_ACTOR = "booku-decay"
 DECAY_CAUSE = "decay_below_threshold"
 
 
-def record_score(record: dict[str, Any], params, now: float) -> float:
+def record_score(record: Mapping[str, Any], params, now: float) -> float:
     """The live decay score of a record dict (see ``logic.decay``)."""
     return decay_score(
         importance=record.get("importance") or 5,

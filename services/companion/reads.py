@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from ..logic.tags import TagTriplet
 from ..memory_search import MemorySearch
@@ -47,7 +47,7 @@ class CompanionReader:
         self.store = CompanionStore(runtime.db)
 
     # ------------------------------------------------------------ plumbing
-    def _score(self, record: dict[str, Any], now: float) -> float:
+    def _score(self, record: Mapping[str, Any], now: float) -> float:
         return record_score(record, self.settings.decay, now)
 
     async def _listing(self, selection: Selection, *, limit: int, order_by: str = STORED_SCORE_ORDER,

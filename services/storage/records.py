@@ -15,7 +15,7 @@ import sqlite3
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Generator, Iterable, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Generator, Iterable, Mapping, Sequence, TypeVar, cast
 
 import aiosqlite
 
@@ -32,6 +32,7 @@ from .record_columns import (
     CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list, tags_sql,
 )
 from .record_states import RowStateTest
+from .rows import CandidateRow, RecordRow
 from .regex_grep import run_regex_grep
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
@@ -248,7 +249,7 @@ def _encode(column: str, value: Any) -> Any:
     return value
 
 
-def snapshot_of(record: dict[str, Any]) -> dict[str, Any]:
+def snapshot_of(record: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a record that history keeps (everything a revert restores)."""
     skip = {"rid", "embedded_text_hash"}
     return {k: v for k, v in record.items() if k not in skip}
@@ -418,7 +419,7 @@ KeywordRow = tuple[int, bool, list[Any]]
 """A keyword-index row held back for ``deferred_keyword_rows_plan``: (rid, replace an existing row first, values)."""
 
 
-def _keyword_row_plan(record: dict[str, Any], *, replace: bool = True,
+def _keyword_row_plan(record: Mapping[str, Any], *, replace: bool = True,
                       deferred: list[KeywordRow] | None = None) -> WritePlan[None]:
     """The record's keyword row: segmented title (unless only guessed, ``keyword_title``), content and tags, plus
     its store's token.
@@ -499,7 +500,7 @@ def _segmented(text: str) -> str:
     return segment_for_index(text) if found is None else found
 
 
-def _keyword_rows_plan(records: Iterable[dict[str, Any]]) -> WritePlan[None]:
+def _keyword_rows_plan(records: Iterable[Mapping[str, Any]]) -> WritePlan[None]:
     """Keyword rows of many records into an emptied index (the rebuild)."""
     for record in records:
         yield from _keyword_row_plan(record, replace=False)
@@ -585,7 +586,7 @@ class RecordRepository:
     # ------------------------------------------------------------------ reads
     async def get_many(
         self, memory_ids: Iterable[str], *, include_deleted: bool = False, conn: aiosqlite.Connection | None = None
-    ) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, RecordRow]:
         """Records (with tags) by id; unknown ids are simply absent. Two queries whatever the count (per 500 ids),
         run in one hop to the connection's worker thread (``run_plan``): every retrieval reads its results here,
         and under load a hop costs about as much as one of these queries."""
@@ -595,15 +596,15 @@ class RecordRepository:
         return await run_plan(conn or self.db.reader, self._get_many_plan(ids, include_deleted=include_deleted))
 
     @staticmethod
-    def _get_many_plan(ids: Sequence[str], *, include_deleted: bool) -> WritePlan[dict[str, dict[str, Any]]]:
+    def _get_many_plan(ids: Sequence[str], *, include_deleted: bool) -> WritePlan[dict[str, RecordRow]]:
         """``get_many`` as a plan: every column, then the tags."""
         records = yield from _columns_plan(ids, ("*",), include_deleted=include_deleted, decode=row_to_record)
         yield from _tags_plan(records)
-        return records
+        return cast("dict[str, RecordRow]", records)
 
     async def candidates(self, memory_ids: Iterable[str], *, with_tags: bool,
                          tags_only_for: Iterable[str] | None = None,
-                         as_of_last_read: bool = False) -> dict[str, dict[str, Any]]:
+                         as_of_last_read: bool = False) -> dict[str, CandidateRow]:
         """The columns ranking needs of each live candidate (``CANDIDATE_COLUMNS``, tags only when asked, and then
         only for ``tags_only_for`` when given: tag bonuses apply to vector hits, not to keyword-only candidates).
 
@@ -635,7 +636,7 @@ class RecordRepository:
 
     @staticmethod
     def _candidates_plan(memory_ids: Sequence[str],
-                         tags_for: set[str] | None) -> WritePlan[dict[str, dict[str, Any]]]:
+                         tags_for: set[str] | None) -> WritePlan[dict[str, CandidateRow]]:
         """``candidates`` as a plan: the columns, then the tags of the rows found among ``tags_for`` (no tags read
         when it is None)."""
         found = yield from _columns_plan(memory_ids, CANDIDATE_COLUMNS,
@@ -643,7 +644,7 @@ class RecordRepository:
         tagged = {key: row for key, row in found.items() if key in tags_for} if tags_for is not None else {}
         if tagged:
             yield from _tags_plan(tagged)
-        return found
+        return cast("dict[str, CandidateRow]", found)
 
     async def rows_in_time_windows(self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *,
                                    limit: int) -> list[dict[str, Any]]:
@@ -726,7 +727,7 @@ class RecordRepository:
         500 ids, all in one hop (``_columns_plan``)."""
         return await run_plan(self.db.reader, _columns_plan(memory_ids, columns, include_deleted=include_deleted))
 
-    async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
+    async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> RecordRow | None:
         return (await self.get_many([memory_id], include_deleted=include_deleted, conn=conn)).get(memory_id)
 
     async def _attach_tags(self, records: dict[str, dict[str, Any]], conn=None) -> None:
@@ -1155,7 +1156,8 @@ class RecordRepository:
         await run_plan(conn, self._hard_delete_plan(list(existing.values()), WriteContext.of(actor), time.time()))
         return len(existing)
 
-    def _hard_delete_plan(self, records: Sequence[dict[str, Any]], ctx: WriteContext, now: float) -> WritePlan[None]:
+    def _hard_delete_plan(self, records: Sequence[Mapping[str, Any]], ctx: WriteContext,
+                          now: float) -> WritePlan[None]:
         for record in records:
             yield from self._revision_plan({**record, "version": record["version"] + 1}, "hard_delete", ctx, "", now,
                                            before=record, deleted=True)
@@ -1186,8 +1188,8 @@ class RecordRepository:
                              [(digest, memory_id) for memory_id, digest in hashes.items()], many=True)
 
     def _revision_plan(
-        self, record: dict[str, Any], action: str, ctx: WriteContext, note: str, now: float, *,
-        before: dict[str, Any] | None, deleted: bool = False,
+        self, record: Mapping[str, Any], action: str, ctx: WriteContext, note: str, now: float, *,
+        before: Mapping[str, Any] | None, deleted: bool = False,
     ) -> WritePlan[None]:
         """One history snapshot and one append-only audit row per changed record, in the caller's transaction."""
         after_json = json.dumps(snapshot_of(record), ensure_ascii=False, sort_keys=True)
