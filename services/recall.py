@@ -26,13 +26,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ValidationError
 from .logic.recall_budget import BudgetEntry, fit_to_budget, make_summary
 from .logic.tags import TagTriplet
 from .memory_search import MemorySearch
+from .scope import Scope
 from .storage.records import RecordFilter
+
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
 CATEGORIES = ("profile", "preferences", "entities", "events", "identity", "soul", "cases", "trajectories",
               "experiences", "tools", "skills")
@@ -114,7 +118,7 @@ def origin_of(record: Mapping[str, Any], actor_peer_id: str | None) -> str:
 
 
 class TypedRecall:
-    def __init__(self, runtime, scope) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope) -> None:
         self.rt = runtime
         self.scope = scope
 

@@ -14,13 +14,16 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..logic.decay import archive_due, days_since_activity, decay_score
 from ..scope import WriteContext
 from .kinds import COMPANION_SOURCE, is_exempt
 from .settings import companion_settings
 from .store import CompanionStore
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +45,7 @@ def record_score(record: Mapping[str, Any], params, now: float) -> float:
     )
 
 
-async def refresh_decay(runtime, *, now: float | None = None) -> dict[str, Any]:
+async def refresh_decay(runtime: BookuRuntime, *, now: float | None = None) -> dict[str, Any]:
     """One decay pass over all stores.
 
     Returns ``{"checked", "archived", "archived_ids", "lowest_score", "batch_id", "ran_at"}`` and stores the same

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from ..logic.tags import TagTriplet
 from ..memory_search import MemorySearch
@@ -23,13 +23,27 @@ from .extensions import DreamContext, dream_sections
 from .fields import DateRange
 from .kinds import FEEL_DOMAIN, KINDS, kinds_where
 from .rendering import (
-    UNTRUSTED_NOTE, catalog_line, fit_budget, format_time, memory_item, omitted_notice, render_block,
+    UNTRUSTED_NOTE,
+    catalog_line,
+    fit_budget,
+    format_time,
+    memory_item,
+    omitted_notice,
+    render_block,
 )
 from .selection import Selection
 from .settings import (
-    ANCHOR_LIMIT, DREAM_MAX_ITEMS, DREAM_WINDOW_HOURS, PULSE_MAX_LINES, SURFACING_POOL, CompanionSettings,
+    ANCHOR_LIMIT,
+    DREAM_MAX_ITEMS,
+    DREAM_WINDOW_HOURS,
+    PULSE_MAX_LINES,
+    SURFACING_POOL,
+    CompanionSettings,
 )
 from .store import CompanionStore
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 ALL_STATUSES = ("active", "archived", "expired")
 STORED_SCORE_ORDER = "r.decay_score IS NOT NULL, r.decay_score DESC, r.updated_at DESC, r.rid DESC"
@@ -39,7 +53,8 @@ DREAM_GUIDE = ("可据此操作：放下的 → trace(bucket_id, resolved=1) 沉
 
 
 class CompanionReader:
-    def __init__(self, runtime, scope: Scope, settings: CompanionSettings, *, service: Any = None) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope, settings: CompanionSettings, *,
+                 service: Any = None) -> None:
         self.rt = runtime
         self.scope = scope
         self.settings = settings

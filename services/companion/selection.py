@@ -6,8 +6,8 @@ vector route, which never see SQL. Both are built from the same fields, so the t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..storage.database import placeholders
