@@ -17,7 +17,8 @@ import asyncio
 import datetime as _dt
 import math
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ..errors import EmbeddingUnavailableError, ValidationError
 from ..logic.segmentation import build_fts_query, keyword_reliability

@@ -14,8 +14,9 @@ import json
 import sqlite3
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Generator, Iterable, Mapping, Sequence, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import aiosqlite
 
@@ -29,11 +30,16 @@ from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_
 from .keyword_plan import KeywordPlanner
 from .keyword_scoped import ScopedKeywordStatistics, bm25, row_frequencies
 from .record_columns import (
-    CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list, tags_sql,
+    CANDIDATE_COLUMNS,
+    CANDIDATE_KEYS,
+    TAG_GROUPS,
+    decode_candidate,
+    decode_list,
+    tags_sql,
 )
 from .record_states import RowStateTest
-from .rows import CandidateRow, RecordRow
 from .regex_grep import run_regex_grep
+from .rows import CandidateRow, RecordRow
 
 JSON_LIST_COLUMNS = ("relation_memory_ids", "relation_aliases", "related_people", "domains")
 JSON_OBJECT_COLUMNS = ("extra",)
