@@ -162,7 +162,7 @@ def tiers_for(*, include_archived: bool, include_knowledge: bool, include_memori
 
 
 # Small-talk vectors per (model, dimension): fixed texts, so one copy per process serves every runtime.
-_SMALL_TALK_VECTORS: dict[tuple[str, int], np.ndarray] = {}
+_SMALL_TALK_VECTORS: dict[tuple[str, int | None], np.ndarray] = {}
 
 
 def calibration(order, dense: dict[str, float]) -> float:
@@ -455,7 +455,7 @@ class MemorySearch:
     async def _small_talk_vectors(self) -> np.ndarray:
         """The vectors of ``relevance.SMALL_TALK`` under this runtime's embedder, embedded once per model (a
         model's vectors of fixed texts never change; the embedding cache keeps them across restarts)."""
-        key = (getattr(self.rt.embedder, "model_id", ""), self.rt.vectors.dimension)
+        key: tuple[str, int | None] = (getattr(self.rt.embedder, "model_id", ""), self.rt.vectors.dimension)
         vectors = _SMALL_TALK_VECTORS.get(key)
         if vectors is None:
             vectors = np.asarray(await self.rt.embedder.embed_documents(list(SMALL_TALK)), dtype=np.float32)
@@ -505,7 +505,8 @@ class MemorySearch:
         candidates.update(await self.rt.records.candidates([*vector_ids, *state.sql_hit_ids], with_tags=with_tags,
                                                            tags_only_for=vector_ids))
         pass1 = [h for h in pass1 if h.memory_id in candidates and h.embedding is not None]
-        evidence = np.stack([h.embedding for h in pass1]) if pass1 else np.zeros((0, len(query_vec)))
+        evidence = np.stack([h.embedding for h in pass1 if h.embedding is not None]) if pass1 \
+            else np.zeros((0, len(query_vec)))
         with single_threaded_blas():
             result.logic_depth = logic_depth(query_vec, evidence)
         result.resonance = has_resonance(state.query_text, triplet)
