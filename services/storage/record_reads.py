@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 
@@ -19,6 +19,7 @@ from .mirrors.keyword_mirror import MemoryKeywordIndex
 from .record_columns import CANDIDATE_COLUMNS, CANDIDATE_KEYS, decode_candidate
 from .record_filter import RecordFilter, escape_like
 from .record_rows import columns_plan, read_record_plan, row_to_record, tags_plan
+from .rows import CandidateRow, RecordRow
 from .write_plans import PlanStatement, WritePlan, run_plan, run_plan_here
 
 # What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
@@ -58,7 +59,7 @@ class RecordReads:
 
     async def get_many(
         self, memory_ids: Iterable[str], *, include_deleted: bool = False, conn: aiosqlite.Connection | None = None
-    ) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, RecordRow]:
         """Records (with tags) by id; unknown ids are simply absent. Two queries whatever the count (per 500 ids),
         run in one hop to the connection's worker thread (``run_plan``): every retrieval reads its results here,
         and under load a hop costs about as much as one of these queries."""
@@ -68,15 +69,15 @@ class RecordReads:
         return await run_plan(conn or self.db.reader, self._get_many_plan(ids, include_deleted=include_deleted))
 
     @staticmethod
-    def _get_many_plan(ids: Sequence[str], *, include_deleted: bool) -> WritePlan[dict[str, dict[str, Any]]]:
+    def _get_many_plan(ids: Sequence[str], *, include_deleted: bool) -> WritePlan[dict[str, RecordRow]]:
         """``get_many`` as a plan: every column, then the tags."""
         records = yield from columns_plan(ids, ("*",), include_deleted=include_deleted, decode=row_to_record)
         yield from tags_plan(records)
-        return records
+        return cast("dict[str, RecordRow]", records)
 
     async def candidates(self, memory_ids: Iterable[str], *, with_tags: bool,
                          tags_only_for: Iterable[str] | None = None,
-                         as_of_last_read: bool = False) -> dict[str, dict[str, Any]]:
+                         as_of_last_read: bool = False) -> dict[str, CandidateRow]:
         """The columns ranking needs of each live candidate (``CANDIDATE_COLUMNS``, tags only when asked, and then
         only for ``tags_only_for`` when given: tag bonuses apply to vector hits, not to keyword-only candidates).
 
@@ -108,7 +109,7 @@ class RecordReads:
 
     @staticmethod
     def _candidates_plan(memory_ids: Sequence[str],
-                         tags_for: set[str] | None) -> WritePlan[dict[str, dict[str, Any]]]:
+                         tags_for: set[str] | None) -> WritePlan[dict[str, CandidateRow]]:
         """``candidates`` as a plan: the columns, then the tags of the rows found among ``tags_for`` (no tags read
         when it is None)."""
         found = yield from columns_plan(
@@ -117,7 +118,7 @@ class RecordReads:
         tagged = {key: row for key, row in found.items() if key in tags_for} if tags_for is not None else {}
         if tagged:
             yield from tags_plan(tagged)
-        return found
+        return cast("dict[str, CandidateRow]", found)
 
     async def rows_in_time_windows(self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *,
                                    limit: int) -> list[dict[str, Any]]:
@@ -200,7 +201,7 @@ class RecordReads:
         500 ids, all in one hop (``columns_plan``)."""
         return await run_plan(self.db.reader, columns_plan(memory_ids, columns, include_deleted=include_deleted))
 
-    async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> dict[str, Any] | None:
+    async def get(self, memory_id: str, *, include_deleted: bool = False, conn=None) -> RecordRow | None:
         return (await self.get_many([memory_id], include_deleted=include_deleted, conn=conn)).get(memory_id)
 
     async def _attach_tags(self, records: dict[str, dict[str, Any]], conn=None) -> None:

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from ..database import Database, aiosqlite_core, placeholders
 from ..record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
+from ..rows import CandidateRow
 from .bm25_postings import KeywordIndex, KeywordRowText, KeywordTop
 from .candidate_rows import CandidateRows
 from .record_states import RecordStates, RowStateTest
@@ -264,8 +265,8 @@ class MemoryKeywordIndex:
 
 
     async def candidates(self, memory_ids: Sequence[str], tags_for: set[str] | None,
-                         read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, dict[str, Any]]]
-                         ) -> dict[str, dict[str, Any]] | None:
+                         read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, CandidateRow]]
+                         ) -> dict[str, CandidateRow] | None:
         """``RecordRepository.candidates`` from the rows held, or None when they are not kept or not loaded (the
         caller reads them in SQL).
 
@@ -285,7 +286,7 @@ class MemoryKeywordIndex:
             return None
 
     def held_candidates(self, memory_ids: Sequence[str], tags_for: set[str] | None
-                        ) -> tuple[dict[str, dict[str, Any]], list[str]] | None:
+                        ) -> tuple[dict[str, CandidateRow], list[str]] | None:
         """The rows held of ``memory_ids`` and the ids not held, read here without following the journal first;
         None when no rows are held.
 
@@ -307,8 +308,8 @@ class MemoryKeywordIndex:
 
 def _candidates_here(raw: sqlite3.Connection, loaded: _Loaded, rows: CandidateRows, memory_ids: list[str],
                      tags_for: set[str] | None,
-                     read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, dict[str, Any]]]
-                     ) -> dict[str, dict[str, Any]]:
+                     read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, CandidateRow]]
+                     ) -> dict[str, CandidateRow]:
     """One hop on the reader's thread: follow the journal, look the rows up, read the ones not held."""
     _apply_journal(raw, loaded)
     found, missing = rows.lookup(memory_ids, tags_for)
