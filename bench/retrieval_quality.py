@@ -20,7 +20,7 @@ Shapes (``SHAPES``): what the client passes besides the content — a title (non
 whole day, the speaker's name, or one derived from the content), the event time (the session's or day's time, in
 the data's zone), tags (the speaker as a tag) and a memory type a bot would choose (preference when the turn
 says what someone likes, else event). ``zone-moved`` writes like ``time`` but queries from a deployment in another
-zone: a query's dates must still name the days the writer meant. Every table also gives R@1 / R@5 over the
+zone: a query's dates must still name the days the writer meant. Every table also gives recall@k over the
 questions that name no date (``shape_table``): ``bare`` sends no event time, and a live client's memories would carry
 the chat's time as their write time, but here every turn is written during the run, so that shape's date questions
 are reported apart from what it can answer.
@@ -271,7 +271,7 @@ def names_a_date(query: Query) -> bool:
 
 
 def shape_table(results: dict[str, list]) -> str:
-    """One row per shape: recall@k with the floor off, R@1 / R@5 over the questions that name no date, R@10 at the
+    """One row per shape: recall@k with the floor off, the same over the questions that name no date, R@10 at the
     default floor, results the floor cut.
 
     Why the undated column: a client that sends no event time (``bare``) writes live in a real deployment, so each
@@ -283,12 +283,13 @@ def shape_table(results: dict[str, list]) -> str:
     for name, scored in results.items():
         off = [100 * float(np.mean([s[1][k] for s in scored])) for k in KS]
         undated = [s for s in scored if not names_a_date(s[0])]
-        plain = (f"{100 * np.mean([s[1][1] for s in undated]):.1f} / {100 * np.mean([s[1][5] for s in undated]):.1f}"
-                 f" ({len(undated)})" if undated else "–")
+        plain = (" / ".join(f"{100 * np.mean([s[1][k] for s in undated]):.1f}" for k in KS) + f" ({len(undated)})"
+                 if undated else "–")
         floor_r10 = 100 * float(np.mean([s[2][max(KS)] for s in scored]))
         cut = float(np.mean([s[3] for s in scored]))
         rows.append([name, len(scored), *off, plain, floor_r10, cut])
-    return markdown_table(["shape", "queries", *(f"R@{k}" for k in KS), "R@1 / R@5 without a date (queries)",
+    undated_header = " / ".join(f"R@{k}" for k in KS) + " without a date (queries)"
+    return markdown_table(["shape", "queries", *(f"R@{k}" for k in KS), undated_header,
                            f"R@{max(KS)} with floor", "results cut by floor (mean)"], rows)
 
 
