@@ -276,7 +276,8 @@ def memory_embedding_text(content: str, title: str | None = None) -> str:
     """The exact text the service embeds for a memory written with ``content`` (and ``title``).
 
     Mirrors the write path: ``checked_content`` strips the text, ``checked_title`` guesses the title from the first
-    line when none is given, and ``compose_embedding_text`` frames it as ``"# <title>\\n<body>"``. Precomputed
+    line when none is given, and ``compose_embedding_text`` frames it as ``"# <title>\\n<body>"`` (the guessed
+    title again when the given one adds nothing, ``title_adds_information``). Precomputed
     vectors must be keyed by this text, or the service would ask the model again.
     """
     body = checked_content(content)

@@ -7,6 +7,9 @@ how long a preview snippet is.
 
 from __future__ import annotations
 
+from .segmentation import query_terms
+from .time_anchor import without_time_expressions
+
 UNTITLED = "未命名记忆"
 TITLE_MAX_CHARS = 80
 SNIPPET_MAX_CHARS = 280
@@ -28,29 +31,65 @@ def extract_title(text: str | None) -> str:
 
 
 def keyword_title(title: str | None, content: str | None) -> str:
-    """The title as the keyword index weighs it: ``""`` when it is only the guess from the content's first line.
+    """The title as the keyword index weighs it: ``""`` when it adds nothing to the memory
+    (``title_adds_information``), e.g. when it is only the guess from the content's first line.
 
     Why: the index weighs the title column three times the content. A title the caller chose names the memory's
     topic; a guessed one (``extract_title``) is merely the first line of the content again, so weighting it tripled
     the first line's words against the rest of the memory (on LoCoMo, where every turn is one line, it tripled the
-    whole turn and made long turns rank above the short turns that hold the answer). The content column still
-    holds those words once. A caller-given title equal to the content's first line is treated the same way.
+    whole turn and made long turns rank above the short turns that hold the answer). A title made of the body's own
+    words (the speaker's name, the turn's first clause) does the same, and a log's dated label ("<date> 对话")
+    holds the date, which the time route reads from the memory's time, and the kind of log every entry shares. The
+    content column still holds the body's words once; the vector route leaves such titles out too
+    (``compose_embedding_text``), so both routes follow one rule.
     """
     clean = (title or "").strip()
-    if not clean or clean == extract_title(content):
+    if not clean or clean == extract_title(content) or not title_adds_information(clean, content):
         return ""
     return clean
 
 
-def compose_embedding_text(title: str | None, body: str | None) -> str:
-    """Frame a memory the way it is stored and embedded: ``"# <title>\\n<body>"``.
+def title_adds_information(title: str | None, body: str | None) -> bool:
+    """True when a memory's title tells something its body and its time do not: the title then frames the embedded
+    text (``compose_embedding_text``); otherwise the memory is embedded as if no title had been given.
 
-    The title line gives the embedding the topic even when the body is a bare list or a fragment. When only one
-    part is non-empty (after stripping) that part alone is returned; both empty gives ``""``.
+    Why: the embedding of ``"# <title>\n<body>"`` leans toward the title, the more so the shorter the body. A title
+    that carries a topic the body lacks ("李四" over "高中同桌，住在杭州") must be there, or nothing in the vector
+    says whom the memory is about. But chat clients title turns mechanically: the speaker's name or the turn's first
+    clause (words the body holds already), or the day ("<date> 对话", the same for every turn of a day). Such a
+    title adds no meaning, pulls the turns that share it toward each other and away from the questions about them.
+
+    The rule, per title: leave out its dates and relative time words (``time_anchor.without_time_expressions``: the
+    memory's time fields say when, and the time route reads them in the memory's own zone) and its words the body
+    holds; what is left must hold a word, and when the title named a date, at least two: a date with a single word
+    ("5月2日 日记", "May 2 notes") is how a log labels its entries, that word naming the kind of log every entry
+    shares. Words are the keyword index's tokens (jieba's search mode), a word inside a longer one counting once.
+    """
+    clean_title = (title or "").strip()
+    clean_body = (body or "").strip().lower()
+    if not clean_title:
+        return False
+    undated = without_time_expressions(clean_title)
+    words = [word for word in query_terms(undated) if word not in clean_body]
+    distinct = [word for word in words if not any(word != other and word in other for other in words)]
+    return len(distinct) >= (2 if undated != clean_title else 1)
+
+
+def compose_embedding_text(title: str | None, body: str | None) -> str:
+    """Frame a memory the way it is embedded: ``"# <title>\n<body>"``, the title being the guess from the body's
+    first line (``extract_title``) when the given one adds nothing (``title_adds_information``).
+
+    The title line gives the embedding the topic even when the body is a bare list or a fragment. Every path that
+    embeds a memory or a chunk (writes, the vector outbox and reindex, knowledge, companion similarities) frames it
+    here, so a stored vector is always rebuilt from the same text. When only one part is non-empty (after stripping)
+    that part alone is returned; both empty gives ``""``.
     """
     clean_title = (title or "").strip()
     clean_body = (body or "").strip()
     if clean_title and clean_body:
+        guess = extract_title(clean_body)
+        if clean_title != guess and not title_adds_information(clean_title, clean_body):
+            clean_title = guess
         return f"# {clean_title}\n{clean_body}"
     return clean_title or clean_body
 

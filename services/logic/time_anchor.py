@@ -167,6 +167,25 @@ def _relative_spans(text: str, today: date) -> list[SpanAnchor]:
     return spans
 
 
+_CALENDAR_PATTERNS = (_ISO_DATE, _ZH_DATE, _EN_MONTH_DAY, _EN_DAY_MONTH, _EN_MONTH_YEAR, _EN_BARE_MONTH,
+                      _ZH_YEAR_ONLY, _EN_YEAR)
+_RELATIVE_PATTERNS = tuple(pattern for _span, words in _SPANS.values() for pattern, _offset in words) + tuple(
+    pattern for patterns in _AGO.values() for pattern in patterns)
+
+
+def without_time_expressions(text: str) -> str:
+    """``text`` with every date and relative time word this module reads replaced by a space ("2023-05-02 对话" →
+    ``" 对话"``).
+
+    Why: a title's date says when, which a memory keeps in its time fields and the time route reads from there, in
+    the memory's own zone; as words it tells nothing about what the memory is about (``text.title_adds_information``).
+    """
+    stripped = str(text or "")
+    for pattern in (*_CALENDAR_PATTERNS, *_RELATIVE_PATTERNS):
+        stripped = pattern.sub(" ", stripped)
+    return stripped
+
+
 def parse_time_anchors(text: str, now: datetime) -> list[Anchor]:
     """Every time anchor ``text`` names, most specific patterns first; ``[]`` when it names none.
 

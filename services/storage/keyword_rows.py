@@ -59,7 +59,7 @@ KeywordRow = tuple[int, bool, list[Any]]
 
 def keyword_row_plan(record: dict[str, Any], *, replace: bool = True,
                       deferred: list[KeywordRow] | None = None) -> WritePlan[None]:
-    """The record's keyword row: segmented title (unless only guessed, ``keyword_title``), content and tags, plus
+    """The record's keyword row: segmented title (unless it adds nothing, ``keyword_title``), content and tags, plus
     its store's token.
 
     ``replace=False`` skips deleting an old row (the full rebuild has emptied the table already). With

@@ -4,6 +4,7 @@ from booku_memory.services.logic.text import (
     keyword_title,
     make_snippet,
     normalise_folder_id,
+    title_adds_information,
 )
 
 
@@ -29,6 +30,32 @@ def test_compose_embedding_text_frames_title_and_body():
     assert compose_embedding_text("", " 只有内容 ") == "只有内容"
     assert compose_embedding_text("只有标题", None) == "只有标题"
     assert compose_embedding_text(None, "  ") == ""
+
+
+def test_a_title_that_adds_nothing_is_embedded_as_if_untitled():
+    turn = "用户：我今天去动物园看了大熊猫\nAI：听起来很可爱！"
+    untitled = "# 用户：我今天去动物园看了大熊猫\n" + turn
+    for title in ("2024-05-03 对话", "5月3日 聊天记录", "May 3 notes", "昨天 日记",  # a log's dated label
+                  "动物园", "我今天去动物园", "用户"):  # words the body holds
+        assert not title_adds_information(title, turn), title
+        assert compose_embedding_text(title, turn) == untitled, title
+    assert compose_embedding_text("Caroline", "Caroline: I went hiking") == (
+        "# Caroline: I went hiking\nCaroline: I went hiking")
+
+
+def test_the_keyword_index_weighs_a_title_only_when_it_adds_something():
+    turn = "用户：我今天去动物园看了大熊猫\nAI：听起来很可爱！"
+    assert keyword_title("2024-05-03 对话", turn) == ""
+    assert keyword_title("动物园", turn) == ""
+    assert keyword_title("Caroline", "Caroline: I went hiking") == ""
+    assert keyword_title("李四", "高中同桌，住在杭州") == "李四"
+
+
+def test_a_title_that_names_what_the_body_does_not_frames_it():
+    assert compose_embedding_text("李四", "高中同桌，住在杭州") == "# 李四\n高中同桌，住在杭州"
+    assert title_adds_information("5月3日 李四生日", "买了蛋糕")  # a date and a topic of two words
+    assert title_adds_information("会议纪要", "讨论了预算")  # no date: one word is the topic
+    assert not title_adds_information("", "内容") and not title_adds_information("  ", "内容")
 
 
 def test_make_snippet_marks_truncation_only_when_cut():

@@ -15,6 +15,7 @@ from booku_memory.services.logic.time_anchor import (
     parse_time_anchors,
     time_matches,
     time_windows,
+    without_time_expressions,
 )
 
 NOW = datetime(2026, 12, 2, 10, 0)  # a Wednesday
@@ -116,3 +117,11 @@ def test_a_month_window_covers_the_whole_month() -> None:
     (start, end), = time_windows([CalendarAnchor(2023, 12, None)], timezone.utc)
     assert start == datetime(2023, 12, 1, tzinfo=timezone.utc).timestamp()
     assert end == datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
+
+
+@pytest.mark.parametrize(("text", "left"), [
+    ("2023-05-02 对话", "对话"), ("2023年5月2日的日记", "的日记"), ("May 2, 2023 notes", "notes"),
+    ("昨天 聊天", "聊天"), ("三天前的会议", "的会议"), ("李四生日", "李四生日"),
+])
+def test_without_time_expressions_leaves_what_is_not_a_date(text: str, left: str) -> None:
+    assert without_time_expressions(text).strip() == left
