@@ -3,10 +3,12 @@
 Run from the repository root:
 
     .venv/bin/python bench/knowledge_update.py                       # the set in bench/data/knowledge_update.json
+    .venv/bin/python bench/knowledge_update.py --set bench/data/knowledge_update_check.json   # the check set
     .venv/bin/python bench/knowledge_update.py --set held_out.json   # another set of the same shape
 
 The set (JSON): ``updates`` [{kind, old, new, now, before}], ``adds`` [{base, add}], ``paraphrases``
-[{base, restatement}] and ``background`` [text]. Everything goes through the public service of a fresh store
+[{base, restatement}] and ``background`` [text]; a set without a background of its own is run among the default
+set's background (as ``knowledge_update_check.json`` is). Everything goes through the public service of a fresh store
 (``booku_memory.open()`` with the real local embedding model, ``upsert_memory`` with no event times, as the bot's
 tools write): first the background, the old facts, the bases of the negatives and of the paraphrases, shuffled; then
 the new facts, the additions and the restatements, shuffled (seed 28). Then, per update pair, ``retrieve_memories``
@@ -126,6 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--verbose", action="store_true", help="list the pairs that missed")
     args = parser.parse_args(argv)
     data = json.loads(args.set.read_text(encoding="utf-8"))
+    if "background" not in data:
+        data["background"] = json.loads(DEFAULT_SET.read_text(encoding="utf-8"))["background"]
     with tempfile.TemporaryDirectory(prefix="booku-ku-") as directory:
         r = asyncio.run(run(data, Path(directory)))
     print(f"set: {args.set.name}: {r['pairs']} update pairs, {len(data['adds'])} adds, {r['paraphrases']} "
