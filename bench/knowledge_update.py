@@ -38,8 +38,9 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import booku_memory
 from booku_memory.services.embedding.local import LocalE5Embedder
@@ -85,7 +86,8 @@ async def run(data: dict[str, Any], directory: Path) -> dict[str, Any]:
             successor = detail["metadata"].get("superseded_by", "")  # absent before migration 0014
             marked += successor == new_id
             if not (hit_now and hit_before):
-                misses.append(f"{pair['kind']}: now={'ok' if hit_now else 'MISS'} before={'ok' if hit_before else 'MISS'}"
+                misses.append(f"{pair['kind']}: now={'ok' if hit_now else 'MISS'}"
+                              f" before={'ok' if hit_before else 'MISS'}"
                               f" marked={successor == new_id} | {pair['old']} -> {pair['new']}"
                               f" | now #1: {now[0]['content_snippet'] if now else '-'}")
         kept = 0
@@ -110,7 +112,8 @@ async def run(data: dict[str, Any], directory: Path) -> dict[str, Any]:
                     or merged_into[key] != ids[("para_base", key[1])]]
     return {
         "pairs": len(data["updates"]), "now_first": now_first, "before_top3": before_top3, "marked": marked,
-        "false": false_ids, "false_texts": [f"{text_of[i]} -> {text_of.get(superseded[i]['superseded_by'], '?')}" for i in false_ids], "should_stay": should_stay,
+        "false": false_ids, "should_stay": should_stay,
+        "false_texts": [f"{text_of[i]} -> {text_of.get(superseded[i]['superseded_by'], '?')}" for i in false_ids],
         "paraphrases": len(data["paraphrases"]), "paraphrases_merged": len(merged_paraphrases),
         "merged_paraphrases": merged_paraphrases,
         "wrong_merges": wrong_merges, "old_kept": kept, "writes": len(first) + len(second),
@@ -136,7 +139,8 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"paraphrases, {len(data['background'])} background; {r['writes']} writes in {r['write_seconds']:.1f} s")
     print("| measure | result | target |")
     print("|---|---|---|")
-    print(f"| new fact first for the \"now\" question | {r['now_first']}/{r['pairs']} = {pct(r['now_first'], r['pairs'])}"
+    print(f"| new fact first for the \"now\" question | {r['now_first']}/{r['pairs']} = "
+          f"{pct(r['now_first'], r['pairs'])}"
           " | ≥ 90 % |")
     print(f"| old fact in top 3 for the \"before\" question | {r['before_top3']}/{r['pairs']} = "
           f"{pct(r['before_top3'], r['pairs'])} | |")

@@ -453,6 +453,10 @@ class MemoryWriter:
         # most paraphrases; the facts test (``logic.supersession.decide``) is what keeps different facts apart.
         if best.similarity < wc.merge_min_similarity:
             return None, novelty, None
+        # Two dated memories are two events (what was said or done each time, "Thanks, bye!" said twice is two
+        # turns): only the exact same text merges; a restatement is a fact told again, not an event.
+        if draft.fields.get("event_start_at") and target.get("event_start_at"):
+            return None, novelty, None
         decision = decide(fact_cues(draft.content), fact_cues(target["content"]), best.similarity, self._thresholds())
         if decision is Decision.DUPLICATE:
             return target, novelty, None

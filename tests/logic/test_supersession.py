@@ -6,10 +6,14 @@ Pure logic with jieba's real dictionary; the cosine is given, as the write path 
 from __future__ import annotations
 
 import pytest
-
 from booku_memory.services.logic.fusion import FusedHit, order_by_currency
 from booku_memory.services.logic.supersession import (
-    Decision, asks_about_the_past, best_supersession, decide, fact_cues, without_now_words,
+    Decision,
+    asks_about_the_past,
+    best_supersession,
+    decide,
+    fact_cues,
+    without_now_words,
 )
 
 
@@ -156,3 +160,87 @@ def test_a_question_that_says_now_puts_a_current_fact_found_near_the_top_first()
 ])
 def test_updates_and_additions_in_words_the_bench_set_does_not_use(old: str, new: str, expected: Decision) -> None:
     assert decision(old, new) is expected
+
+
+# Cues beyond the first bench set's words (issue 28, quality half). Sentences in neither bench set.
+
+def test_kin_words_are_read_longest_first() -> None:
+    assert fact_cues("我女朋友在银行上班。").kin == {"girlfriend"}
+    assert fact_cues("我表哥和他女朋友住在一起。").kin == {"cousin", "girlfriend"}
+    assert fact_cues("My nephew plays chess.").kin == {"nephew"}
+
+
+def test_a_person_named_first_is_the_subject_without_a_kin_word() -> None:
+    assert decision("My coworker Ana drives a Prius.", "Ana sold the Prius and bought a Tesla.") is Decision.UPDATE
+    # The name alone ties nothing: the new fact must speak of what the old one said.
+    assert decision("I have a brother named Leo.", "Leo just got promoted at the bank.") is Decision.ADD
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("My GitHub username is @quiet_river.", "My GitHub username is @loud_ocean these days."),
+    ("我的QQ邮箱是lihua_88@qq.com。", "我的QQ邮箱是lihua_99@qq.com。"),
+])
+def test_handles_and_addresses_are_values_that_never_merge(old: str, new: str) -> None:
+    assert decision(old, new, similarity=0.97) is not Decision.DUPLICATE
+
+
+def test_chinese_amounts_and_heights_are_values() -> None:
+    assert {"六百"} <= fact_cues("车位租金一个月六百。").values
+    assert "一米五二" in fact_cues("儿子长高了，现在一米五二。").values
+    assert decision("车位租金一个月六百。", "车位租金涨到八百了。") is Decision.UPDATE
+    assert decision("儿子身高一米四。", "儿子长高了，现在一米五二。", similarity=0.97) is not Decision.DUPLICATE
+
+
+def test_a_house_number_is_not_a_date() -> None:
+    assert not fact_cues("我住在解放路8号。").dates
+    assert decision("我住在解放路8号。", "我家搬到了人民路36号。") is Decision.UPDATE
+
+
+@pytest.mark.parametrize(("old", "new"), [
+    ("I play tennis every Sunday.", "I gave up tennis and took up golf."),  # a thing in common, no slot word
+    ("我在练吉他。", "吉他不练了，改练架子鼓。"),  # a negated verb with 了: it stopped
+    ("那家面馆的牛肉面一碗十五块。", "那家面馆的牛肉面要十八块了。"),  # no change word: a new value and 了
+])
+def test_an_update_without_a_slot_word_or_a_change_word(old: str, new: str) -> None:
+    assert decision(old, new) is Decision.UPDATE
+
+
+def test_additive_words_are_whole_words() -> None:
+    assert not fact_cues("I took up golf.").additive
+    assert fact_cues("I play golf too.").additive
+
+
+def test_a_new_value_without_any_sign_of_change_stays_unsure() -> None:
+    assert decision("公司前台电话是021-5550123。", "公司前台电话是021-5550456。") is Decision.MAYBE_UPDATE
+    assert decision("The yoga class is on Monday.", "The yoga class is on Friday.") is Decision.MAYBE_UPDATE
+
+
+def test_a_slot_with_one_value_at_a_time_needs_no_change_word() -> None:
+    assert decision("My niece is 120 cm tall.", "My niece is 131 cm tall, the doctor says.") is Decision.UPDATE
+    assert decision("My aunt lives in Leeds.", "My aunt lives in a cottage near York.") is Decision.UPDATE
+    # The same place named again adds to it.
+    assert decision("My aunt lives in Leeds.", "My aunt lives in a flat in Leeds with two cats.") is Decision.ADD
+
+
+def test_a_dated_event_is_never_superseded() -> None:
+    assert decision("1月15日在公园跑了五公里。", "我最近开始每天晨跑五公里。") is Decision.ADD
+    assert decision("8月2日和邻居下了一下午象棋。", "我邻居是退休教师，现在天天下棋。") is Decision.ADD
+
+
+def test_a_word_that_only_says_now_does_not_keep_a_restatement_apart() -> None:
+    assert decision("I have worked at the library for ten years.", "I've worked at the library for ten years now.",
+                    similarity=0.98) is Decision.DUPLICATE
+    # A word of change does.
+    assert decision("我在家办公。", "我已经改成在家办公了。", similarity=0.97) is not Decision.DUPLICATE
+
+
+def test_a_place_near_the_office_is_not_the_office() -> None:
+    assert "work" not in fact_cues("我现在去公司附近的健身房。").slots
+    assert decision("我在公司附近的咖啡馆吃午饭。", "公司搬到了滨江，通勤远了。") is Decision.ADD
+
+
+def test_a_candidate_about_the_same_slot_comes_before_one_naming_a_thing_in_common() -> None:
+    new = fact_cues("我搬到了杭州，新家旁边有个公园。")
+    park = ("park", fact_cues("我常去的那个公园很大。"), 0.93)
+    home = ("home", fact_cues("我住在南京鼓楼区。"), 0.88)
+    assert best_supersession(new, [park, home]) == ("home", Decision.UPDATE)
