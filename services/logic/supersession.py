@@ -21,10 +21,10 @@ same band too. So each text is read for the cues that separate the three (``fact
 
 An update needs the same subject, something they are about in common (a slot, or else a thing or a name), no
 additive or past framing, no date in the old text, and evidence of change: a change word, or a value each has that
-the other lacks together with a sentence ending in 了 or in a slot that holds one value at a time (a weight, a
-home). A restatement needs the same subject, no conflicting value (names, numbers, places and dates alike: one text
-may name more than the other, but not each a value the other lacks), most of the same things named, and no change
-word on one side only. Precision comes first: a wrong supersession hides a true fact, so anything short of these
+the other lacks together with a sentence ending in 了 or in a slot that holds one value at a time (a weight). A
+restatement needs the same subject, no conflicting value (names, numbers, places and dates alike: one text may name
+more than the other, but not each a value the other lacks), most of the same things named, and no change word on
+one side only. Precision comes first: a wrong supersession hides a true fact, so anything short of these
 cues is a new fact (or, where the cues half agree, an unsure pair for a model or a reviewer).
 """
 
@@ -339,9 +339,10 @@ def _same_subject(new: FactCues, old: FactCues) -> bool:
 # Slots a person has one of at a time (a home, a job, a partner, a number): about oneself, two such facts need no
 # word in common to be about the same thing ("我住在北京" / "我搬到上海了").
 SELF_SLOTS = frozenset({"residence", "work", "partner", "contact"})
-# Slots with one value at a time: one weight, one height, one home. Another value there is a change even when no
-# word says so ("My nephew was 21 kg at his last checkup"); a second phone number or a second class a week is not.
-SINGLE_VALUED_SLOTS = frozenset({"body", "residence"})
+# Slots with one value at a time: one weight, one height. Another value there is a change even when no word says
+# so ("My nephew was 21 kg at his last checkup"); a second phone number, a second class a week or a place one lives
+# near ("I live near Central Park" / "I live in Brooklyn") is not.
+SINGLE_VALUED_SLOTS = frozenset({"body"})
 
 
 def anchor(new: FactCues, old: FactCues) -> int:
