@@ -209,6 +209,8 @@ class FactCues:
     lead_name: str = ""
     # Says something is not done (不/没/not/never …).
     negated: bool = False
+    # The change words found ("搬到", "moved").
+    change_words: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,7 @@ def fact_cues(text: str) -> FactCues:
         past=_has_any(normal, PAST_WORDS) or _has_any(padded, _PAST_NEEDLES),
         strong_change=strong_change, settled=bool(_SETTLED.search(normal)),
         lead_name=min(names)[1].lower() if names else "",
-        negated=bool(_NEGATED.search(lower)),
+        negated=bool(_NEGATED.search(lower)), change_words=frozenset(changes),
     )
 
 
@@ -346,8 +348,12 @@ SINGLE_VALUED_SLOTS = frozenset({"body"})
 
 
 def anchor(new: FactCues, old: FactCues) -> int:
-    """How many things, values and kin the two texts name in common: what ties an update to the fact it replaces."""
-    return (len(new.things & old.things) + len(new.kin & old.kin) + len(new.cue_words & old.cue_words)
+    """How many things, values and kin the two texts name in common: what ties an update to the fact it replaces.
+
+    A cue word the new text has only inside its change word does not count: "搬" in "我搬到上海了" and in "公司搬远了"
+    says both tell of a move, not that they tell of the same home."""
+    cue_words = {cue for cue in new.cue_words & old.cue_words if not any(cue in word for word in new.change_words)}
+    return (len(new.things & old.things) + len(new.kin & old.kin) + len(cue_words)
             + sum(1 for value in new.values if any(_same_value(value, other) for other in old.values)))
 
 

@@ -249,3 +249,10 @@ def test_a_candidate_about_the_same_slot_comes_before_one_naming_a_thing_in_comm
     park = ("park", fact_cues("我常去的那个公园很大。"), 0.93)
     home = ("home", fact_cues("我住在南京鼓楼区。"), 0.88)
     assert best_supersession(new, [park, home]) == ("home", Decision.UPDATE)
+
+
+def test_a_move_told_of_something_else_is_not_the_home_a_move_replaces() -> None:
+    new = fact_cues("上周我搬到了苏州工业园区。")
+    commute = ("commute", fact_cues("我现在六点半就得出门，因为单位搬远了。"), 0.90)
+    home = ("home", fact_cues("我住在南京鼓楼区。"), 0.905)
+    assert best_supersession(new, [commute, home]) == ("home", Decision.UPDATE)
