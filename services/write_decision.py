@@ -82,7 +82,10 @@ def judge_write(write_conflict: Any, fact: NewFact, vector: np.ndarray, hits: Se
                 return WriteJudgement(target=target, novelty=0.0)
             # No novelty gate: with few neighbours the novelty of a restatement is 1 − cos², above the cutoff for
             # most paraphrases; the facts test (``logic.supersession.decide``) keeps different facts apart.
-            if best.similarity >= thresholds.restatement_min_similarity:
+            # Two dated memories are two events (what was said or done each time, "Thanks, bye!" said twice is two
+            # turns): only the exact same text merges; a restatement is a fact told again, not an event.
+            two_events = fact.dated and bool(target.get("event_start_at"))
+            if best.similarity >= thresholds.restatement_min_similarity and not two_events:
                 decision = decide(fact_cues(fact.content), fact_cues(target["content"]), best.similarity, thresholds)
                 if decision is Decision.DUPLICATE:
                     return WriteJudgement(target=target, novelty=novelty)

@@ -5,23 +5,27 @@ Why local cues and not a similarity threshold: the embedding puts "我住在北�
 same band too. So each text is read for the cues that separate the three (``fact_cues``):
 
 - the *slots* it speaks about (where one lives, works, a phone number, a partner, a schedule, a habit, a taste, a
-  pet, a price, the body, health, a possession, a school), from cue words;
-- the *subject* it is about: the kin and role words ("我爸妈", "my sister"): a fact about one's parents never
-  replaces one about oneself;
-- its *values*: numbers, names, places, organisations (jieba's dictionary tags, and words its dictionary does not
-  know, which are mostly names), capitalised English words; dates are kept apart, because two dated events are two
-  events, not one fact that changed;
+  pet, a price, the body, health, a possession, a school, a diet, a hobby), from cue words;
+- the *subject* it is about: the kin and role words ("我爸妈", "my sister", read longest first: "女朋友" is not
+  also a "朋友"), and the first name it gives ("Oscar has a girlfriend now" is about Oscar): a fact about one's
+  parents never replaces one about oneself;
+- its *values*: numbers and Chinese amounts ("三百", "一米三五"), handles and addresses ("@sunny_trails", one value
+  each), names, places, organisations (jieba's dictionary tags, and words its dictionary does not know, which are
+  mostly names), capitalised English words; dates are kept apart (a bare "12号" is a house or line number, not a
+  date), because a dated event stays what it was;
 - the Chinese *nouns* it names ("猫" / "狗", "花生" / "芒果"), which conflict like values, and with the English
-  words (by their first five letters) the *things* both texts name;
-- *change* words (搬到, 换成, 改成, 不再, 已经, 现在, moved, switched, no longer …), *additive* words (也, 还,
-  另外, also, another …) and *past* words (以前, 小时候, used to …).
+  words (by their first five letters, time words left out) the *things* both texts name;
+- *change* words (搬到, 换成, 改成, 不再, 不学了, 已经, 现在, moved, switched, gave up, haven't … in …), of which
+  the ones that only say "now" (现在, now …) do not keep a restatement apart; a sentence ending in 了 (a new state);
+  *negation* (不, 没, not …), *additive* words (也, 还, 另外, also, another …) and *past* words (以前, used to …).
 
-An update needs the same subject, a shared slot, no additive or past framing, and evidence of change: a change word
-or a value the old text does not have where it has one the new text lacks. A restatement needs the same subject, no
-conflicting value (names, numbers, places and dates alike: one text may name more than the other, but not each a
-value the other lacks) and most of the same things named. Precision comes first: a wrong
-supersession hides a true fact, so anything short of these cues is a new fact (or, where the cues half agree, an
-unsure pair for a model or a reviewer).
+An update needs the same subject, something they are about in common (a slot, or else a thing or a name), no
+additive or past framing, no date in the old text, and evidence of change: a change word, or a value each has that
+the other lacks together with a sentence ending in 了 or in a slot that holds one value at a time (a weight). A
+restatement needs the same subject, no conflicting value (names, numbers, places and dates alike: one text may name
+more than the other, but not each a value the other lacks), most of the same things named, and no change word on
+one side only. Precision comes first: a wrong supersession hides a true fact, so anything short of these
+cues is a new fact (or, where the cues half agree, an unsure pair for a model or a reviewer).
 """
 
 from __future__ import annotations
@@ -30,13 +34,13 @@ import functools
 import re
 import unicodedata
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from .segmentation import tokenize
 
 SLOT_CUES: dict[str, tuple[str, ...]] = {
-    "residence": ("住", "搬", "新家", "房子", "公寓", "居", "宿舍", "live", "living", "moved", "move", "apartment",
-                  "house", "home", "relocat", "dorm"),
+    "residence": ("住", "搬", "新家", "房子", "公寓", "居住", "定居", "移居", "宿舍", "live", "living", "moved",
+                  "move", "apartment", "house", "home", "relocat", "dorm"),
     "work": ("工作", "上班", "公司", "职位", "跳槽", "辞职", "入职", "升职", "退休", "办公", "老师", "经理",
              "工程师", "编辑", "店", "兼职", "工资", "薪", "work", "job", "company", "engineer", "teach", "retire",
              "quit", "runs", "boss", "salary",
@@ -62,17 +66,21 @@ SLOT_CUES: dict[str, tuple[str, ...]] = {
                "insulin", "diabet", "doctor", "blood", "pill", "tablet"),
     "possession": ("车", "开的是", "辆", "卖", "手机", "电脑", "笔记本", "car", "drive", "laptop", "phone", "civic",
                    "bought", "sold"),
-    "school": ("上学", "学校", "幼儿园", "小学", "中学", "读", "年级", "school", "college", "elementary",
-               "grade", "kindergarten", "university"),
-    "learning": ("学习", "在学", "learning", "language", "studying"),
+    "school": ("上学", "学校", "幼儿园", "小学", "中学", "大学", "读", "念书", "转学", "年级", "本科", "研究生",
+               "school", "college", "elementary", "grade", "kindergarten", "university", "academy"),
+    "learning": ("学习", "在学", "改学", "不学", "开始学", "learning", "language", "studying"),
+    "diet": ("吃素", "素食", "纯素", "吃肉", "饮食", "早饭", "早餐", "午饭", "晚饭", "减脂", "diet", "vegetarian",
+             "vegan",              "breakfast", "lunch", "dinner"),
+    "hobby": ("爱好", "业余", "迷上", "hobby", "hobbies", "weekends", "spare time", "free time"),
 }
 
-# Who a fact is about: canonical kin or role word → the ways of writing it.
-# Phrases whose cue word is not about its slot: the way to work is not the job, a distance to the office is not
-# where one works, machine learning is not a language one learns.
+# Phrases whose cue word is not about its slot: the way to work is not the job, a distance to the office or a place
+# near it is not where one works, machine learning is not a language one learns.
 NEUTRAL_PHRASES: tuple[str, ...] = ("to work", "before work", "after work", "from work", "machine learning",
-                                    "离公司", "上班路上", "下班后")
+                                    "离公司", "上班路上", "下班后", "公司楼下", "公司附近", "公司对面", "公司旁边",
+                                    "家附近", "家楼下", "家对面", "家旁边")
 
+# Who a fact is about: canonical kin or role word → the ways of writing it.
 KIN_ALIASES: dict[str, tuple[str, ...]] = {
     "parents": ("爸妈", "父母", "parents"), "father": ("爸爸", "我爸", "父亲", "dad", "father"),
     "mother": ("妈妈", "我妈", "母亲", "mom", "mother", "mum"), "wife": ("老婆", "妻子", "爱人", "wife"),
@@ -81,39 +89,76 @@ KIN_ALIASES: dict[str, tuple[str, ...]] = {
     "elder_sister": ("姐姐", "我姐"), "younger_sister": ("妹妹", "我妹"), "sister": ("sister",),
     "grandfather": ("爷爷", "外公", "姥爷", "grandfather", "grandpa"),
     "grandmother": ("奶奶", "外婆", "姥姥", "grandmother", "grandma"),
-    "relative": ("舅舅", "叔叔", "阿姨", "岳父", "岳母", "uncle", "aunt", "cousin"),
+    "uncle": ("uncle",), "aunt": ("aunt",), "姑姑": ("姑姑", "姑妈"), "father_in_law": ("岳父", "公公"),
+    "mother_in_law": ("岳母", "婆婆"),
+    **{word: (word,) for word in ("舅舅", "舅妈", "叔叔", "婶婶", "伯伯", "姑父", "大姨", "小姨", "姨妈", "姨父",
+                                  "阿姨")},
+    "cousin": ("表哥", "表弟", "表姐", "表妹", "堂哥", "堂弟", "堂姐", "堂妹", "cousin"),
+    "nephew": ("侄子", "外甥", "nephew"), "niece": ("侄女", "外甥女", "niece"),
+    "grandparents": ("祖父母", "爷爷奶奶", "外公外婆", "grandparents"),
+    "grandchild": ("孙子", "孙女", "外孙", "grandson", "granddaughter"),
     "girlfriend": ("女朋友", "女友", "girlfriend"), "boyfriend": ("男朋友", "男友", "boyfriend"),
-    "friend": ("朋友", "friend"), "colleague": ("同事", "colleague", "coworker"), "classmate": ("同学",),
+    "friend": ("朋友", "闺蜜", "哥们", "friend"), "colleague": ("同事", "colleague", "coworker"),
+    "classmate": ("同学",),
     "roommate": ("室友", "roommate"), "neighbour": ("邻居", "neighbor", "neighbour"),
     "boss": ("领导", "老板", "boss"), "children": ("孩子", "kids", "children"),
 }
-_KIN_HAN = tuple((kin, alias) for kin, aliases in KIN_ALIASES.items() for alias in aliases if not alias.isascii())
+# Longest first: "女朋友" is a girlfriend, not also a friend; "爷爷奶奶" are grandparents, not a grandfather.
+_KIN_HAN = tuple(sorted(((kin, alias) for kin, aliases in KIN_ALIASES.items() for alias in aliases
+                         if not alias.isascii()), key=lambda item: -len(item[1])))
+_KIN_WORDS = frozenset(alias for aliases in KIN_ALIASES.values() for alias in aliases)
 _KIN_EN = {alias: kin for kin, aliases in KIN_ALIASES.items() for alias in aliases if alias.isascii()}
 
 CHANGE_WORDS: tuple[str, ...] = (
     "搬到", "搬进", "搬去", "换成", "换了", "改成", "改为", "改到", "调到", "不再", "已经", "现在", "如今", "目前",
     "开始", "戒", "辞职", "跳槽", "分手", "去世", "死了", "卖了", "涨", "降到", "升职", "退休", "停了", "不用",
     "不能", "变成", "换号", "换到", "成了", "辞掉", "不干了", "搬出", "搬家", "走丢", "丢了",
+    "改了", "提到", "升到", "涨价", "降价", "转学", "转到", "挪到", "改学", "改喝", "改吃", "改用", "迷上", "爱上",
+    "离婚", "分了", "送人", "被偷", "没了", "停掉", "再也不", "考上", "考进",
 )
 CHANGE_WORDS_EN: tuple[str, ...] = (
     "moved", "switched", "no longer", "now", "changed", "replaced", "quit", "stopped", "started", "sold",
     "retired", "passed away", "died", "broke up", "went up", "increased", "decreased", "down to", "new ",
     "these days", "anymore", "any more", "instead", "not anymore", "relocated", "moved out", "left",
     "got married", "got engaged", "got divorced", "divorced",
+    "dropped", "gave up", "given up", "traded", "transferred", "upgraded", "became", "turned into", "pushed to",
+    "ran away", "flew away", "got rid of", "no more", "split up", "ended", "joined", "promoted",
 )
+# Words that only say the time is now: a restatement may carry them ("…五年了" / "… for five years now"), so only
+# the other change words keep two texts from merging.
+TIME_ONLY_CHANGE = frozenset({"现在", "如今", "目前", "已经", "now", "these days"})
+# "不学了" / "不干了" / "不抽了": a negated verb with 了 says something stopped.
+_STOPPED = re.compile(r"不[\u4e00-\u9fff]{1,2}了")
+# "I haven't had a cigarette in six months": not done for a while, so no longer done.
+_STOPPED_EN = re.compile(r"\b(?:haven't|hasn't|have not|has not)\b[^.;!?]*\b(?:in|since)\b")
+# A sentence that ends in 了 ("涨到四十五块了", "都八斤了") says a state is new; it is evidence of change only where
+# a value differs too.
+_SETTLED = re.compile(r"了(?:[。！!，,；;]|$)")
 ADDITIVE_WORDS: tuple[str, ...] = ("也", "另外", "此外", "还有", "另一", "又多", "再加上")
-ADDITIVE_WORDS_EN: tuple[str, ...] = ("also", " too", "as well", "another", "in addition", "additionally")
+ADDITIVE_WORDS_EN: tuple[str, ...] = ("also", "too", "as well", "another", "in addition", "additionally")
 # "还" adds ("我还养了仓鼠"), except where it means "still" or "yet".
 _ADDITIVE_HAI = re.compile(r"还(?![在是没不要会能得])")
 PAST_WORDS: tuple[str, ...] = ("以前", "曾经", "小时候", "当年", "那时候", "原来", "从前")
 PAST_WORDS_EN: tuple[str, ...] = ("used to", "when i was", "as a kid", "as a child", "back then", "years ago")
 
+# Nouns that name nothing in particular: two texts sharing them are not about the same thing.
+_GENERIC_NOUNS = frozenset({"人", "事", "事情", "东西", "时候", "地方", "时间", "样子", "情况", "问题", "方面", "部分"})
+# A text that says something is not done ("不怎么运动", "I don't drink"): a later "started" replaces it.
+_NEGATED = re.compile(r"不|没|从不|\b(?:not|never|don't|doesn't|didn't|no)\b")
+
 # jieba's dictionary tags of names, places, organisations and other proper nouns.
 _PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz"})
 _NUMBER = re.compile(r"\d+(?:[.:,]\d+)*")
-_HAN_NUMERAL = re.compile(r"(?:周|星期|礼拜)[一二三四五六日天]|[零〇一二两三四五六七八九十百千万]+(?=[点岁斤公块元月号日年只条次天米层度个万千])")
+_HAN_NUMERAL = re.compile(r"[一二两三四五六七八九]米[零〇一二三四五六七八九]+|(?:周|星期|礼拜)[一二三四五六日天]"
+                          r"|[零〇一二两三四五六七八九十百千万]+(?=[点岁斤公块元月号日年只条次天米层度个万千])"
+                          r"|[零〇一二两三四五六七八九]*[十百千万][零〇一二两三四五六七八九十百千万]*")
+# Handles, account names and e-mail addresses ("@sunny_trails", "zw_1990", "a.b@qq.com"): one value each.
+_IDENTIFIER = re.compile(r"@?[A-Za-z0-9][\w.+-]*(?:@|_)[\w.@+-]*[A-Za-z0-9]|@[A-Za-z0-9][\w.]*")
 _HAS_DIGIT = re.compile(r"\d")
-_DATE = re.compile(r"(?:\d{1,4}\s*年\s*)?\d{1,2}\s*月\s*\d{1,2}\s*[日号]|\d{1,4}\s*[年月日号]|(?:[零〇一二三四五六七八九十]+月)?[零〇一二三四五六七八九十]+[日号]|[零〇一二三四五六七八九十]+月|(?:January|February|March|April|May|"
+# A bare "12号" is as often a house, bus or line number as a day: only a month or a year makes it a date.
+_DATE = re.compile(r"(?:\d{1,4}\s*年\s*)?\d{1,2}\s*月\s*\d{1,2}\s*[日号]|\d{1,4}\s*[年月日]"
+                   r"|[零〇一二三四五六七八九十]+月[零〇一二三四五六七八九十]+[日号]|[零〇一二三四五六七八九十]+[日月]"
+                   r"|(?:January|February|March|April|May|"
                    r"June|July|August|September|October|November|December)\s+\d{1,2}\b")
 _CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&.-]*[A-Za-z0-9]\b|\b[A-Z]\b")
 _EN_WORD = re.compile(r"[a-z][a-z']+")
@@ -126,11 +171,13 @@ _NOT_NAMES = frozenset({
 _EN_STOP = frozenset("""a an the i i'm i've me my mine we our you your he him his she her it its they them their is am
 are was were be been being do does did have has had to of in on at for with by from and or but so as that this
 these those there here now just very really also too not no yes one some any all up out about into over than then
-when what who where which how will would can could should may might must get got gets s t re ve ll d m""".split())
+when what who where which how will would can could should may might must get got gets s t re ve ll d m
+every each day days daily week weeks month months year years morning mornings evening night today last next time
+times once twice""".split())
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
-class Decision(str, Enum):
+class Decision(StrEnum):
     """What a new memory is to one older memory."""
 
     ADD = "add"
@@ -154,6 +201,16 @@ class FactCues:
     change: bool
     additive: bool
     past: bool
+    # A change word other than one that only says "now" (``TIME_ONLY_CHANGE``).
+    strong_change: bool = False
+    # Ends a sentence in 了: a new state, evidence of change where a value differs too.
+    settled: bool = False
+    # The first name the text gives (a person's, in its own words): who a sentence without a kin word is about.
+    lead_name: str = ""
+    # Says something is not done (不/没/not/never …).
+    negated: bool = False
+    # The change words found ("搬到", "moved").
+    change_words: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -179,7 +236,8 @@ _CUES: tuple[tuple[str, str, bool], ...] = tuple(
     (cue, _english_needle(cue) if cue.isascii() else cue, cue.isascii())
     for cues in SLOT_CUES.values() for cue in dict.fromkeys(cues))
 _CHANGE_NEEDLES = tuple(_english_needle(cue) for cue in CHANGE_WORDS_EN)
-_ADDITIVE_NEEDLES = tuple(_english_needle(cue) for cue in ADDITIVE_WORDS_EN)
+# Whole words: "too" is not "took".
+_ADDITIVE_EN = re.compile(r"\b(?:" + "|".join(map(re.escape, ADDITIVE_WORDS_EN)) + r")\b")
 _PAST_NEEDLES = tuple(_english_needle(cue) for cue in PAST_WORDS_EN)
 
 
@@ -195,37 +253,60 @@ def fact_cues(text: str) -> FactCues:
     padded = f" {lower} "
     cue_words = frozenset(cue for cue, needle, english in _CUES if needle in (padded if english else normal))
     slots = frozenset(slot for slot, cues in SLOT_CUES.items() if cue_words.intersection(cues))
-    words = set(_EN_WORD.findall(lower))
-    kin = frozenset({*(kin for kin, alias in _KIN_HAN if alias in normal),
-                     *(_KIN_EN[word] for word in words if word in _KIN_EN)})
+    # An identifier is one value: its parts are not numbers, names or words of their own.
+    values: set[str] = {match.group(0).lower() for match in _IDENTIFIER.finditer(normal)}
+    bare = _IDENTIFIER.sub(" ", normal)
+    words = set(_EN_WORD.findall(bare.lower()))
+    kin = frozenset({*_han_kin(normal), *(_KIN_EN[word] for word in words if word in _KIN_EN)})
     dates = frozenset(_NOISE.sub("", match.group(0).lower()) for match in _DATE.finditer(normal))
-    values: set[str] = {number for number in _NUMBER.findall(normal)}
+    values.update(_NUMBER.findall(bare))
     values.update(_HAN_NUMERAL.findall(normal))
-    values.update(word.lower() for word in _CAPITALISED.findall(normal) if word not in _NOT_NAMES)
+    names = [(match.start(), match.group(0)) for match in _CAPITALISED.finditer(bare)
+             if match.group(0) not in _NOT_NAMES]
+    values.update(word.lower() for _, word in names)
     things: set[str] = set()
     tags = _word_tags()
     nouns: set[str] = set()
-    for token in tokenize(normal):
-        if not "\u4e00" <= token[0] <= "\u9fff":
+    for token in tokenize(bare):
+        if not "\u4e00" <= token[0] <= "\u9fff" or token in _KIN_WORDS:  # kin words are the subject
             continue
         tag = tags.get(token)
         if len(token) >= 2 and (tag is None or tag in _PROPER_TAGS):
             values.add(token)
-        elif tag is not None and tag.startswith("n"):
+            if tag is None or tag.startswith("nr"):
+                names.append((normal.find(token), token))
+        elif tag is not None and tag.startswith("n") and token not in _GENERIC_NOUNS:
             nouns.add(token)
     things.update(nouns)
     # English words by their first five letters: "graduate" / "graduated", "raise" / "raised".
     # Names are values, not things: two lines addressed to the same person share the name, not their content.
-    things.update(word[:5] for word in words if word not in _EN_STOP and len(word) > 2 and word not in values)
+    things.update(word[:5] for word in words
+                  if word not in _EN_STOP and len(word) > 2 and word not in values and word not in _KIN_EN)
     values -= {date for date in dates}
+    changes = {word for word in CHANGE_WORDS if word in normal}
+    changes.update(word for word, needle in zip(CHANGE_WORDS_EN, _CHANGE_NEEDLES, strict=True) if needle in padded)
+    strong_change = bool(changes - TIME_ONLY_CHANGE) or bool(_STOPPED.search(normal) or _STOPPED_EN.search(lower))
     return FactCues(
         slots=slots, cue_words=cue_words, kin=kin, values=frozenset(values), dates=dates, nouns=frozenset(nouns),
         things=frozenset(things),
-        change=_has_any(normal, CHANGE_WORDS) or _has_any(padded, _CHANGE_NEEDLES),
+        change=bool(changes) or strong_change,
         additive=(_has_any(normal, ADDITIVE_WORDS) or bool(_ADDITIVE_HAI.search(normal))
-                  or _has_any(padded, _ADDITIVE_NEEDLES)),
+                  or bool(_ADDITIVE_EN.search(lower))),
         past=_has_any(normal, PAST_WORDS) or _has_any(padded, _PAST_NEEDLES),
+        strong_change=strong_change, settled=bool(_SETTLED.search(normal)),
+        lead_name=min(names)[1].lower() if names else "",
+        negated=bool(_NEGATED.search(lower)), change_words=frozenset(changes),
     )
+
+
+def _han_kin(text: str) -> set[str]:
+    """The kin and role words of a Chinese text, each written form read once, longest first."""
+    found: set[str] = set()
+    for kin, alias in _KIN_HAN:
+        if alias in text:
+            found.add(kin)
+            text = text.replace(alias, "\0")
+    return found
 
 
 @functools.lru_cache(maxsize=1)
@@ -252,18 +333,43 @@ def _covered(values: frozenset[str], others: frozenset[str]) -> bool:
 
 
 def _same_subject(new: FactCues, old: FactCues) -> bool:
-    return new.kin == old.kin or bool(new.kin & old.kin)
+    """The same kin or role words, or the same person named first ("My friend Oscar is single" / "Oscar has a
+    girlfriend now")."""
+    return new.kin == old.kin or bool(new.kin & old.kin) or (bool(new.lead_name) and new.lead_name == old.lead_name)
 
 
 # Slots a person has one of at a time (a home, a job, a partner, a number): about oneself, two such facts need no
 # word in common to be about the same thing ("我住在北京" / "我搬到上海了").
 SELF_SLOTS = frozenset({"residence", "work", "partner", "contact"})
+# Slots with one value at a time: one weight, one height. Another value there is a change even when no word says
+# so ("My nephew was 21 kg at his last checkup"); a second phone number, a second class a week or a place one lives
+# near ("I live near Central Park" / "I live in Brooklyn") is not.
+SINGLE_VALUED_SLOTS = frozenset({"body"})
 
 
 def anchor(new: FactCues, old: FactCues) -> int:
-    """How many things, values and kin the two texts name in common: what ties an update to the fact it replaces."""
-    return (len(new.things & old.things) + len(new.kin & old.kin) + len(new.cue_words & old.cue_words)
+    """How many things, values and kin the two texts name in common: what ties an update to the fact it replaces.
+
+    A cue word the new text has only inside its change word does not count: "搬" in "我搬到上海了" and in "公司搬远了"
+    says both tell of a move, not that they tell of the same home."""
+    cue_words = {cue for cue in new.cue_words & old.cue_words if not any(cue in word for word in new.change_words)}
+    return (len(new.things & old.things) + len(new.kin & old.kin) + len(cue_words)
             + sum(1 for value in new.values if any(_same_value(value, other) for other in old.values)))
+
+
+def _shared_names(new: FactCues, old: FactCues, but: str = "") -> bool:
+    """Both name the same value other than a number and ``but`` ("可乐", "Kiwi", "ThinkPad")."""
+    return any(not _HAS_DIGIT.search(value) and value != but and value in old.values for value in new.values)
+
+
+def _overlap(mine: frozenset[str], theirs: frozenset[str]) -> float:
+    """The share of the things two texts name that both name, a Chinese word of two characters or more counting as
+    named by a word it is written in ("浦东" / "浦东新区"; one character is too little: "歌" / "歌手")."""
+    if not mine and not theirs:
+        return 1.0
+    shared = sum(1 for thing in mine if any(_same_value(thing, other) and min(len(thing), len(other)) > 1
+                                            for other in theirs))
+    return shared / (len(mine) + len(theirs) - shared) if len(mine) + len(theirs) > shared else 1.0
 
 
 def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Thresholds = Thresholds()) -> Decision:
@@ -282,22 +388,28 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         (new.values, old.values), (new.dates, old.dates), (new.nouns, old.nouns),
         (new.values | new.nouns, old.values | old.nouns)))
     if similarity >= thresholds.restatement_min_similarity and same_values:
-        union = new.things | old.things
-        overlap = len(new.things & old.things) / len(union) if union else 1.0
-        if overlap >= thresholds.restatement_min_overlap and (new.change == old.change or not new.slots & old.slots):
+        if (_overlap(new.things, old.things) >= thresholds.restatement_min_overlap
+                and new.strong_change == old.strong_change):
             return Decision.DUPLICATE
         if not new.change:
             return Decision.MAYBE_DUPLICATE
     shared_slots = new.slots & old.slots
-    if not shared_slots or new.additive or new.past:
+    # What the two are about: a slot both speak of, or else a thing or a name both name ("吉他", "keto", "Kiwi"),
+    # other than the name that made them about the same person.
+    if new.additive or new.past or not (shared_slots or new.things & old.things
+                                        or _shared_names(new, old, but=new.lead_name if new.kin != old.kin else "")):
         return Decision.ADD
-    if not anchor(new, old) and (new.kin or old.kin or not shared_slots & SELF_SLOTS):
+    # A slot in common ties two texts about oneself's home, work, partner or number; any other slot needs a thing
+    # in common too, or an old "not doing" that the new text changes ("我平时不怎么运动" / "我开始晨跑了").
+    started = bool(shared_slots) and old.negated and (new.strong_change or new.settled) and not new.negated
+    if not anchor(new, old) and not started and (new.kin or old.kin or not shared_slots & SELF_SLOTS):
         return Decision.ADD
-    if new.dates and old.dates:
-        return Decision.ADD  # two dated events are two events
+    if old.dates:
+        return Decision.ADD  # a dated event stays what it was; two dated events are two events
     values_differ = (bool(new.values) and bool(old.values) and not _covered(new.values, old.values)
                      and not _covered(old.values, new.values))
-    if new.change and (values_differ or not old.change):
+    if new.change and (values_differ or not old.change) or values_differ and (
+            new.settled or shared_slots & SINGLE_VALUED_SLOTS):
         return Decision.UPDATE
     if values_differ:
         return Decision.MAYBE_UPDATE
@@ -312,7 +424,9 @@ def best_supersession(new: FactCues, neighbours: list[tuple[str, FactCues, float
     thing."""
     unsure: tuple[str, Decision] | None = None
     # The candidate naming most of what the new text names comes first, then the most similar.
-    ordered = sorted(neighbours, key=lambda item: (anchor(new, item[1]), item[2]), reverse=True)
+    # A candidate speaking of the same slot comes before one that only names a thing in common.
+    ordered = sorted(neighbours, key=lambda item: (bool(new.slots & item[1].slots), anchor(new, item[1]), item[2]),
+                     reverse=True)
     for memory_id, cues, similarity in ordered:
         decision = decide(new, cues, similarity, thresholds)
         if decision is Decision.UPDATE:

@@ -11,7 +11,6 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.evidence.unsure_pairs import UnsurePairs, resolve_unsure_pair
 from booku_memory.services.portability import export_jsonl, import_jsonl
@@ -214,3 +213,52 @@ async def test_the_public_export_and_import_carry_both_links_of_a_chain_and_the_
                                            r["record"]["superseded_by"]) for r in rows if r["kind"] == "record"}
 
     assert validity(second) == validity(first)
+
+
+# Updates the first cues missed: a handle (one value, never merged), a habit given up with no slot word, a price
+# with no change word but a new amount and 了. Sentences in neither bench set.
+UPDATES = [
+    ("My GitHub username is @quiet_river.", "My GitHub username is @loud_ocean these days.",
+     "What is my GitHub username now?"),
+    ("I play tennis every Sunday.", "I gave up tennis and took up golf.", "What sport do I play now?"),
+    ("那家面馆的牛肉面一碗十五块。", "那家面馆的牛肉面要十八块了。", "那家面馆的牛肉面现在多少钱？"),
+]
+
+
+async def test_updates_in_other_words_supersede_and_lead_for_now(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        for text in BACKGROUND:
+            await svc.upsert_memory(text)
+        olds = [await svc.upsert_memory(old) for old, _, _ in UPDATES]
+        news = [await svc.upsert_memory(new) for _, new, _ in UPDATES]
+        firsts = [(await svc.retrieve_memories(query, top_k=3))["results"][0]["id"] for _, _, query in UPDATES]
+        items = (await svc.read_full_content(memory_ids=[old["id"] for old in olds]))["items"]
+    assert [new["mode"] for new in news] == ["created"] * 3  # an update is never merged into the old fact
+    assert [item["metadata"]["superseded_by"] for item in items] == [new["id"] for new in news]
+    assert [item["content"] for item in items] == [old for old, _, _ in UPDATES]
+    assert firsts == [new["id"] for new in news]
+
+
+async def test_a_dated_event_is_not_superseded_by_a_habit(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        event = await svc.upsert_memory("1月15日在公园跑了五公里。")
+        habit = await svc.upsert_memory("我最近开始每天晨跑五公里。")
+        item = (await svc.get_memory_detail(memory_id=event["id"]))["item"]
+    assert habit["mode"] == "created" and "superseded" not in habit
+    assert item["metadata"]["superseded_by"] == ""
+
+
+async def test_two_dated_turns_in_nearly_the_same_words_stay_two_memories(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        first = await svc.upsert_memory("Sam: Thanks, Evan! Your support means a lot.", event_start_at=1_700_000_000)
+        second = await svc.upsert_memory("Sam: Thanks, Evan! Your support means a lot to me.",
+                                         event_start_at=1_700_600_000)
+        same = await svc.upsert_memory("Sam: Thanks, Evan! Your support means a lot.", event_start_at=1_700_900_000)
+        told = await svc.upsert_memory("我的血型是A型。")
+        again = await svc.upsert_memory("我的血型是A型的。")
+    assert second["mode"] == "created" and second["id"] != first["id"]  # two turns, each said on its day
+    assert same["mode"] == "merged" and same["id"] == first["id"]  # the exact same words said again
+    assert again["mode"] == "merged" and again["id"] == told["id"]  # an undated fact told again
