@@ -9,16 +9,6 @@ import booku_memory
 import pytest
 from booku_memory.services.embedding.local import LocalE5Embedder
 
-SEVEN = (
-    "用户的大学同学李四在上海做程序员，每年春节会一起吃饭",
-    "用户偏好：简洁回答",
-    "李四 高中同桌",
-    "用户养了一只橘猫，名字叫团子",
-    "用户每周三晚上去游泳馆游泳",
-    "用户喜欢喝不加糖的美式咖啡",
-    "用户计划明年五月去日本京都旅游",
-)
-
 
 @pytest.fixture(scope="module")
 def e5() -> LocalE5Embedder:
@@ -26,21 +16,21 @@ def e5() -> LocalE5Embedder:
 
 
 @pytest.fixture
-async def memory(tmp_path, e5):
+async def memory(tmp_path, e5, seven_memories):
     """The dashboard's store, with the real model (the default floor is the local model's measured margin)."""
     config = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
     async with booku_memory.open(tmp_path / "data", config, embedder=e5) as handle:
         service = handle.get_service(booku_memory.MEMORY_SERVICE)
-        for text in SEVEN:
+        for text in seven_memories:
             await service.upsert_memory(text)
         yield handle
 
 
-async def test_the_search_page_lists_the_classmate_and_not_the_other_six(browser) -> None:
+async def test_the_search_page_lists_the_classmate_and_not_the_other_six(browser, seven_memories) -> None:
     html = (await browser.get("/search", params={"q": "大学同学"})).text
     assert "命中 1 条" in html
     assert "李四在上海做程序员" in html
-    for other in SEVEN[1:]:
+    for other in seven_memories[1:]:
         assert other not in html, other
 
 
