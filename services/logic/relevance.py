@@ -33,7 +33,7 @@ Relevance by words is a keyword hit that covers most of the query's terms, weigh
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,8 +57,11 @@ SMALL_TALK = (
 
 
 class _Hit(Protocol):
-    id: Hashable
-    parts: dict[str, Any]
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def parts(self) -> dict[str, Any]: ...
 
 
 def effective_margin(requested: float | None, configured: float, model_id: str | None) -> float:
@@ -80,8 +83,8 @@ def background_similarity(query_vec: np.ndarray, small_talk: np.ndarray) -> floa
 
 
 def relevant_hits(hits: Sequence[_Hit], *, margin: float, background: float | None,
-                  word_matches: Iterable[Hashable], answers: Mapping[Hashable, Hashable],
-                  cosines: Mapping[Hashable, float] | None = None) -> list[Any]:
+                  word_matches: Iterable[str], answers: Mapping[str, str],
+                  cosines: Mapping[str, float] | None = None) -> list[Any]:
     """``hits`` (order kept) without those that match by none of meaning, words, time or context.
 
     ``margin``: how far above the query's ``background`` (``background_similarity``; ``None`` without a query
@@ -91,7 +94,7 @@ def relevant_hits(hits: Sequence[_Hit], *, margin: float, background: float | No
     hit's own ``cosine`` part wins). A hit without any cosine is judged by the rest."""
     if margin <= 0:
         return list(hits)
-    cosine_of: dict[Hashable, float] = {}
+    cosine_of: dict[str, float] = {}
     for hit in hits:
         cosine = hit.parts.get("cosine")
         if cosine is None and cosines is not None:
