@@ -101,10 +101,10 @@ class RetrievalSection:
         2.0, 0.0, 10.0, "lift, in standard deviations, of memories whose time matches a date the query names (0 = off)"
     )
     min_score: float = bounded(
-        0.0, -1.0, 1.0, "relevance floor: how far a result's cosine must exceed the query's cosine with small talk, "
-        "unless it holds most of the query's words, matches its date or answers such a result; 0 = off (default: on "
-        "stores of hundreds of memories it costs recall@10, docs/BENCHMARKS.md), -1 = the embedding model's measured "
-        "margin (0.06 for the local model, none for other models)"
+        -1.0, -1.0, 1.0, "relevance floor: how far a result's cosine must exceed the query's cosine with small talk, "
+        "unless it holds most of the query's words, matches its date or answers such a result; "
+        "-1 = the embedding model's measured margin (0.05 for the local model; none for other models, whose cosine "
+        "scale was not measured: set a number for them), 0 = off"
     )
     timezone: str = field(default="", metadata={
         "doc": "IANA zone (e.g. Asia/Shanghai) a query's dates such as 5月2日 or 昨天 are read in; empty = this machine's"})

