@@ -6,7 +6,7 @@ Run from the repository root:
     .venv/bin/python bench/locomo_service.py --all       # all 10 conversations
     .venv/bin/python bench/locomo_service.py --conversations 3-5
 
-Protocol (``/work/shared/bench/README.md``): one store (data directory) per conversation; every dialog turn is
+Protocol (``docs/TARGETS.md``; data from ``BOOKU_BENCH_DIR``): one store (data directory) per conversation; every dialog turn is
 written with ``upsert_memory`` in conversation order, content ``"<speaker>: <text>"`` plus ``" [shares <caption>]"``
 when the turn shows an image; every question with evidence is a query; gold = its evidence ids split on ``[;,\\s]``,
 zero padding stripped, ids that are not turns of that conversation dropped; recall@k = |gold ∩ top-k| / |gold|,
@@ -29,7 +29,7 @@ Routes, all on the same stores:
   text-shape steps; every answer must carry ``degraded``.
 
 The two single routes are vector-only and the keyword route: those are what the fusion target ("never below the
-better single route", TARGETS.md) compares with. The keyword-only service is reported beside them because it is what
+better single route", docs/TARGETS.md) compares with. The keyword-only service is reported beside them because it is what
 a store without an embedder gets.
 
 Vectors are real vectors of the local model (passage mode for memories, query mode for questions), computed once in

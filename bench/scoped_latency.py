@@ -1,4 +1,4 @@
-"""``retrieve_memories`` scoped to one owner among many (TARGETS.md "Speed and memory", governance issue).
+"""``retrieve_memories`` scoped to one owner among many (docs/TARGETS.md "Speed and memory", governance issue).
 
 Run from the repository root:
 

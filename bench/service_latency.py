@@ -1,4 +1,4 @@
-"""Speed and memory of ``BookuMemoryService`` at 10k and 100k memories (issue 3, TARGETS.md "Speed and memory").
+"""Speed and memory of ``BookuMemoryService`` at 10k and 100k memories (issue 3, docs/TARGETS.md "Speed and memory").
 
 Run from the repository root:
 
