@@ -1,7 +1,7 @@
 """Generate the host's ``manifest.json`` from ``plugin.toml``.
 
 ``plugin.toml`` is the one hand-edited description of the plugin; Neo-MoFox only reads ``manifest.json``
-(host-contract.md §1.2). Keeping two hand-written copies would let them drift, so the JSON is always generated
+(docs/HOST_CONTRACT.md, Manifest). Keeping two hand-written copies would let them drift, so the JSON is always generated
 (``python -m booku_memory manifest``) and a test fails when the committed file is stale.
 
 The checks here catch what the host would reject silently or confusingly: a missing required key (the plugin is
@@ -36,7 +36,7 @@ COMPONENT_TYPES = (
     "router",
     "plugin",
 )
-"""The component types the host classifies (host-contract.md §1.3)."""
+"""The component types the host classifies (docs/HOST_CONTRACT.md, Components)."""
 
 _REQUIRED_PLUGIN_KEYS = ("name", "version", "description", "author", "entry_point", "min_core_version")
 _NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

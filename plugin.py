@@ -1,6 +1,6 @@
 """Neo-MoFox host adapter: the only module that imports the host framework (``src.*``).
 
-The host imports this file as ``booku_memory.plugin`` (the plugin folder is the package, host-contract §1.1). It
+The host imports this file as ``booku_memory.plugin`` (the plugin folder is the package, docs/HOST_CONTRACT.md). It
 registers the plugin class, bridges the host's pydantic config to our ``BookuConfig``, owns exactly one
 ``BookuRuntime`` per plugin instance, and exposes it through host components:
 
@@ -568,7 +568,7 @@ class StreamMemoReminderHandler(BaseEventHandler):
 
 
 class SessionSelfKnowledgeHandler(BaseEventHandler):
-    """Starts each chat's session with the latest self-knowledge ("I") entries (the seed's SessionStart rule).
+    """Starts each chat's session with the latest self-knowledge ("I") entries (docs/COMPANION.md).
 
     The host has no session event; the first default-chatter user prompt a stream builds after the plugin loaded is
     its session start here, so the entries are appended to that prompt's ``extra`` once per stream. Nothing happens

@@ -1,6 +1,6 @@
 """Authentication for the admin dashboard: API key, signed session cookie, CSRF token, key-guess throttle.
 
-The original admin router had no authentication and wildcard CORS with credentials (tools-router spec §8.1), so any
+The original admin router had no authentication and wildcard CORS with credentials, so any
 web page open in the operator's browser could read and delete every memory. Here every route except the login form
 and the stylesheet needs either the ``X-API-Key`` header or a session cookie obtained by typing that key into the
 login form. The cookie is stateless (an HMAC-signed payload, standard library only) and carries the per-session

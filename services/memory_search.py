@@ -172,7 +172,7 @@ class MemorySearch:
         # and Chroma threads): on two cores the shorter of the two is hidden behind the longer. The vector task is
         # created first so that it runs first: its query-vector lookup in the embedding cache (on the reader
         # connection, before any model call) is queued ahead of the keyword search on that connection's thread,
-        # not behind it. Queued behind it, the lookup waited for the whole search (~5 ms at 100k memories) and the
+        # not behind it. Queued behind it, the lookup would wait for the whole search and the
         # vector route could not start until the keyword route was done.
         # A date the query names ("5月2日", "昨天") lifts the memories of that time (``logic.time_anchor``); when it
         # names definite days, those days' memories are read as a third route, so they compete even when neither

@@ -169,7 +169,7 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
     try:
         if queries:
             await asyncio.sleep(0)  # let the queries reach Chroma's thread, which releases the GIL while it searches
-        # Meanwhile segment the batch's texts for the keyword index (Python, ~0.3 ms a text), off the writer's turn.
+        # Meanwhile segment the batch's texts for the keyword index (Python), off the writer's turn.
         presegment(text for job in batch
                    for text in (keyword_title(job.draft.title, job.draft.content), job.draft.content))
         for key, indexes in groups.items():
@@ -183,7 +183,7 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
         raise
     neighbour_ids = [hit.memory_id for hits in hits_of.values() for hit in hits]
     # The whole batch is one plan in one transaction, and BEGIN, the plan and COMMIT take one hop to the writer
-    # thread: a hop per write (or per BEGIN and COMMIT) used to cost more than the SQL once other threads held the
+    # thread: a hop per write (or per BEGIN and COMMIT) costs more than the SQL once other threads hold the
     # GIL, most of all for a writer on its own, whose batch is one write.
     outcomes, written = await run_plan_in_transaction(
         runtime.db, _batch_plan(runtime, batch, hits_of, neighbour_ids, limit=wc.top_n))

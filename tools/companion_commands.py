@@ -157,7 +157,7 @@ def plan_tool_command(parsed: ParsedCommand, config: BookuConfig) -> Runner:
 # ----- session start -----------------------------------------------------------------------------------------------
 
 SESSION_SELF_ENTRIES = 3
-"""How many formal self-knowledge ("I") entries a new session starts with (the seed: "SessionStart 时自动附最近 3 条")."""
+"""How many formal self-knowledge ("I") entries a new session starts with (docs/COMPANION.md)."""
 
 
 async def session_self_entries(service: Any, limit: int = SESSION_SELF_ENTRIES) -> str:

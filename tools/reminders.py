@@ -1,6 +1,6 @@
 """Pure text builders for what the host injects into prompts (system reminders and per-turn extras).
 
-The host adapter decides *when* to set or delete a reminder (host-contract §2.3); this module decides *what it
+The host adapter decides *when* to set or delete a reminder (docs/HOST_CONTRACT.md); this module decides *what it
 says*, without I/O, so standalone mode and tests can use the same text.
 
 Everything that came from chat users — memory titles and bodies, memo text, stream names — is **data, not

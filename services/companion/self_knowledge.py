@@ -37,11 +37,11 @@ from .writes import NEUTRAL_AROUSAL, NEUTRAL_IMPORTANCE, NEUTRAL_VALENCE, Moment
 ASPECTS = tuple(ASPECT_LABELS)
 SELF_PREFIX = "我觉得"
 SELF_DOMAIN = "self"
-WITNESS_DATES_REQUIRED = 3  # seed: 被 3 次不同日期的 dream 见证后才能升级
+WITNESS_DATES_REQUIRED = 3  # docs/COMPANION.md: 被 3 次不同日期的 dream 见证后才能升级
 MAX_SELF_CHARS = 2000
 SELF_READ_DEFAULT = 20
 SELF_READ_MAX = 100
-LATEST_DEFAULT = 3  # seed: SessionStart 时自动附最近 3 条
+LATEST_DEFAULT = 3  # docs/COMPANION.md: SessionStart 时自动附最近 3 条
 DREAM_CANDIDATES_MAX = 10  # candidates shown (and witnessed) per dream, by decay score
 RELATED_PER_CANDIDATE = 3
 RELATED_MIN_SIMILARITY = 0.3

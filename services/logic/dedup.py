@@ -1,9 +1,9 @@
 """Relevance-first near-duplicate removal for ranked results.
 
-The reference de-duplicator picked results by diversity after the first hit, so the returned list was not ordered
-by relevance and record-less vectors could take slots (spec §6.6, bugs B8/B9). Here the rule is simply: walk the
-candidates from the best score down and skip one whose cosine with an already kept result is ≥ ``threshold``
-(a near-copy says nothing new). The output keeps score order.
+The original plugin's de-duplicator picked results by diversity after the first hit, so the returned list was not
+ordered by relevance and record-less vectors could take slots. Here the rule is simply: walk the candidates from the
+best score down and skip one whose cosine with an already kept result is ≥ ``threshold`` (a near-copy says nothing new).
+The output keeps score order.
 """
 
 from __future__ import annotations

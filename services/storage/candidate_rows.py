@@ -1,10 +1,9 @@
 """The columns ranking reads of every live record (``record_columns.CANDIDATE_COLUMNS``) and its tags, in memory.
 
-Why: a retrieval weighs the ~150 candidates its routes found before it reads the full rows of the ten it keeps.
-Reading their ranking columns in SQL cost 3.6 ms of the reader thread per read at 100k memories (measured alone on
-the 100k bench store, 150 random ids: each is an index lookup by memory id into rows scattered over an 800 MB
-file, and the question test and the head are computed from the whole text), the tags of 60 vector hits another
-0.9–1.7 ms, and an EPA retrieval reads both twice. Held here, a read is a dictionary lookup per id.
+Why: a retrieval weighs the hundred or more candidates its routes found before it reads the full rows of the ten it
+keeps. Reading their ranking columns in SQL is an index lookup by memory id per candidate into rows scattered over
+a large file (and the question test and the head are computed from the whole text), the tags of the vector hits
+another read, and an EPA retrieval reads both twice. Held here, a read is a dictionary lookup per id.
 
 Kept by ``storage.keyword_memory`` with the keyword index it rides on: loaded from the same snapshot, and brought up
 to the committed table by the same journal before every read. Every write of a record's text, tags or store rewrites

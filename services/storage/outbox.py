@@ -291,8 +291,8 @@ class VectorSync:
                     hashes[record["memory_id"]] = text_hash(texts[index])
                 for (tier, store_key), indexes in groups.items():
                     # No Chroma metadata: nothing filters or reads it (the partition is the collection, and every
-                    # other field lives in SQLite), and writing it made each upsert ~1.5-2x slower on the 10k
-                    # bench store, all of it with the GIL held (see runtime.VECTOR_FLUSH_DELAY_SECONDS).
+                    # other field lives in SQLite), and writing it makes each upsert markedly slower, all of
+                    # it with the GIL held (see runtime.VECTOR_FLUSH_DELAY_SECONDS).
                     await self.vectors.upsert(
                         tier, store_key,
                         [wanted[i][0]["memory_id"] for i in indexes],

@@ -2,8 +2,8 @@
 status and deletion flag.
 
 Why: a retrieval's keyword route keeps the best rows that its filter admits (readable stores, the buckets and
-statuses its tiers allow, not deleted). Checking that in SQL meant looking up ~150 rows scattered over the store's
-file by rid: 1–4 ms of the reader thread per search at 100k memories. Held here, the check is one numpy gather over
+statuses its tiers allow, not deleted). Checking that in SQL means looking up a hundred or more rows scattered over
+the store's file by rid, on the reader thread. Held here, the check is one numpy gather over
 the scored rows, done before the best rows are taken (so no deeper retry when the filter drops many of them).
 
 Kept in step with ``booku_memory_records`` by ``storage.keyword_memory``: it is loaded with the keyword rows, and a

@@ -169,7 +169,7 @@ class RecordFilter:
 
         Why: the in-memory keyword index keeps each row's bucket, status and deletion flag
         (``storage.keyword_memory``), so a retrieval's usual filter is applied there, before the best rows are
-        taken, instead of by looking ~150 scattered rows up in SQL (1–4 ms at 100k memories)."""
+        taken, instead of by looking a hundred or more scattered rows up in SQL."""
         if (self.memory_types is not None or self.exclude_memory_types or self.folder_id is not None
                 or self.person_id is not None or self.relation_of is not None or self.tag is not None
                 or self.created_before is not None or self.extra_sql or self.extra_params):
@@ -258,7 +258,7 @@ def snapshot_of(record: dict[str, Any]) -> dict[str, Any]:
 # A write is a plan: a generator that yields the statements of one change, receives each statement's rows (for a
 # SELECT or a RETURNING clause; ``[]`` otherwise) and returns the stored result. ``run_plan`` runs a whole plan in ONE
 # hop to aiosqlite's worker thread: every awaited ``conn.execute`` is a round trip through that thread and back to
-# the event loop (>= 0.13 ms, more under load), and an insert used to need fourteen of them.
+# the event loop, and an insert needs more than a dozen statements.
 T = TypeVar("T")
 
 
@@ -464,7 +464,7 @@ def deferred_keyword_rows_plan(rows: Sequence[KeywordRow]) -> WritePlan[None]:
 SEGMENT_MEMO_SIZE = 512
 """Texts whose keyword-index segmentation ``presegment`` keeps for the write about to use it.
 
-Why: jieba runs in Python (~0.3 ms for a 280-character memory), and inside a write plan it runs on the writer's
+Why: jieba runs in Python, and inside a write plan it runs on the writer's
 thread while the group commit waits. The group commit segments its batch's texts beforehand instead, while its
 Chroma neighbour query runs (that query releases the GIL), so the plan finds them here. A few hundred entries cover
 a batch (two texts per write) with room to spare; any text not found is segmented as before."""
@@ -608,7 +608,7 @@ class RecordRepository:
         only for ``tags_only_for`` when given: tag bonuses apply to vector hits, not to keyword-only candidates).
 
         Why not ``get_many``: a retrieval weighs about a hundred candidates and returns ten. Decoding every column
-        of every candidate was the largest cost left in a 100k-memory retrieval (~7 ms of Python per call); the
+        of every candidate was the largest cost left in a retrieval over a large store; the
         full rows are read for the results only. The rows and the tags are read in one hop to the reader's worker
         thread (``run_plan``): an EPA retrieval reads candidates twice on its critical path (before and after its
         second vector pass), and under load each hop saved (a hand-over of the GIL) is worth as much as a query.
@@ -772,7 +772,7 @@ class RecordRepository:
         first.
 
         With the in-memory index ready (``storage.keyword_memory``), every term is ranked there: same bm25 as FTS5,
-        2.4–3 ms of scoring inside the service instead of ~5 ms of FTS5 ranking within the budget at 100k memories,
+        cheaper than FTS5's ranking within the budget,
         and the terms' document frequencies come with it (so the keyword challenge reads none); a filter that checks
         only stores, buckets, statuses and deletion (``RecordFilter.state_test``) is applied there too. Otherwise FTS5: ``KeywordPlanner`` keeps the rarest terms within a posting budget
         and drops the store clause where it filters nothing, then ``keyword_search``.
@@ -836,10 +836,10 @@ class RecordRepository:
             return []
         where, params = flt.where()
         # Rank inside FTS first and join only the best matches: an OR query over common words matches a large
-        # share of the rows, and joining and filtering every match before sorting dominated the query at 100k
-        # memories. The outer WHERE repeats the store filter as a second guard and applies the other filters; the
+        # share of the rows, and joining and filtering every match before sorting dominated the query in a
+        # large store. The outer WHERE repeats the store filter as a second guard and applies the other filters; the
         # store column weighs 0, so scores are those of the text columns. The inner depth starts shallow (joining
-        # 1,000 rows cost ~7 ms at 100k) and deepens once when the filters left fewer than ``limit`` rows of a
+        # rows is the cost) and deepens once when the filters left fewer than ``limit`` rows of a
         # full inner page (e.g. archived rows or knowledge chunks outranking the memories asked for).
         expression = scoped_fts_query(fts_query, flt.store_keys if scope_in_index else None)
         rescore = await self._store_rescoring(flt.store_keys, fts_query)

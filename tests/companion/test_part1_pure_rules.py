@@ -1,4 +1,4 @@
-"""Pure rules of the companion seed: quote limits, date bounds, speaker lines, the grow splitter, the decay formula."""
+"""Pure companion rules (docs/COMPANION.md): quote limits, date bounds, speaker lines, the grow splitter, decay."""
 
 from __future__ import annotations
 

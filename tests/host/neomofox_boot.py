@@ -36,7 +36,7 @@ result: dict = {"errors": {}}
 
 
 def prompt_params(stream_id: str) -> dict:
-    """The shape default_chatter publishes for its user prompt (host-contract §2.3)."""
+    """The shape default_chatter publishes for its user prompt (docs/HOST_CONTRACT.md)."""
     return {
         "name": "default_chatter_user_prompt",
         "template": "{extra}",

@@ -127,7 +127,8 @@ CAT_LONG_PLUS = CAT_LONG + "体重五公斤。"
 
 
 async def seed(svc: Any, *entries: tuple[str, str], **fields: Any) -> list[str]:
-    """Create memories with ``create_memory`` (all three tag groups, as the seed requires); returns their ids."""
+    """Create memories with ``create_memory`` (all three tag groups, as the developer guide requires); returns
+    their ids."""
     ids = []
     for title, content in entries:
         result = await svc.create_memory(title=title, content=content, **{**TRIPLET, **fields})

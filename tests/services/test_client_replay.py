@@ -1,4 +1,5 @@
-"""Replays the calls of the real client plugins (host-contract.md §4.2) and reads the answers the way they do.
+"""Replays the calls of the real client plugins and reads the answers the way they do (docs/HOST_CONTRACT.md, Clients
+of the memory service).
 
 The clients are not importable here, so each test copies the client's call and its parsing code path: which method,
 which keywords (or positional query), and which keys of the result it reads. If a key or a calling convention
@@ -84,7 +85,7 @@ async def test_context_archiver_writes_land_and_are_activated(svc, probe: Probe,
 
 
 async def test_context_archiver_create_with_an_empty_tag_list_raises(svc, probe: Probe) -> None:
-    """The client fills default tags because of this rule (host-contract §4.3); it must keep raising."""
+    """The client fills default tags because of this rule (docs/HOST_CONTRACT.md); it must keep raising."""
     with pytest.raises(ValueError):
         await svc.create_memory(title="x", content="y", bucket="memory", core_tags=["a"], diffusion_tags=["b"],
                                 opposing_tags=[])

@@ -1,4 +1,4 @@
-"""One test per defect of the reference implementation (booku-reference-behaviour.md §13.1, §8.2), named after it.
+"""One test per defect of the original plugin (the reference implementation), named after it.
 
 Each test exercises the behaviour a user of the reference would have hit and asserts the fixed outcome. Where a
 bug lived in machinery the rewrite removed (legacy collections, vector deletes before re-adds), the test checks the
@@ -522,7 +522,7 @@ async def test_b18_move_without_target_returns_every_key(svc) -> None:
 
 
 async def test_b18_memo_refresh_never_shortens_expiry(svc, probe: Probe) -> None:
-    """§8.2: refreshing the same memo with a shorter time used to cut its life short."""
+    """Refreshing the same memo with a shorter time used to cut its life short."""
     long = await svc.create_temporary_memo(content="周五前交报告", expire_hours=10, stream_id="s")
     short = await svc.create_temporary_memo(content="周五前交报告", expire_hours=1, stream_id="s")
 
