@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -19,16 +19,15 @@ This module deliberately has no ``from __future__ import annotations``: the host
 """
 
 import dataclasses
-import time
-import uuid
 import inspect
+import time
 import tomllib
 import typing
+import uuid
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Optional
 
 import pydantic
-
 from src.app.plugin_system.api import llm_api, log_api, stream_api
 from src.app.plugin_system.base import (
     BaseConfig,
@@ -50,16 +49,16 @@ from src.kernel.event import EventDecision
 from .config import BookuConfig, config_from_mapping, load_config
 from .config.example import SECTION_NOTES
 from .manifest_tools import load_plugin_toml
+from .owner_rpc import OwnerEndpoint, start_endpoint
 from .router.app import create_dashboard_app
 from .router.auth import API_KEY_FILE_NAME, configured_api_key, ensure_api_key
 from .router.settings import DashboardSettings
 from .services.embedding.base import Embedder
 from .services.embedding.factory import build_embedder
 from .services.errors import BookuError, ConfigError, EmbeddingUnavailableError
+from .services.evidence.capture import record_host_message
 from .services.knowledge_service import BookuKnowledgeService
 from .services.memory_service import BookuMemoryService
-from .services.evidence.capture import record_host_message
-from .owner_rpc import OwnerEndpoint, start_endpoint
 from .services.runtime import BookuRuntime
 from .services.scope import Scope
 from .services.scoping import scope_for_chat
@@ -408,7 +407,7 @@ def _execute_signature(parameters: list[HostParameter]) -> inspect.Signature:
     for parameter in parameters:
         annotation = parameter.annotation
         if not parameter.required and parameter.default is None:
-            annotation = Optional[annotation]
+            annotation = Optional[annotation]  # noqa: UP045 (the annotation may be a string, which has no `|`)
         declared.append(inspect.Parameter(
             parameter.name,
             inspect.Parameter.KEYWORD_ONLY,

@@ -112,7 +112,7 @@ class CpuClock:
     wall: float
 
     @classmethod
-    def now(cls) -> "CpuClock | None":
+    def now(cls) -> CpuClock | None:
         """The current clock, or None where ``/proc/stat`` is not readable (not Linux)."""
         try:
             fields = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:9]

@@ -25,9 +25,9 @@ import sys
 import time
 
 import numpy as np
+from common import rss_mb
 
 from booku_memory.services.embedding import LocalE5Embedder
-from common import rss_mb
 
 TARGET_RATIO = 3.0
 

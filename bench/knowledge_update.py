@@ -36,8 +36,9 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import booku_memory
 from booku_memory.services.embedding.local import LocalE5Embedder

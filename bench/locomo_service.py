@@ -47,24 +47,37 @@ import shutil
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    BENCH_CONFIG,
+    LOCOMO_CATEGORIES,
+    MEMORY_SERVICE,
+    PASSAGE_ENGINES,
+    RESULTS_DIR,
+    Conversation,
+    PrecomputedEmbedder,
+    load_locomo,
+    locomo_session_time,
+    machine_line,
+    markdown_table,
+    memory_embedding_text,
+    parse_range,
+    percentiles,
+    vector_cache_path,
+)
 
 import booku_memory  # noqa: E402
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder  # noqa: E402
 from booku_memory.services.logic.inflection import with_inflections  # noqa: E402
 from booku_memory.services.logic.segmentation import query_terms  # noqa: E402
 from booku_memory.services.memory_search import searchable_filter  # noqa: E402
-
-from common import (  # noqa: E402
-    BENCH_CONFIG, LOCOMO_CATEGORIES, MEMORY_SERVICE, PASSAGE_ENGINES, RESULTS_DIR, Conversation, PrecomputedEmbedder,
-    load_locomo, locomo_session_time, machine_line, markdown_table, memory_embedding_text, parse_range, percentiles,
-    vector_cache_path,
-)
 
 KS = (1, 5, 10, 25)
 METHODS = ("keyword-only service (no embedder)", "keyword route (bm25)", "vector-only",

@@ -20,16 +20,16 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import booku_memory  # noqa: E402
-
 from common import BENCH_CONFIG, MEMORY_SERVICE, machine_line, markdown_table  # noqa: E402
+
+import booku_memory  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data" / "unrelated_queries.json"
 TOP_K = 5

@@ -35,22 +35,34 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import booku_memory  # noqa: E402
-
 from common import (  # noqa: E402
-    BENCH_CONFIG, MEMORY_SERVICE, LOCOMO_CATEGORIES, RESULTS_DIR, SHARED_BENCH, PrecomputedEmbedder, Query, load_locomo,
-    machine_line, markdown_table, memory_embedding_text, parse_range, vector_cache_path,
+    BENCH_CONFIG,
+    LOCOMO_CATEGORIES,
+    MEMORY_SERVICE,
+    RESULTS_DIR,
+    SHARED_BENCH,
+    PrecomputedEmbedder,
+    Query,
+    load_locomo,
+    machine_line,
+    markdown_table,
+    memory_embedding_text,
+    parse_range,
+    vector_cache_path,
 )
+
+import booku_memory  # noqa: E402
 
 KS = (1, 5, 10)
 DATA_DIR = Path(__file__).resolve().parent / "data"

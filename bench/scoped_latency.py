@@ -34,21 +34,33 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import booku_memory  # noqa: E402
-from booku_memory.services.scope import SHARED_STORE, Scope  # noqa: E402
-
 from common import (  # noqa: E402
-    BENCH_CONFIG, RESULTS_DIR, PrecomputedEmbedder, dir_size_mb, latency_queries, machine_line, markdown_table,
-    peak_rss_mb, percentiles, source_pool, synthetic_corpus, throttled_progress, write_json,
+    BENCH_CONFIG,
+    RESULTS_DIR,
+    PrecomputedEmbedder,
+    dir_size_mb,
+    latency_queries,
+    machine_line,
+    markdown_table,
+    peak_rss_mb,
+    percentiles,
+    source_pool,
+    synthetic_corpus,
+    throttled_progress,
+    write_json,
 )
 from service_latency import RouteTimer, size_label  # noqa: E402
+
+import booku_memory  # noqa: E402
+from booku_memory.services.scope import SHARED_STORE, Scope  # noqa: E402
 
 TARGET_P50_MS = 25.0
 TARGET_P95_MS = 60.0

@@ -9,8 +9,9 @@ import dataclasses
 import math
 import tomllib
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..services.errors import ConfigError

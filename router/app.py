@@ -7,7 +7,8 @@ CDN and describe the API to anyone without a key.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
@@ -30,9 +31,10 @@ from .auth import CsrfRejected, DashboardAuth, LoginRequired, unauthenticated_er
 from .companion_pages import router as companion_router
 from .deps import DashboardRuntime
 from .gate import BodyCaps, DashboardGate
-from .pages import public_router, router as pages_router
-from .review import router as review_router
+from .pages import public_router
+from .pages import router as pages_router
 from .rendering import STATIC_DIR, build_environment, render, root_path
+from .review import router as review_router
 from .settings import DashboardSettings
 
 CONTENT_SECURITY_POLICY = (

@@ -18,16 +18,17 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import HTTPException, Request
 
 from ..services.secret_files import ensure_secret_file, require_long_secret, secrets_equal
 from ..services.storage.session_epoch import advance_epoch, current_epoch
-from .throttle import GuessThrottle
 from .forms import read_form
+from .throttle import GuessThrottle
 
 if TYPE_CHECKING:
     from ..config.schema import BookuConfig

@@ -8,7 +8,8 @@ POST answered by a 303 with a fixed notice code; a refused change shows the serv
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping
+from collections.abc import Mapping
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request

@@ -37,8 +37,8 @@ from .deps import (
     resolve_selection,
     store_selection,
 )
-from .gate import large_body
 from .forms import read_form
+from .gate import large_body
 from .memory_form import PERSON_TYPES, memory_form_errors
 from .operations import AuditFilters, MemoryFilters
 from .payloads import (

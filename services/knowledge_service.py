@@ -21,9 +21,10 @@ import os
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import BookuError, NotFoundError, ValidationError
 from .knowledge_files import MAX_FILE_BYTES, check_file_type, is_supported, load_knowledge_bytes, read_knowledge_file

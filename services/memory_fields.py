@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import ValidationError
 from .logic.tags import TagTriplet, normalise_tags, triplet_from_lists

@@ -13,9 +13,10 @@ and are filtered out of the keyword route before its best rows are taken, so the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,10 +24,21 @@ from .errors import EmbeddingUnavailableError, ValidationError, VectorIndexUnava
 from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import (
-    EpaParams, QueryTags, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus,
+    EpaParams,
+    QueryTags,
+    compute_beta,
+    has_resonance,
+    logic_depth,
+    reshape_query_detailed,
+    tag_bonus,
 )
 from .logic.fusion import (
-    FusedHit, FusionParams, fuse_routes, keyword_challenge, order_by_currency, settle_keyword_challenge,
+    FusedHit,
+    FusionParams,
+    fuse_routes,
+    keyword_challenge,
+    order_by_currency,
+    settle_keyword_challenge,
 )
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours

@@ -13,10 +13,24 @@ from .errors import NotFoundError, ValidationError, VectorIndexUnavailableError
 from .logic.tags import triplet_from_lists
 from .logic.text import normalise_folder_id
 from .memory_fields import (
-    MEMORY_TYPES, STATUSES, build_draft, checked_content, checked_event_range, checked_ids, checked_limit,
+    DISPOSITION_STATUSES,
+    KNOWLEDGE_TYPES,
+    MEMORY_TYPES,
+    PROCEDURE_TYPES,
+    STATUSES,
+    build_draft,
+    checked_content,
+    checked_event_range,
+    checked_ids,
+    checked_limit,
     checked_min_score,
-    checked_person_id, checked_title, choose, clean_text_list, finite_timestamp, normalise_bucket, record_item,
-    KNOWLEDGE_TYPES, PROCEDURE_TYPES, DISPOSITION_STATUSES,
+    checked_person_id,
+    checked_title,
+    choose,
+    clean_text_list,
+    finite_timestamp,
+    normalise_bucket,
+    record_item,
 )
 from .memory_search import MemorySearch
 from .memory_writes import MemoryWriter

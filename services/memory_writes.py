@@ -14,8 +14,9 @@ import math
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,12 @@ from .logic.text import compose_embedding_text, keyword_title
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
 from .storage.records import (
-    KeywordRow, RecordFilter, WritePlan, deferred_keyword_rows_plan, presegment, run_plan_in_transaction,
+    KeywordRow,
+    RecordFilter,
+    WritePlan,
+    deferred_keyword_rows_plan,
+    presegment,
+    run_plan_in_transaction,
     savepoint_plan,
 )
 from .storage.vector_index import VectorHit, tier_of
@@ -102,7 +108,7 @@ class WriteOutcome:
 class PendingUpsert:
     """An embedded upsert waiting for the write lock; ``future`` gets a ``WriteOutcome`` or the error."""
 
-    writer: "MemoryWriter"
+    writer: MemoryWriter
     draft: MemoryDraft
     vector: np.ndarray | None
     allow_merge: bool
@@ -336,7 +342,7 @@ class MemoryWriter:
             result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
         return result
 
-    def _write_one_plan(self, job: "PendingUpsert", hits: list[VectorHit], records: dict[str, dict[str, Any]],
+    def _write_one_plan(self, job: PendingUpsert, hits: list[VectorHit], records: dict[str, dict[str, Any]],
                         keyword_rows: list[KeywordRow]) -> WritePlan[WriteOutcome]:
         """One upsert of a batch, inside the batch's transaction: merge or update decision, then insert or merge.
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .storage.database import dump_table, insert_rows_ignoring_existing
 from .storage.file_modes import open_private_for_writing

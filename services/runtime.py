@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 from ..config import BookuConfig, load_config
 from .embedding.base import Embedder
@@ -28,8 +29,8 @@ from .storage.file_modes import private_dir
 from .storage.memos import MemoRepository
 from .storage.outbox import SyncReport, VectorSync
 from .storage.records import RecordRepository
-from .time_zone import deployment_zone
 from .storage.vector_index import VectorHit, VectorIndex
+from .time_zone import deployment_zone
 
 logger = logging.getLogger(__name__)
 
@@ -367,7 +368,7 @@ class BookuRuntime:
             if len(self.vector_sync.staged) < VECTOR_FLUSH_BATCH:
                 try:
                     await asyncio.wait_for(self._flush_now.wait(), VECTOR_FLUSH_DELAY_SECONDS)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             self._flush_wanted.clear()
             self._flush_now.clear()

@@ -305,7 +305,7 @@ class LetterBook:
         if text is None:
             chosen = letters[:count]
         else:
-            chosen, degraded = await self._search(text, [l for l in letters if may_read(l, self.side, now)], count)
+            chosen, degraded = await self._search(text, [row for row in letters if may_read(row, self.side, now)], count)
         items = [letter_item(letter, self.side, now) for letter in chosen]
         sections = []
         if degraded:
@@ -338,13 +338,13 @@ class LetterBook:
         """Literal hits first (newest first), then the rest by semantic similarity, or by keyword overlap when the
         model is unavailable. Only letters the caller may read are ever passed in."""
         needle = query.lower()
-        literal = [l for l in letters if needle in "\n".join((l.title, l.content, l.author)).lower()]
-        rest = [l for l in letters if l not in literal]
-        sims = await similarities(self.rt, query, [compose_embedding_text(l.title, l.content) for l in rest],
+        literal = [row for row in letters if needle in "\n".join((row.title, row.content, row.author)).lower()]
+        rest = [row for row in letters if row not in literal]
+        sims = await similarities(self.rt, query, [compose_embedding_text(row.title, row.content) for row in rest],
                                   query=True)
         if sims.values is not None:
-            ranked = [l for _, l in sorted(zip(sims.values.tolist(), rest), key=lambda pair: -pair[0])]
+            ranked = [row for _, row in sorted(zip(sims.values.tolist(), rest), key=lambda pair: -pair[0])]
         else:
-            shares = [(keyword_share(query, f"{l.title}\n{l.content}"), l) for l in rest]
-            ranked = [l for share, l in sorted(shares, key=lambda pair: -pair[0]) if share > 0]
+            shares = [(keyword_share(query, f"{row.title}\n{row.content}"), row) for row in rest]
+            ranked = [row for share, row in sorted(shares, key=lambda pair: -pair[0]) if share > 0]
         return (literal + ranked)[:count], sims.degraded

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 from ..logic.tags import TagTriplet
 from ..memory_search import MemorySearch
@@ -23,11 +24,22 @@ from .extensions import DreamContext, dream_sections
 from .fields import DateRange
 from .kinds import FEEL_DOMAIN, KINDS, kinds_where
 from .rendering import (
-    UNTRUSTED_NOTE, catalog_line, fit_budget, format_time, memory_item, omitted_notice, render_block,
+    UNTRUSTED_NOTE,
+    catalog_line,
+    fit_budget,
+    format_time,
+    memory_item,
+    omitted_notice,
+    render_block,
 )
 from .selection import Selection
 from .settings import (
-    ANCHOR_LIMIT, DREAM_MAX_ITEMS, DREAM_WINDOW_HOURS, PULSE_MAX_LINES, SURFACING_POOL, CompanionSettings,
+    ANCHOR_LIMIT,
+    DREAM_MAX_ITEMS,
+    DREAM_WINDOW_HOURS,
+    PULSE_MAX_LINES,
+    SURFACING_POOL,
+    CompanionSettings,
 )
 from .store import CompanionStore
 
@@ -246,7 +258,7 @@ class CompanionReader:
         parts = [UNTRUSTED_NOTE, head, DREAM_GUIDE if items else "窗口内没有需要回顾的记忆。", self._blocks(items)]
         sections = []
         context = DreamContext(window_hours=hours, since=since, now=now, items=items)
-        for key, provider in dream_sections():
+        for _key, provider in dream_sections():
             section = await provider(self.service, context)
             if section is None:
                 continue

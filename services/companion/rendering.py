@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .kinds import KINDS, kind_of
 from .speech import render_with_speakers, speaker_lines

@@ -19,7 +19,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from ..logic.segmentation import query_terms

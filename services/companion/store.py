@@ -10,7 +10,8 @@ import hashlib
 import json
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
 

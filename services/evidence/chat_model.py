@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
 
@@ -38,7 +39,7 @@ class ChatLog:
     async def insert_message(self, conn: aiosqlite.Connection, row: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Insert one message (and its keyword row). Returns ``(stored row, created)``; a host message id seen
         before in the same stream is not stored twice."""
-        existing = await fetch_rows(self.db, 
+        existing = await fetch_rows(self.db,
             conn, f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM booku_chat_messages WHERE stream_id = ? AND message_id = ?",
             [row["stream_id"], row["message_id"]],
         )
@@ -174,7 +175,7 @@ class ChatLog:
     async def still_unprocessed(self, conn: aiosqlite.Connection, entry_ids: Sequence[str]) -> bool:
         """True when every id is a live message no episode covers (checked inside the committing transaction)."""
         clause, params = in_clause("m.entry_id", list(entry_ids))
-        rows = await fetch_rows(self.db, 
+        rows = await fetch_rows(self.db,
             conn, f"SELECT COUNT(*) AS n FROM booku_chat_messages m WHERE {clause} AND m.retracted_at = 0 "
                   f"AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em WHERE em.entry_id = m.entry_id)", params)
         return int(rows[0]["n"]) == len(set(entry_ids))
@@ -205,7 +206,7 @@ class ChatLog:
         found = {row["episode_id"]: {**dict(row), "entry_ids": []} for row in rows}
         if found:
             link_clause, link_params = in_clause("em.episode_id", list(found))
-            links = await fetch_rows(self.db, 
+            links = await fetch_rows(self.db,
                 conn, f"SELECT em.episode_id, em.entry_id FROM booku_episode_messages em "
                       f"JOIN booku_chat_messages m ON m.entry_id = em.entry_id WHERE {link_clause} "
                       f"ORDER BY m.sent_at, m.seq", link_params)

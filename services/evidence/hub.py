@@ -120,7 +120,7 @@ class EvidenceHub:
             await close()
 
 
-_hubs: "weakref.WeakKeyDictionary[Any, EvidenceHub]" = weakref.WeakKeyDictionary()
+_hubs: weakref.WeakKeyDictionary[Any, EvidenceHub] = weakref.WeakKeyDictionary()
 
 
 def evidence_hub(runtime: Any) -> EvidenceHub:

@@ -11,8 +11,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from ..errors import BookuError
 from ..logic.tags import normalise_tags

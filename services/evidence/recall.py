@@ -17,7 +17,8 @@ import asyncio
 import datetime as _dt
 import math
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import EmbeddingUnavailableError, ValidationError
 from ..logic.segmentation import build_fts_query, keyword_reliability

@@ -12,8 +12,9 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import aiosqlite
 import numpy as np

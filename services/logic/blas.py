@@ -8,7 +8,7 @@ many times longer than on one thread. The limit applies only inside the block.
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from threadpoolctl import ThreadpoolController
 

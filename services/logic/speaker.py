@@ -56,7 +56,7 @@ CLEAR_LEAD = 1.5
 """How many times the lifted memory's content coverage a rival's must exceed to hold it back: a rival that shares
 one common word more ("take care") is no reason to stop the lift, one that shares the question's subject is."""
 
-_PREFIX = re.compile(r"([^:：\n]{1,%d})[:：]" % (MAX_LABEL_CHARS + 8))  # room for spaces around a name
+_PREFIX = re.compile(rf"([^:：\n]{{1,{MAX_LABEL_CHARS + 8}}})[:：]")  # room for spaces around a name
 _NAME = re.compile(r"[^\W\d_](?:[^\W\d_]|[ ·'’.\-])*")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 

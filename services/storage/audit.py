@@ -6,7 +6,8 @@ The table rejects UPDATE and DELETE with triggers, so no code path, API or admin
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .database import Database, placeholders
 

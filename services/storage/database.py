@@ -13,9 +13,10 @@ import contextlib
 import logging
 import re
 import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 

@@ -15,7 +15,8 @@ Deleting the document removes every chunk row for good. All of it runs inside th
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class SqliteEmbeddingCache:
         self._flush_task: asyncio.Task | None = None
         db.add_rider(self)
 
-    def deferring(self) -> "DeferredEmbeddingWrites":
+    def deferring(self) -> DeferredEmbeddingWrites:
         """A view whose ``put_many`` defers the rows to the next write transaction (see the module docstring)."""
         return DeferredEmbeddingWrites(self)
 

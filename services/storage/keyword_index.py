@@ -36,9 +36,8 @@ import bisect
 import math
 import unicodedata
 from array import array
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -131,7 +130,7 @@ class KeywordIndex:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(cls, rows: Iterable[KeywordRowText]) -> "KeywordIndex":
+    def build(cls, rows: Iterable[KeywordRowText]) -> KeywordIndex:
         """An index of ``rows`` (every row of the table, in any order), built in bulk: the per-token work is
         ``map`` and ``array.extend`` in C, the grouping one numpy sort (it runs in a thread while FTS5 answers)."""
         index = cls()

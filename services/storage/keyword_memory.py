@@ -32,12 +32,13 @@ import asyncio
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
-from .database import Database, aiosqlite_core, placeholders
 from .candidate_rows import CandidateRows
+from .database import Database, aiosqlite_core, placeholders
 from .keyword_index import KeywordIndex, KeywordRowText, KeywordTop
 from .record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
 from .record_states import RecordStates, RowStateTest

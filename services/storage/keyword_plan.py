@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..logic.inflection import PREFIX_MARK, is_prefix_term, prefix_upper_bound
 from ..logic.segmentation import fts_expression

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..logic.inflection import PREFIX_MARK, is_prefix_term
 from ..logic.segmentation import quote_fts_term

@@ -13,7 +13,7 @@ its text or its state changes, whichever connection or process changed it.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

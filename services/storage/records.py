@@ -14,8 +14,9 @@ import json
 import sqlite3
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Generator, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -29,7 +30,12 @@ from .keyword_memory import JOURNAL_INSERT_SQL, JOURNAL_RESET_RID, TRIM_JOURNAL_
 from .keyword_plan import KeywordPlanner
 from .keyword_scoped import ScopedKeywordStatistics, bm25, row_frequencies
 from .record_columns import (
-    CANDIDATE_COLUMNS, CANDIDATE_KEYS, TAG_GROUPS, decode_candidate, decode_list, tags_sql,
+    CANDIDATE_COLUMNS,
+    CANDIDATE_KEYS,
+    TAG_GROUPS,
+    decode_candidate,
+    decode_list,
+    tags_sql,
 )
 from .record_states import RowStateTest
 from .regex_grep import run_regex_grep
@@ -469,7 +475,7 @@ thread while the group commit waits. The group commit segments its batch's texts
 Chroma neighbour query runs (that query releases the GIL), so the plan finds them here. A few hundred entries cover
 a batch (two texts per write) with room to spare; any text not found is segmented as before."""
 
-_segment_memo: "OrderedDict[str, str]" = OrderedDict()
+_segment_memo: OrderedDict[str, str] = OrderedDict()
 
 
 def presegment(texts: Iterable[str]) -> None:

@@ -16,6 +16,7 @@ from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.companion.settings import companion_settings
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.errors import ValidationError
+
 from .conftest import QUIET_CONFIG
 from .support import age, ids, set_created
 

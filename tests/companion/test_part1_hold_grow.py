@@ -9,6 +9,7 @@ import pytest
 
 from booku_memory.services.companion.extensions import TagSuggestion, register_write_observer
 from booku_memory.services.errors import NotFoundError, ValidationError
+
 from .support import row
 
 MOMENT = "  今天在海边散步，风很大。\n@阿青：你看那只海鸥\n我没有回答，只是笑了。  \n"

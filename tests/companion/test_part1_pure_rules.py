@@ -7,7 +7,10 @@ from datetime import datetime
 import pytest
 
 from booku_memory.services.companion.fields import (
-    checked_date_range, checked_importance, checked_quotes, checked_source_ranges,
+    checked_date_range,
+    checked_importance,
+    checked_quotes,
+    checked_source_ranges,
 )
 from booku_memory.services.companion.speech import render_with_speakers, speaker_lines
 from booku_memory.services.companion.splitting import split_for_grow

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from booku_memory.services.companion import refresh_decay
+
 from .support import advance, ids, row
 
 

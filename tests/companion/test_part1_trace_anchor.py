@@ -7,6 +7,7 @@ import pytest
 
 from booku_memory.services.companion.settings import ANCHOR_LIMIT
 from booku_memory.services.errors import NotFoundError, ValidationError
+
 from .support import age, ids, row
 
 

@@ -11,6 +11,7 @@ from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.text import compose_embedding_text, extract_title
+
 from .conftest import QUIET_CONFIG
 from .support import ids
 

@@ -7,6 +7,7 @@ import pytest
 
 from booku_memory.services.companion import refresh_decay
 from booku_memory.services.errors import NotFoundError, ValidationError
+
 from .support import age, ids, row
 
 

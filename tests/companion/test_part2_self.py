@@ -14,6 +14,7 @@ import booku_memory
 from booku_memory.services.companion import refresh_decay
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.errors import NotFoundError, ValidationError
+
 from .support import Clock, age, ids, row
 
 DAY = 86400.0

@@ -5,10 +5,9 @@ import sys
 import textwrap
 
 import booku_memory
-
-QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 
+QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
 CRASHING_WRITER = textwrap.dedent(
     """

@@ -9,7 +9,12 @@ import pytest
 
 from booku_memory.services.logic.fusion import FusedHit, order_by_currency
 from booku_memory.services.logic.supersession import (
-    Decision, asks_about_the_past, best_supersession, decide, fact_cues, without_now_words,
+    Decision,
+    asks_about_the_past,
+    best_supersession,
+    decide,
+    fact_cues,
+    without_now_words,
 )
 
 

@@ -7,9 +7,10 @@ outbox, vectors per tier), not only its return value.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .memory_support import Probe, MEMORY_SERVICE
+from .memory_support import MEMORY_SERVICE, Probe
 
 ARCHIVER_TAGS = {"core_tags": ["对话归档"], "diffusion_tags": ["上下文"], "opposing_tags": ["无关"]}
 
@@ -131,7 +131,7 @@ async def test_context_archiver_reads(svc, archive: dict[str, str]) -> None:
 async def test_daily_schedule_positional_query(memory, archive: dict[str, str]) -> None:
     """daily_schedule: service by signature, getattr(..., "retrieve_memories"), positional query, top_k=n."""
     service = memory.get_service(MEMORY_SERVICE)
-    retrieve = getattr(service, "retrieve_memories")
+    retrieve = service.retrieve_memories
     result = await retrieve("明天的烧烤安排", top_k=3)
 
     lines = []

@@ -14,8 +14,19 @@ import pytest
 
 from booku_memory.services.embedding.local import LocalE5Embedder
 from booku_memory.services.errors import NotFoundError, ValidationError
+
 from .memory_support import (
-    CAT, COFFEE, HIKE, ITEM_KEYS, PROJECT, TRIPLET, Probe, expected_vector, open_store, seed, MEMORY_SERVICE,
+    CAT,
+    COFFEE,
+    HIKE,
+    ITEM_KEYS,
+    MEMORY_SERVICE,
+    PROJECT,
+    TRIPLET,
+    Probe,
+    expected_vector,
+    open_store,
+    seed,
 )
 
 

@@ -16,9 +16,21 @@ import pytest
 
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.epa import logic_depth
+
 from .memory_support import (
-    CAT, CAT_LONG, CAT_LONG_PLUS, COFFEE, HIKE, MEMORY_SERVICE, PROJECT, TRIPLET, Probe, SwitchableEmbedder,
-    expected_vector, open_store, seed,
+    CAT,
+    CAT_LONG,
+    CAT_LONG_PLUS,
+    COFFEE,
+    HIKE,
+    MEMORY_SERVICE,
+    PROJECT,
+    TRIPLET,
+    Probe,
+    SwitchableEmbedder,
+    expected_vector,
+    open_store,
+    seed,
 )
 
 

@@ -8,7 +8,8 @@ with the same modes and novelty as the same writes one at a time, with identical
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 

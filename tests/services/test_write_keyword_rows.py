@@ -7,7 +7,8 @@ record ends with exactly one keyword row, segmented from its stored text, and a 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
