@@ -26,8 +26,9 @@ distractors' words are real text.
 
 Per keyword route (the in-memory index, which ranks every term, or an FTS5 posting budget:
 ``KeywordPlanner.posting_budget``, set on the open runtime with the in-memory index switched off; the planner's
-term statistics are cached, so changing it re-plans every query without reopening): recall@1/5/10/25 of ``retrieve_memories`` (once per k, as a
-client calls it) and of the keyword route alone (the bm25 ranking it fuses), and CPU milliseconds per
+term statistics are cached, so changing it re-plans every query without reopening): recall@1/5/10/25 of
+``retrieve_memories`` (once per k, as a client calls it) and of the keyword route alone (the bm25 ranking it fuses), and
+CPU milliseconds per
 ``retrieve_memories`` call by thread (``common.cpu_by_role``: the SQLite reader runs the keyword search). Once per
 conversation, the vector route alone (Chroma with the service's query vector), which no budget touches.
 """

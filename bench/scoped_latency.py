@@ -14,8 +14,8 @@ timed call is SQLite + FTS5 + Chroma + EPA + fusion + de-duplication + the activ
 
 It also checks, outside the timed section, that no result belongs to another owner's store, and reports how many
 keyword hits each scoped call got: the keyword route ranks only the owner's rows (the in-memory index filters by
-store before taking the best rows; the FTS5 route limits the stores inside the MATCH) (before, it ranked the top 1,000 of all owners and filtered afterwards, which
-left an owner with almost no keyword hits among 1,000 owners).
+store before taking the best rows; the FTS5 route limits the stores inside the MATCH) (before, it ranked the top 1,000
+of all owners and filtered afterwards, which left an owner with almost no keyword hits among 1,000 owners).
 
 Store: ``owners x per_owner`` memories (two real sentences each, vectors derived from their real vectors, see
 ``common.synthetic_corpus``), owner-major, written through ``services.portability.import_jsonl`` (the first one

@@ -187,8 +187,8 @@ def create_dashboard_app(
     """Build the dashboard app.
 
     ``runtime_provider`` is called per request and returns the running ``BookuRuntime`` (or ``None`` while it is
-    not started, which answers 503). ``settings.api_key`` must have at least 24 characters;
-    ``settings.allowed_origins`` may not contain ``*``. Mount the returned app at any prefix: links follow ``root_path``.
+    not started, which answers 503). ``settings.api_key`` must have at least 24 characters; ``settings.allowed_origins``
+    may not contain ``*``. Mount the returned app at any prefix: links follow ``root_path``.
     """
     if "*" in settings.allowed_origins:
         raise ConfigError("dashboard.allowed_origins 不能包含 \"*\"：请列出允许访问后台的具体来源，如 http://127.0.0.1:8000")

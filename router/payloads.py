@@ -41,7 +41,8 @@ _LIST_SPLIT = re.compile(r"[,，、\n]")
 
 
 def split_list(value: str | Iterable[Any] | None) -> list[str]:
-    """A list field from a form string (``,``/``，``/``、``/newline separated) or a JSON list: trimmed, de-duplicated."""
+    """A list field from a form string (``,``/``，``/``、``/newline separated) or a JSON list: trimmed,
+    de-duplicated."""
     if value is None:
         return []
     items: Iterable[Any] = _LIST_SPLIT.split(value) if isinstance(value, str) else value

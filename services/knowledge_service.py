@@ -125,9 +125,10 @@ class BookuKnowledgeService:
 
         Returns ``{action: "booku_knowledge_ingest", mode: created|updated|unchanged, document_id, title: "《T》",
         chunk_count, version, bucket: "knowledge", folder_id: "default", collection, items: first 20 chunk ids,
-        changed_chunks, source_path, vector_pending}`` (``vector_pending`` > 0 means the embedder was unavailable
-        and the vectors follow later from the outbox; keyword search finds the chunks already). Raises ``ValidationError`` before writing anything when the input is
-        invalid, the file is unreadable/unsupported/empty, or no chunk results.
+        changed_chunks, source_path, vector_pending}`` (``vector_pending`` > 0 means the embedder was unavailable and
+        the vectors follow later from the outbox; keyword search finds the chunks already). Raises ``ValidationError``
+        before writing anything when the input is invalid, the file is unreadable/unsupported/empty, or no chunk
+        results.
         """
         if self.scope.authority == "mechanical":
             raise ValidationError("mechanical 权限不能撰写内容（入库知识库文档），只能改变状态，且必须注明原因")

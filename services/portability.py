@@ -90,7 +90,8 @@ async def import_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet
                     if entry["kind"] == "document_revision":
                         row.pop("revision_id", None)
                         exists = await runtime.db.fetch_value(
-                            "SELECT COUNT(*) FROM booku_knowledge_document_revisions WHERE document_id = ? AND version = ?",
+                            "SELECT COUNT(*) FROM booku_knowledge_document_revisions WHERE document_id = ? "
+                            "AND version = ?",
                             [row["document_id"], row["version"]], 0)
                         if exists:
                             continue

@@ -198,7 +198,8 @@ def format_create(raw: dict[str, Any]) -> dict[str, Any]:
     merged = raw.get("mode") == "merged"
     if merged:
         message = (
-            f"与已有记忆 {memory_id}《{title}》说的是同一件事，已合并进这条记忆（与已有记忆合并，没有新建，两段原文都保留）；"
+            f"与已有记忆 {memory_id}《{title}》说的是同一件事，已合并进这条记忆（与已有记忆合并，没有新建，"
+            "两段原文都保留）；"
             f"合并前的版本可用 history -id {memory_id} 查看"
         )
     else:
@@ -349,7 +350,8 @@ def format_revert(raw: dict[str, Any]) -> dict[str, Any]:
         "action": "revert",
         "id": memory_id,
         "reverted_to": target,
-        "message": f"已把 {memory_id} 恢复为第 {target} 版的内容（保存为新的第 {new_version} 版，之前的内容仍在历史中）",
+        "message": f"已把 {memory_id} 恢复为第 {target} 版的内容（保存为新的第 {new_version} 版，"
+                   "之前的内容仍在历史中）",
     }
 
 

@@ -241,7 +241,8 @@ class LetterBook:
             letter = replace(letter, letter_id=letter_id)
             await self.store.insert(conn, letter, ctx=self.scope.context)
         item = letter_item(letter, self.side, now)
-        lines = [f"💌 已写下信件 [{letter_id}]（署名 {stored_author}，写于 {item['date']}），原文永久保存，不压缩、不合并、不衰减"]
+        lines = [f"💌 已写下信件 [{letter_id}]（署名 {stored_author}，写于 {item['date']}），"
+                 "原文永久保存，不压缩、不合并、不衰减"]
         if lock == "timed":
             lines.append(f"🔒 定时锁：{format_time(unlock_at)} 起对方可读；在那之前对方看不到标题和正文。"
                          f"只有你这一方能用 letter_lock_update 改这把锁")

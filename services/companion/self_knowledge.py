@@ -279,8 +279,9 @@ class SelfKnowledge:
             if len(dates) < WITNESS_DATES_REQUIRED:
                 seen = "、".join(dates) if dates else "还没有"
                 raise ValidationError(
-                    f"[{memory_id}] 只被 {len(dates)} 个不同日期的 dream 见证过（{seen}），需要 {WITNESS_DATES_REQUIRED} 个"
-                    f"不同日期才能升为正式条目；还差 {WITNESS_DATES_REQUIRED - len(dates)} 个，先让它在之后的 dream 里多碰撞几次")
+                    f"[{memory_id}] 只被 {len(dates)} 个不同日期的 dream 见证过（{seen}），"
+                    f"需要 {WITNESS_DATES_REQUIRED} 个不同日期才能升为正式条目；"
+                    f"还差 {WITNESS_DATES_REQUIRED - len(dates)} 个，先让它在之后的 dream 里多碰撞几次")
             if dimension and info.get("aspect") and dimension != info["aspect"]:
                 raise ValidationError(f"[{memory_id}] 的 aspect 是 {aspect_label(info['aspect'])}，promote 不能改成 "
                                       f"{aspect_label(dimension)}（取代关系只在同一 aspect 内成立）")

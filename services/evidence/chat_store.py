@@ -136,7 +136,8 @@ class ChatLog:
         """Messages (live / retracted / expired), unprocessed live messages, episodes."""
         clause, params = ("1", []) if store_keys is None else in_clause("store_key", list(store_keys))
         row = await self.db.fetch_one(
-            f"SELECT COUNT(*) AS total, SUM(retraction = 'retracted') AS retracted, SUM(retraction = 'expired') AS expired, "
+            "SELECT COUNT(*) AS total, SUM(retraction = 'retracted') AS retracted, SUM(retraction = "
+            "'expired') AS expired, "
             f"SUM(retracted_at = 0 AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em "
             f"WHERE em.entry_id = booku_chat_messages.entry_id)) AS unprocessed "
             f"FROM booku_chat_messages WHERE {clause}", params)
@@ -152,7 +153,8 @@ class ChatLog:
         """``{store_key, owner_uid, stream_id, pending}`` for every channel with live messages no episode covers."""
         rows = await self.db.fetch_all(
             "SELECT m.store_key, m.owner_uid, m.stream_id, COUNT(*) AS pending FROM booku_chat_messages m "
-            "WHERE m.retracted_at = 0 AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em WHERE em.entry_id = m.entry_id) "
+            "WHERE m.retracted_at = 0 AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em WHERE "
+            "em.entry_id = m.entry_id) "
             "GROUP BY m.store_key, m.owner_uid, m.stream_id ORDER BY MIN(m.seq)")
         return [dict(row) for row in rows]
 
@@ -238,7 +240,8 @@ class ChatLog:
                            ) -> list[dict[str, Any]]:
         """One owner's episodes after a high-water mark, oldest first (stage B input)."""
         rows = await self.db.fetch_all(
-            "SELECT episode_id FROM booku_episodes WHERE store_key = ? AND owner_uid = ? AND seq > ? ORDER BY seq LIMIT ?",
+            "SELECT episode_id FROM booku_episodes WHERE store_key = ? AND owner_uid = ? AND seq > ? ORDER "
+            "BY seq LIMIT ?",
             [store_key, owner_uid, after_seq, limit])
         ids = [row["episode_id"] for row in rows]
         found = await self.episodes(ids, store_keys=[store_key])

@@ -161,14 +161,16 @@ class DreamStore:
         """Remove the text of a decided (rejected or withdrawn) proposal; its decision and digest stay."""
         await conn.execute(
             "UPDATE booku_dream_proposals SET fields = '{}', reason = '', redacted_at = ? "
-            "WHERE proposal_id = ? AND redacted_at = 0 AND final_fields IS NULL AND status IN ('rejected', 'withdrawn')",
+            "WHERE proposal_id = ? AND redacted_at = 0 AND final_fields IS NULL AND status IN ('rejected', "
+            "'withdrawn')",
             [now, proposal_id])
 
     # ------------------------------------------------------- provenance
     async def add_provenance(self, conn: aiosqlite.Connection, *, memory_id: str, proposal_id: str, store_key: str,
                              approved_by: str, now: float) -> None:
         await conn.execute(
-            "INSERT OR IGNORE INTO booku_memory_provenance (memory_id, proposal_id, store_key, approved_at, approved_by) "
+            "INSERT OR IGNORE INTO booku_memory_provenance (memory_id, proposal_id, store_key, approved_at, "
+            "approved_by) "
             "VALUES (?, ?, ?, ?, ?)", [memory_id, proposal_id, store_key, now, approved_by])
 
     async def provenance_of(self, memory_ids: Sequence[str], *, store_keys: Sequence[str]) -> dict[str, list[str]]:

@@ -142,9 +142,9 @@ class ReviewService:
 
     async def get_proposal(self, proposal_id: str) -> dict[str, Any]:
         """One proposal with its evidence side by side: ``{"action", "proposal", "messages": [cited messages],
-        "episodes": [cited episodes, each with its "messages"], messages oldest first, "target": the memory an update changes (or None),
-        "audit": [audit rows about the proposal]}``. Retracted messages show ``retracted`` and no text; removed
-        episodes show ``removed``."""
+        "episodes": [cited episodes, each with its "messages"], messages oldest first, "target": the memory an update
+        changes (or None), "audit": [audit rows about the proposal]}``. Retracted messages show ``retracted`` and no
+        text; removed episodes show ``removed``."""
         proposal = await self._proposal(proposal_id)
         pid = proposal["proposal_id"]
         evidence = (await self.hub.dream_store.evidence([pid]))[pid]

@@ -51,7 +51,8 @@ class EvidenceVectors:
     async def enqueue(self, conn: aiosqlite.Connection, tier: str, item_id: str, store_key: str, *,
                       op: str = "upsert") -> None:
         await conn.execute(
-            "INSERT INTO booku_evidence_vector_outbox (tier, item_id, store_key, op, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO booku_evidence_vector_outbox (tier, item_id, store_key, op, created_at) VALUES (?, "
+            "?, ?, ?, ?)",
             [tier, item_id, store_key, op, time.time()])
 
     async def pending(self) -> int:

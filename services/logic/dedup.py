@@ -24,8 +24,9 @@ def select_distinct(
     """Indices of up to ``limit`` candidates in descending score, near-copies removed.
 
     ``order_scores``: ``(n,)`` ranking scores (NaN ranks last). ``embeddings``: ``(n, d)``; a row that is all zero
-    or non-finite means "no embedding". Such a candidate is only eligible when ``keyword_mask[i]`` is True (it was
-    found by a route that needs no vector: keywords, or the time route); it is then kept without a similarity check, since there is nothing to compare.
+    or non-finite means "no embedding". Such a candidate is only eligible when ``keyword_mask[i]`` is True (it was found
+    by a route that needs no vector: keywords, or the time route); it is then kept without a similarity check, since
+    there is nothing to compare.
     Ties keep input order. A ``threshold`` above 1 disables de-duplication.
     Returns indices into the inputs.
     """

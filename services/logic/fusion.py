@@ -36,9 +36,10 @@ Method (per query):
 6. With ``shapes`` (``shape.TextShape`` per candidate), each candidate gains
    ``length_weight · ln(min(length, length_cap)) − question_penalty · λ_r² · question_share`` (``shape.length_prior``
    and ``shape.question_prior``, λ_r = the query's keyword reliability): statements that say more rise, memories
-   that only ask sink, for queries in a language where a trailing question means the memory only asks. This is the ``shape`` part; it
-   comes after the lifts, so a question still lifts its answer before it sinks below it. The answer lift of step 5
-   already counts both memories' length part, so a lifted answer ends ``answer_margin`` below its question in the
+   that only ask sink, for queries in a language where a trailing question means the memory only asks. This is the
+   ``shape`` part; it comes after the lifts, so a question still lifts its answer before it sinks below it. The answer
+   lift of step 5 already counts both memories' length part, so a lifted answer ends ``answer_margin`` below its
+   question in the
    final score; only the question penalty (the question only asks) can put it above.
 7. The keyword route's best hit challenges rank 1 (``keyword_challenge``): when it leads its keyword runner-up by
    at least ``keyword_lead_min / λ_r²`` standard deviations of the keyword route (its ``keyword_z`` part, the

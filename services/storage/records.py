@@ -778,10 +778,10 @@ class RecordRepository:
         first.
 
         With the in-memory index ready (``storage.keyword_memory``), every term is ranked there: same bm25 as FTS5,
-        cheaper than FTS5's ranking within the budget,
-        and the terms' document frequencies come with it (so the keyword challenge reads none); a filter that checks
-        only stores, buckets, statuses and deletion (``RecordFilter.state_test``) is applied there too. Otherwise FTS5: ``KeywordPlanner`` keeps the rarest terms within a posting budget
-        and drops the store clause where it filters nothing, then ``keyword_search``.
+        cheaper than FTS5's ranking within the budget, and the terms' document frequencies come with it (so the keyword
+        challenge reads none); a filter that checks only stores, buckets, statuses and deletion
+        (``RecordFilter.state_test``) is applied there too. Otherwise FTS5: ``KeywordPlanner`` keeps the rarest terms
+        within a posting budget and drops the store clause where it filters nothing, then ``keyword_search``.
         """
         if flt.store_keys is not None and not flt.store_keys:
             return []
@@ -939,7 +939,8 @@ class RecordRepository:
                 params.append(value)
             elif name == "tags":
                 clauses.append(
-                    f"EXISTS (SELECT 1 FROM booku_memory_tags t WHERE t.memory_id = r.memory_id AND t.tag_value {operator})"
+                    "EXISTS (SELECT 1 FROM booku_memory_tags t WHERE t.memory_id = r.memory_id AND "
+                    f"t.tag_value {operator})"
                 )
                 params.append(value)
             elif name == "metadata":

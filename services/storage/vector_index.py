@@ -335,7 +335,8 @@ class VectorIndex:
         stored = await self.stored_model()
         if stored and stored != (self.model_id, self.dimension):
             raise ModelMismatchError(
-                f"向量索引由模型 {stored[0]}（{stored[1]} 维）建立，当前嵌入模型为 {self.model_id}（{self.dimension} 维）。"
+                f"向量索引由模型 {stored[0]}（{stored[1]} 维）建立，当前嵌入模型为 "
+                f"{self.model_id}（{self.dimension} 维）。"
                 f"请运行 `python -m booku_memory reindex` 用当前模型重建全部向量。"
             )
 

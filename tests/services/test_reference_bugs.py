@@ -310,7 +310,8 @@ async def test_b10_opposing_tags_push_the_opposed_memory_down(svc) -> None:
 
 
 async def test_b10_shared_opposing_tags_are_not_a_penalty(svc) -> None:
-    """Both the memory and the query saying "not about work" is agreement, not opposition (the reference penalised it)."""
+    """Both the memory and the query saying "not about work" is agreement, not opposition (the original penalised
+    it)."""
     agreeing = (await svc.create_memory(title="周末打篮球", content="周末和朋友去体育馆打篮球，打了两个小时，很开心。",
                                         core_tags=["篮球"], diffusion_tags=["朋友"], opposing_tags=["工作"]))["id"]
     neutral = (await svc.create_memory(title="周末踢球", content="周末和同事去公园踢足球。", core_tags=["足球"],
