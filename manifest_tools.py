@@ -92,10 +92,10 @@ def build_manifest(plugin_toml_path: str | Path = PLUGIN_TOML) -> dict[str, Any]
         raise ValidationError("plugin.toml 至少需要一个 [[components]] 条目")
     seen: set[tuple[str, str]] = set()
     for entry in include:
-        key = (entry["component_type"], entry["component_name"])
-        if key in seen:
-            raise ValidationError(f"[[components]] 中重复的组件 {name}:{key[0]}:{key[1]}")
-        seen.add(key)
+        component = (entry["component_type"], entry["component_name"])
+        if component in seen:
+            raise ValidationError(f"[[components]] 中重复的组件 {name}:{component[0]}:{component[1]}")
+        seen.add(component)
 
     manifest: dict[str, Any] = {
         "name": name,

@@ -7,7 +7,7 @@ CDN and describe the API to anyone without a key.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -113,7 +113,8 @@ def error_status(exc: BookuError) -> int:
     return 400
 
 
-def _error_response(request: Request, status_code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def _error_response(request: Request, status_code: int, message: str,
+                    headers: Mapping[str, str] | None = None) -> Response:
     if is_v1_request(request):
         return JSONResponse({"status": "error", "error": message}, status_code=status_code, headers=headers)
     if is_api_request(request):

@@ -157,7 +157,8 @@ async def letter_write_submit(request: Request, services: Services) -> Response:
     """Write a letter signed by the user into the selection's write store; on refusal show the form again."""
     form = await request.form()
     values = {**_blank_letter(), **{name: _text(form, name) for name in _blank_letter()}}
-    values["content"] = form.get("content") if isinstance(form.get("content"), str) else ""
+    content = form.get("content")
+    values["content"] = content if isinstance(content, str) else ""
     lock_type = values["lock_type"] or "none"
     try:
         _require_permanent_confirmation(form, lock_type)

@@ -170,7 +170,8 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
         if job.allow_merge and job.vector is not None:
             groups[(job.writer.scope.writable_store_key, partition_of(job.draft))].append(index)
     queries = {key: asyncio.ensure_future(runtime.query_vectors_many(
-        np.stack([batch[i].vector for i in indexes]), store_keys=[key[0]], tiers=[key[1]], limit=wc.top_n,
+        np.stack([staged for i in indexes if (staged := batch[i].vector) is not None]), store_keys=[key[0]],
+        tiers=[key[1]], limit=wc.top_n,
         with_embeddings=True)) for key, indexes in groups.items()}
     try:
         if queries:
@@ -246,9 +247,11 @@ def _with_batch_neighbours(job: PendingUpsert, hits: list[VectorHit],
                            written: list[tuple[PendingUpsert, dict[str, Any]]], *, limit: int) -> list[VectorHit]:
     """``hits`` plus the records created earlier in this batch in the same store and partition, best first."""
     store_key, tier = job.writer.scope.writable_store_key, partition_of(job.draft)
-    extra = [VectorHit(record["memory_id"], float(np.dot(job.vector, other.vector)), tier, other.vector)
+    vector = job.vector
+    extra = [VectorHit(record["memory_id"], float(np.dot(vector, other.vector)), tier, other.vector)
              for other, record in written
-             if other.vector is not None and record["store_key"] == store_key and tier_of(record) == tier]
+             if vector is not None and other.vector is not None and record["store_key"] == store_key
+             and tier_of(record) == tier]
     if not extra:
         return hits
     merged = sorted([*hits, *extra], key=lambda hit: hit.similarity, reverse=True)

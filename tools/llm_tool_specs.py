@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from types import GenericAlias
 from typing import Any, Literal
 
 from ..services.companion import tool_specs as companion_specs
@@ -122,7 +123,7 @@ def python_type(param: ToolParam) -> Any:
         inner = item_types(param)[:1]
         if inner == ("array",):
             return list[list[int]]
-        return list[_ITEM_PYTHON.get(inner[0], str) if inner else str]
+        return GenericAlias(list, (_ITEM_PYTHON.get(inner[0], str) if inner else str,))
     return {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}.get(first, str)
 
 

@@ -243,7 +243,7 @@ class LetterBook:
         item = letter_item(letter, self.side, now)
         lines = [f"💌 已写下信件 [{letter_id}]（署名 {stored_author}，写于 {item['date']}），"
                  "原文永久保存，不压缩、不合并、不衰减"]
-        if lock == "timed":
+        if lock == "timed" and unlock_at is not None:
             lines.append(f"🔒 定时锁：{format_time(unlock_at)} 起对方可读；在那之前对方看不到标题和正文。"
                          f"只有你这一方能用 letter_lock_update 改这把锁")
         elif lock == "permanent":
@@ -287,7 +287,7 @@ class LetterBook:
             text = f"[{wanted_id}] 的锁本来就是「{LOCK_LABELS[lock]}」，未改动"
         elif lock == "none":
             text = f"🔓 已解锁 [{wanted_id}]：双方都能读"
-        elif lock == "timed":
+        elif lock == "timed" and unlock_at is not None:
             text = f"🔒 已把 [{wanted_id}] 设为定时锁：{format_time(unlock_at)} 起对方可读"
         else:
             text = f"🔒 已把 [{wanted_id}] 永久封存：从现在起谁都读不到正文，这把锁也不能再改"

@@ -333,7 +333,7 @@ class CompanionReader:
         maintenance = self.rt.config.maintenance
         params = self.settings.decay
         scheduled = bool(maintenance.enabled)
-        base = {"scheduled": scheduled, "interval_seconds": float(maintenance.interval_seconds),
+        base: dict[str, Any] = {"scheduled": scheduled, "interval_seconds": float(maintenance.interval_seconds),
                 "half_life_days": params.half_life_days, "archive_threshold": params.archive_threshold,
                 "auto_archive": self.settings.decay_auto_archive, "last_run": state}
         schedule = (f"每 {maintenance.interval_seconds / 60:g} 分钟随维护任务运行" if scheduled

@@ -133,7 +133,7 @@ class _Cursor:
         return values
 
     def array(self, dtype: type, count: int) -> np.ndarray:
-        values = np.frombuffer(self.image, dtype=dtype, count=count, offset=self.offset)
+        values: np.ndarray = np.frombuffer(self.image, dtype=dtype, count=count, offset=self.offset)
         self.offset += values.nbytes
         return values
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import aiosqlite
@@ -59,7 +59,7 @@ class ChatLog:
                                    [seq])
         return dict(stored[0]), True
 
-    async def messages(self, entry_ids: Sequence[str], *, store_keys: Sequence[str] | None,
+    async def messages(self, entry_ids: Collection[str], *, store_keys: Sequence[str] | None,
                        conn: aiosqlite.Connection | None = None) -> dict[str, dict[str, Any]]:
         """Messages by entry id (retracted ones included, with empty text), limited to ``store_keys`` when given."""
         ids = list(dict.fromkeys(entry_ids))

@@ -189,6 +189,7 @@ class DreamStore:
         cur = await conn.execute(
             "INSERT INTO booku_review_flags (memory_id, store_key, proposal_id, entry_id, reason, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?)", [memory_id, store_key, proposal_id, entry_id, reason, now])
+        assert cur.lastrowid is not None  # set by every INSERT
         return int(cur.lastrowid)
 
     async def flags(self, *, store_keys: Sequence[str], open_only: bool = True, flag_ids: Sequence[int] | None = None,

@@ -93,7 +93,7 @@ class EvidenceVectors:
             if tier == CHAT_TIER:
                 message = messages.get(item_id)
                 live = message is not None and not message["retracted_at"] and items[-1]["op"] == "upsert"
-                if live:
+                if message is not None and live:
                     wanted.append((tier, message["store_key"], item_id, message["text"]))
                     continue
             else:

@@ -37,7 +37,7 @@ def select_distinct(
     vectors = np.asarray(embeddings, dtype=np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != n:
         raise ValueError(f"embeddings must have shape ({n}, d), got {vectors.shape}")
-    finite = np.isfinite(vectors).all(axis=1)
+    finite = np.asarray(np.isfinite(vectors).all(axis=1))
     vectors = np.where(finite[:, None], vectors, 0.0)
     norms = np.linalg.norm(vectors, axis=1)
     has_vector = finite & (norms > _ZERO)

@@ -266,7 +266,7 @@ def reshape_query_detailed(
         similarity = float(similarities[index])
         if not math.isfinite(similarity) or similarity <= _ZERO:
             continue
-        if stacked is not None:
+        if stacked is not None and usable is not None:
             if index >= stacked.shape[0] or not usable[index]:
                 continue
             rows.append(stacked[index])

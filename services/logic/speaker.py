@@ -101,8 +101,8 @@ def speaking(query: str, heads: Mapping[Hashable, str | None]) -> set[Hashable]:
     Each distinct prefix is read as a name once: a conversation store has a handful of speakers, so a retrieval's
     hundred candidates cost a hundred string searches, not a hundred name checks."""
     prefixes = {key: _prefix(head) for key, head in heads.items()}
-    named = {prefix for prefix in set(prefixes.values()) - {None}
-             if (label := _label_of(prefix)) is not None and names_label(query, label)}
+    named = {prefix for prefix in set(prefixes.values())
+             if prefix is not None and (label := _label_of(prefix)) is not None and names_label(query, label)}
     return {key for key, prefix in prefixes.items() if prefix in named} if named else set()
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from .record_columns import CANDIDATE_KEYS, TAG_GROUPS, decode_candidate
@@ -77,7 +78,7 @@ class CandidateRows:
             else:
                 self._tags.pop(memory_id, None)
 
-    def lookup(self, memory_ids: Iterable[str], tags_for: set[str] | None
+    def lookup(self, memory_ids: Iterable[str], tags_for: AbstractSet[str] | None
                ) -> tuple[dict[str, dict[str, Any]], list[str]]:
         """The rows held of ``memory_ids`` as ``RecordRepository.candidates`` returns them (fresh dicts, the
         relation ids as a list; the four tag lists for the ids in ``tags_for``), and the ids not held, in order."""

@@ -180,6 +180,7 @@ class Database:
     async def schema_version(self) -> int:
         async with self.writer.execute("PRAGMA user_version") as cur:
             row = await cur.fetchone()
+        assert row is not None  # a PRAGMA read always answers one row
         return int(row[0])
 
     async def migrate(self) -> list[str]:

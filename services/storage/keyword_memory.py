@@ -95,7 +95,7 @@ class _Stale(Exception):
     """The index cannot be brought up to date from the journal: reload it."""
 
 
-def _hold_record(rid: int, row: Sequence[Any] | None, states: RecordStates,
+def _hold_record(rid: int, row: tuple[Any, ...] | None, states: RecordStates,
                  candidates: CandidateRows | None) -> str | None:
     """Hold the record of keyword row ``rid`` (its ``ROWS_SQL`` row, or None when the row is gone) in ``states``
     and ``candidates``; returns its memory id when ``candidates`` now holds it (a live record)."""
@@ -104,7 +104,7 @@ def _hold_record(rid: int, row: Sequence[Any] | None, states: RecordStates,
     if candidates is None:
         return None
     live = row is not None and row[5] is not None and not row[_IS_DELETED]
-    return candidates.set(previous_id, row[_CANDIDATE] if live else None)
+    return candidates.set(previous_id, row[_CANDIDATE] if row is not None and live else None)
 
 
 def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates,
@@ -295,7 +295,9 @@ class MemoryKeywordIndex:
         caller reads the ids not held with ``candidates``. Safe beside a journal being applied on the reader's
         thread: each row and each tag tuple is replaced whole, so a lookup sees a record's old or new row."""
         loaded = self._loaded_with_candidates()
-        return None if loaded is None else loaded.candidates.lookup(memory_ids, tags_for)
+        if loaded is None or loaded.candidates is None:
+            return None
+        return loaded.candidates.lookup(memory_ids, tags_for)
 
     def _loaded_with_candidates(self) -> _Loaded | None:
         """The loaded index when it holds candidate rows and they are to be used, else None."""
@@ -326,11 +328,12 @@ def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], sto
         top = loaded.index.search(terms, depth=limit, stores=store_tokens,
                                   eligible=loaded.states.admitted(state_test))
         memory_ids = loaded.states.memory_ids
-        hits = [(memory_ids[rid], score) for rid, score in zip(top.rids.tolist(), top.scores.tolist())]
+        hits: list[tuple[str, float]] = [
+            (memory_ids[rid], score) for rid, score in zip(top.rids.tolist(), top.scores.tolist())]
         return MemoryKeywordHits(hits, top.frequencies, loaded.index.rows, top)
     top = loaded.index.search(terms, depth=depths[-1], stores=store_tokens)  # scored once; checked in slices
     ranked = list(zip(top.rids.tolist(), top.scores.tolist()))
-    hits: list[tuple[str, float]] = []
+    hits = []
     for depth in depths:
         rids = [rid for rid, _ in ranked[:depth]]
         if not rids:

@@ -132,6 +132,7 @@ class KeywordPlanner:
                 row = await self.db.fetch_one(
                     "SELECT " + ", ".join([range_sum] * len(stems)),
                     [bound for stem in stems for bound in (stem, prefix_upper_bound(stem))])
+                assert row is not None  # an aggregate always answers one row
                 counted.update((term, int(row[index])) for index, term in enumerate(prefixes))
             for term in missing:
                 found[term] = counted.get(term, 0)

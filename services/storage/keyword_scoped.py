@@ -90,6 +90,7 @@ class ScopedKeywordStatistics:
         cached = self._stores.get(key)
         if cached is None or now - cached[2] >= STATISTICS_TTL_SECONDS:
             row = await self.db.fetch_one(STORE_STATISTICS_SQL, [store_clause(key)])
+            assert row is not None  # an aggregate always answers one row
             cached = self._stores[key] = (int(row[0]), int(row[1]), now)
         return cached[0], cached[1]
 

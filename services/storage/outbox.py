@@ -18,13 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..embedding.base import Embedder
+from ..embedding.base import PassageEmbedder
 from ..embedding.cached import text_hash
 from ..errors import EmbeddingUnavailableError
 from ..logic.text import compose_embedding_text
@@ -70,7 +70,7 @@ def embedding_text(record: dict[str, Any]) -> str:
 
 class VectorSync:
     def __init__(self, db: Database, records: RecordRepository, vectors: VectorIndex,
-                 embedder: Callable[[], Embedder | None]) -> None:
+                 embedder: Callable[[], PassageEmbedder | None]) -> None:
         self.db = db
         self.records = records
         self.vectors = vectors
@@ -155,7 +155,7 @@ class VectorSync:
         self._rows = rows + new
         return self._rows, buffer[: len(self._rows)]
 
-    def merge_staged(self, vectors: np.ndarray, found: Sequence[list[VectorHit]], captured: dict[str, StagedVector],
+    def merge_staged(self, vectors: Iterable[np.ndarray], found: Sequence[list[VectorHit]], captured: dict[str, StagedVector],
                      *, removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
                      with_embeddings: bool) -> list[list[VectorHit]]:
         """Each row's Chroma hits (``found[i]`` for ``vectors[i]``) merged with staged vectors, best first, at most

@@ -41,11 +41,12 @@ class RecordStates:
             grown = np.full(max(rid + 1, 2 * len(self._state), 1024), _NONE, np.int16)
             grown[:len(self._state)] = self._state
             self._state = grown
-        if state is None or state[0] is None:
+        memory_id = None if state is None else state[0]
+        if state is None or memory_id is None:
             self.memory_ids.pop(rid, None)
             self._state[rid] = _NONE
             return
-        memory_id, bucket, status, is_deleted = state
+        _, bucket, status, is_deleted = state
         key = (str(bucket), str(status), bool(is_deleted))
         self._state[rid] = self._codes.setdefault(key, len(self._codes))
         self.memory_ids[rid] = memory_id
