@@ -457,7 +457,7 @@ class BookuRuntime:
     # ------------------------------------------------------------ maintenance
     async def run_maintenance(self) -> dict[str, Any]:
         """One maintenance pass: expire memos, run the emergent lifecycle, retry pending vectors, trim the keyword
-        journal (``storage.keyword_memory``)."""
+        journal (``storage.mirrors.keyword_mirror``)."""
         from .companion import refresh_decay
 
         purged = await self.memos.purge_expired()

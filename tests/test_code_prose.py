@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE_DIRS = ("config", "mcp_server", "router", "services", "tools")
+NOT_PACKAGE = {"tests", "bench", "scripts"}
 
 # A figure a bench run produces: recall@k or R@k followed by a number, a latency or throughput, a percentage,
 # points of recall, a percentile, or a before → after pair of numbers.
@@ -40,7 +40,9 @@ OUTSIDE_REFERENCE = re.compile(
 
 
 def package_modules() -> list[Path]:
-    return sorted([*ROOT.glob("*.py"), *(p for d in PACKAGE_DIRS for p in (ROOT / d).rglob("*.py"))])
+    """Every module of the package: the root's and those of each sub-package, whatever it is called."""
+    packages = [d for d in ROOT.iterdir() if d.is_dir() and d.name not in NOT_PACKAGE and (d / "__init__.py").exists()]
+    return sorted([*ROOT.glob("*.py"), *(p for d in packages for p in d.rglob("*.py"))])
 
 
 def suite_modules() -> list[Path]:

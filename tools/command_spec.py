@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..services.companion.tool_specs import ToolParam, ToolSpec
+from ..services.companion.tool_table import ToolParam, ToolSpec
 from ..services.memory_fields import (
     DISPOSITION_STATUSES,
     KNOWLEDGE_TYPES,

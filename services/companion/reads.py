@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..logic.tags import TagTriplet
 from ..memory_search import MemorySearch
 from ..scope import Scope
-from ..storage.records import RecordFilter
+from ..storage.record_filter import RecordFilter
 from . import fields as f
 from .decay_engine import record_score
 from .extensions import DreamContext, dream_sections
@@ -43,6 +43,9 @@ from .settings import (
 )
 from .store import CompanionStore
 
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
+
 ALL_STATUSES = ("active", "archived", "expired")
 STORED_SCORE_ORDER = "r.decay_score IS NOT NULL, r.decay_score DESC, r.updated_at DESC, r.rid DESC"
 FEEL_TAG_ALIASES = ("feel", "__feel__")
@@ -51,7 +54,8 @@ DREAM_GUIDE = ("可据此操作：放下的 → trace(bucket_id, resolved=1) 沉
 
 
 class CompanionReader:
-    def __init__(self, runtime, scope: Scope, settings: CompanionSettings, *, service: Any = None) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope, settings: CompanionSettings, *,
+                 service: Any = None) -> None:
         self.rt = runtime
         self.scope = scope
         self.settings = settings
@@ -59,7 +63,7 @@ class CompanionReader:
         self.store = CompanionStore(runtime.db)
 
     # ------------------------------------------------------------ plumbing
-    def _score(self, record: dict[str, Any], now: float) -> float:
+    def _score(self, record: Mapping[str, Any], now: float) -> float:
         return record_score(record, self.settings.decay, now)
 
     async def _listing(self, selection: Selection, *, limit: int, order_by: str = STORED_SCORE_ORDER,

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import EmbeddingUnavailableError
 from ..logic.segmentation import keyword_coverage, query_terms, tokenize
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,7 @@ class Similarities:
     degraded: str = ""
 
 
-async def similarities(runtime, text: str, others: Sequence[str], *, query: bool) -> Similarities:
+async def similarities(runtime: BookuRuntime, text: str, others: Sequence[str], *, query: bool) -> Similarities:
     """Cosine of ``text`` against each of ``others`` (passages). ``query=True`` embeds ``text`` as a search query.
 
     Falls back to ``Similarities(None, reason)`` instead of raising when the embedder is unavailable.

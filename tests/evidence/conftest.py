@@ -8,9 +8,13 @@ from typing import Any
 import pytest
 
 import booku_memory
+from booku_memory.services.chat_scope import admin_scope
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
-from booku_memory.services.evidence import attach_evidence, dreaming_settings, evidence_settings
-from booku_memory.services.scoping import admin_scope
+from booku_memory.services.evidence import (
+    attach_evidence,
+    dreaming_settings,
+    evidence_settings,
+)
 
 from .support import ScriptedChatModel
 

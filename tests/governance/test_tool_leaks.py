@@ -8,9 +8,12 @@ import pytest
 
 import booku_memory
 from booku_memory.config import load_config
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
-from booku_memory.services.scoping import scope_for_chat
+from booku_memory.services.embedding.deterministic import (
+    DeterministicTestEmbedder,
+    UnavailableEmbedder,
+)
 from booku_memory.tools import render_for_llm, run_memory_command
 from booku_memory.tools.command_spec import command_names
 

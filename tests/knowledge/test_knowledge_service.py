@@ -13,7 +13,7 @@ from booku_memory.services.embedding.deterministic import DeterministicTestEmbed
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.logic.segmentation import build_fts_query
 from booku_memory.services.scope import Scope
-from booku_memory.services.storage.records import RecordFilter
+from booku_memory.services.storage.record_filter import RecordFilter
 
 GUIDE_MD = """# Booku 部署指南
 

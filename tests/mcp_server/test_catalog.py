@@ -12,9 +12,16 @@ from mcp.shared.exceptions import MCPError
 
 import booku_memory
 from booku_memory.cli import build_parser
-from booku_memory.mcp_server import build_server, build_tools, ensure_token, mcp_scope, mcp_settings, runtime_tool_call
+from booku_memory.mcp_server import (
+    build_server,
+    build_tools,
+    ensure_token,
+    mcp_scope,
+    mcp_settings,
+    runtime_tool_call,
+)
 from booku_memory.mcp_server.settings import McpSettings
-from booku_memory.services.companion.tool_specs import COMPANION_TOOLS, json_schema
+from booku_memory.services.companion.tool_table import COMPANION_TOOLS, json_schema
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ValidationError
 from booku_memory.tools import (

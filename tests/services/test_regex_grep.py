@@ -15,10 +15,10 @@ import pytest
 
 import booku_memory
 from booku_memory.config import load_config
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.safe_regex import compile_safe_regex
-from booku_memory.services.scoping import scope_for_chat
 from booku_memory.services.storage.regex_grep import RegexBudgetExceeded, run_regex_grep
 from booku_memory.tools import run_memory_command
 

@@ -8,12 +8,21 @@ import time
 import pytest
 
 import booku_memory
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ValidationError
-from booku_memory.services.evidence import CHAT_HISTORY_NOTICE, EvidenceService, attach_evidence, evidence_settings
-from booku_memory.services.evidence.ranking import Candidate, decay_factor, merge_candidates
-from booku_memory.services.evidence.recall import EvidenceSearch
-from booku_memory.services.scoping import scope_for_chat
+from booku_memory.services.evidence import (
+    CHAT_HISTORY_NOTICE,
+    EvidenceService,
+    attach_evidence,
+    evidence_settings,
+)
+from booku_memory.services.evidence.ranking import (
+    Candidate,
+    decay_factor,
+    merge_candidates,
+)
+from booku_memory.services.evidence.search import EvidenceSearch
 
 from .conftest import ALICE_STREAM, QUIET
 from .support import say

@@ -8,14 +8,19 @@ import re
 import pytest
 
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.companion.tool_specs import COMPANION_TOOLS, REQUIRED, json_schema, spec_by_name
+from booku_memory.services.companion.tool_table import (
+    COMPANION_TOOLS,
+    REQUIRED,
+    json_schema,
+    spec_by_name,
+)
 
 SEED_TOOLS = ("breath", "breath_search", "breath_advanced", "hold", "grow", "trace", "dream", "anchor", "release",
               "pulse")
 
 
 def test_the_table_starts_with_exactly_the_part_one_tools() -> None:
-    # Part 2 (plans, letters, feel, I) appends its tools to the same table; see test_part2_tool_specs.py.
+    # Plans, letters, feel and I append their tools to the same table; see test_tool_table_later_tools.py.
     assert tuple(spec.name for spec in COMPANION_TOOLS)[:len(SEED_TOOLS)] == SEED_TOOLS
 
 

@@ -10,10 +10,10 @@ import pytest
 
 import booku_memory
 from booku_memory.config import load_config
-from booku_memory.services import scoping
+from booku_memory.services import chat_scope
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.scope import SHARED_STORE
-from booku_memory.services.scoping import scope_for_chat
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"}}
 SECTION = load_config(QUIET).scope
@@ -61,8 +61,8 @@ def test_no_conversation_at_all_keeps_the_default_scope():
 
 
 def test_unknown_chat_type_warns_once_per_type(caplog, monkeypatch):
-    monkeypatch.setattr(scoping, "_warned_types", set())
-    with caplog.at_level(logging.WARNING, logger=scoping.__name__):
+    monkeypatch.setattr(chat_scope, "_warned_types", set())
+    with caplog.at_level(logging.WARNING, logger=chat_scope.__name__):
         for stream in ("a", "b", "c"):
             scope_for_chat(SECTION, platform="qq", chat_type="guild", stream_id=stream)
         scope_for_chat(SECTION, platform="qq", chat_type="channel", stream_id="a")

@@ -7,15 +7,15 @@ store, so a caller never sees another owner's rows either way.
 
 import booku_memory
 from booku_memory.config import load_config
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.logic.inflection import with_inflections
 from booku_memory.services.logic.segmentation import build_fts_query, query_terms
 from booku_memory.services.memory_search import searchable_filter
-from booku_memory.services.scoping import scope_for_chat
-from booku_memory.services.storage.keyword_plan import choose_terms
-from booku_memory.services.storage.records import store_token
+from booku_memory.services.storage.fts_plan import choose_terms
+from booku_memory.services.storage.keyword_rows import store_token
 
-# The planner serves the FTS5 route; the in-memory index (tests/services/test_keyword_index.py) ranks every term.
+# The planner serves the FTS5 route; the in-memory index (tests/services/test_keyword_mirror.py) ranks every term.
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"},
          "retrieval": {"in_memory_keyword_index": False}}
 SECTION = load_config(QUIET).scope

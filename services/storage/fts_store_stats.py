@@ -2,13 +2,13 @@
 
 Why: FTS5's ``bm25()`` counts N (rows), n (rows holding a term) and avgdl over the whole table, so one store's
 writes moved the keyword scores that every other store's reader saw (40 private memories with one word in store A
-lowered a score in store B). The in-memory index (``keyword_index``) scores with the visible stores' counts; the
+lowered a score in store B). The in-memory index (``mirrors.bm25_postings``) scores with the visible stores' counts; the
 FTS5 route, used while that index loads or when it is off, lets FTS5 pick and order its candidate page as before
 and then scores those rows again with the same formula over the same counts, so both routes give one store's
 reader the same scores whatever the other stores hold.
 
 Counts come from the keyword table itself (rows of the stores' tokens; a row's size is its space-separated tokens
-plus its store token, as ``keyword_index`` counts it) and are cached for ``STATISTICS_TTL_SECONDS`` per store set
+plus its store token, as ``mirrors.bm25_postings`` counts it) and are cached for ``STATISTICS_TTL_SECONDS`` per store set
 and per (store set, term), like the planner's global counts: a few minutes old is fine, and a cached count of one
 store set never includes another's rows.
 """
@@ -23,8 +23,15 @@ from collections.abc import Sequence
 from ..logic.inflection import PREFIX_MARK, is_prefix_term
 from ..logic.segmentation import quote_fts_term
 from .database import Database
-from .keyword_index import BM25_B, BM25_K1, COLUMN_WEIGHTS, IDF_FLOOR, KeywordRowText, fold_token
-from .keyword_plan import MAX_CACHED_TERMS, STATISTICS_TTL_SECONDS
+from .fts_plan import MAX_CACHED_TERMS, STATISTICS_TTL_SECONDS
+from .mirrors.bm25_postings import (
+    BM25_B,
+    BM25_K1,
+    COLUMN_WEIGHTS,
+    IDF_FLOOR,
+    KeywordRowText,
+    fold_token,
+)
 
 _TOKENS_SQL = "(length(COALESCE({0}, '')) - length(replace(COALESCE({0}, ''), ' ', '')) + (length(COALESCE({0}, '')) > 0))"
 STORE_STATISTICS_SQL = (

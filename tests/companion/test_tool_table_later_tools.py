@@ -1,9 +1,13 @@
-"""Part-2 tools in the one companion tool table (the signature match of every tool is checked by the part-1 test)."""
+"""Plans, letters, feel and I in the one companion tool table (every tool's signature match: test_tool_table.py)."""
 
 from __future__ import annotations
 
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.companion.tool_specs import COMPANION_TOOLS, json_schema, spec_by_name
+from booku_memory.services.companion.tool_table import (
+    COMPANION_TOOLS,
+    json_schema,
+    spec_by_name,
+)
 
 PART_TWO = ("plan", "letter_write", "letter_lock_update", "letter_read", "feel", "I")
 

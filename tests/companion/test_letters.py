@@ -13,7 +13,7 @@ import pytest
 
 import booku_memory
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.companion.tool_specs import spec_by_name
+from booku_memory.services.companion.tool_table import spec_by_name
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.errors import NotFoundError, ValidationError
 

@@ -19,11 +19,11 @@ The score is FTS5's bm25 formula (``fts5_aux.c``):
 * a prefix term ``stem*`` (``logic.inflection``) is one phrase: its frequency sums every word it covers.
 
 Soft-deleted records keep their keyword row (as in FTS5) and are filtered by the caller (``eligible``); so N, avgdl
-and the idf are those FTS5 would compute, and a search returns the same scores (``tests/services/test_keyword_index.py``
+and the idf are those FTS5 would compute, and a search returns the same scores (``tests/services/test_keyword_mirror.py``
 compares them on every query).
 
 This module is the data structure only. It is filled from and kept in step with the ``booku_memory_fts`` table by
-``storage.keyword_memory``, and touched by one thread at a time (the reader connection's, after loading).
+``storage.mirrors.keyword_mirror``, and touched by one thread at a time (the reader connection's, after loading).
 
 Layout: a *base* (per term, one slice of two big arrays) built in bulk, and a *delta* of rows written since, kept
 in dicts; a row rewritten or deleted after the base was built is masked out of the base (``_base_live``). When the
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..logic.inflection import PREFIX_MARK, is_prefix_term, prefix_upper_bound
+from ...logic.inflection import PREFIX_MARK, is_prefix_term, prefix_upper_bound
 
 # bm25() weights of the keyword index's columns: title, content, tags (the store column only scopes and weighs 0).
 COLUMN_WEIGHTS = (3, 1, 2)

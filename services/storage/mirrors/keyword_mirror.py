@@ -1,4 +1,4 @@
-"""Keeps the in-memory keyword index (``storage.keyword_index``) in step with ``booku_memory_fts`` and searches it.
+"""Keeps the in-memory keyword index (``mirrors.bm25_postings``) in step with ``booku_memory_fts`` and searches it.
 
 * **Loading.** At start, a thread of its own reads every keyword row and the journal's last seq in one read
   transaction (a consistent snapshot) on a connection of its own, and builds the index (seconds for a large store;
@@ -6,10 +6,10 @@
   Until it is ready, and whenever it is not, searches take the FTS5 route (``RecordRepository.keyword_search``):
   the in-memory index is an optimisation, never a condition for answering.
 * **Filtering.** With each row, the index keeps its record's memory id, bucket, status and deletion flag
-  (``storage.record_states``): a search whose filter checks no more than those (``RecordFilter.state_test``: a
+  (``storage.mirrors.record_states``): a search whose filter checks no more than those (``RecordFilter.state_test``: a
   retrieval's usual filter) is answered without SQL; any other filter is checked in SQL on the best rows.
 * **Candidate rows.** With each live record it also keeps the columns ranking reads of it and its tags
-  (``storage.candidate_rows``, ``retrieval.in_memory_candidates``): ``RecordRepository.candidates`` is answered
+  (``storage.mirrors.candidate_rows``, ``retrieval.in_memory_candidates``): ``RecordRepository.candidates`` is answered
   from them in one hop, after the journal is followed, and only the ids not held are read in SQL.
 * **Following changes.** Every statement that writes or deletes a keyword row also appends its rid to
   ``booku_keyword_journal`` in the same transaction (``journal_plan``), and a trigger appends a record's rid when
@@ -37,10 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..database import Database, aiosqlite_core, placeholders
+from ..record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
+from ..rows import CandidateRow
+from .bm25_postings import KeywordIndex, KeywordRowText, KeywordTop
 from .candidate_rows import CandidateRows
-from .database import Database, aiosqlite_core, placeholders
-from .keyword_index import KeywordIndex, KeywordRowText, KeywordTop
-from .record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
 from .record_states import RecordStates, RowStateTest
 
 logger = logging.getLogger(__name__)
@@ -175,7 +176,7 @@ class MemoryKeywordIndex:
     """The runtime's in-memory keyword index: loading, following the journal, searching (module docstring)."""
 
     def __init__(self, db: Database, *, enabled: bool, keep_candidates: bool = True) -> None:
-        """``keep_candidates``: hold the candidate rows too (``storage.candidate_rows``,
+        """``keep_candidates``: hold the candidate rows too (``storage.mirrors.candidate_rows``,
         ``retrieval.in_memory_candidates``); may be switched off on a running runtime like ``enabled``, then back
         on (a benchmark comparing the routes): candidate reads then take SQL, and the rows are kept meanwhile."""
         self.db = db
@@ -247,7 +248,7 @@ class MemoryKeywordIndex:
 
         The filter is ``state_test`` when it can be (``RecordFilter.state_test``): applied in memory to every
         scored row. Otherwise ``where``, an SQL condition on ``booku_memory_records r`` with ``params``, checked on
-        the ``depths`` best rows (``records.keyword_depths``), first then deeper; the query is scored once, at the
+        the ``depths`` best rows (``record_search.keyword_depths``), first then deeper; the query is scored once, at the
         deepest."""
         loaded = self._loaded
         core = aiosqlite_core(self.db.reader)
@@ -264,8 +265,8 @@ class MemoryKeywordIndex:
 
 
     async def candidates(self, memory_ids: Sequence[str], tags_for: set[str] | None,
-                         read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, dict[str, Any]]]
-                         ) -> dict[str, dict[str, Any]] | None:
+                         read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, CandidateRow]]
+                         ) -> dict[str, CandidateRow] | None:
         """``RecordRepository.candidates`` from the rows held, or None when they are not kept or not loaded (the
         caller reads them in SQL).
 
@@ -285,7 +286,7 @@ class MemoryKeywordIndex:
             return None
 
     def held_candidates(self, memory_ids: Sequence[str], tags_for: set[str] | None
-                        ) -> tuple[dict[str, dict[str, Any]], list[str]] | None:
+                        ) -> tuple[dict[str, CandidateRow], list[str]] | None:
         """The rows held of ``memory_ids`` and the ids not held, read here without following the journal first;
         None when no rows are held.
 
@@ -309,8 +310,8 @@ class MemoryKeywordIndex:
 
 def _candidates_here(raw: sqlite3.Connection, loaded: _Loaded, rows: CandidateRows, memory_ids: list[str],
                      tags_for: set[str] | None,
-                     read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, dict[str, Any]]]
-                     ) -> dict[str, dict[str, Any]]:
+                     read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, CandidateRow]]
+                     ) -> dict[str, CandidateRow]:
     """One hop on the reader's thread: follow the journal, look the rows up, read the ones not held."""
     _apply_journal(raw, loaded)
     found, missing = rows.lookup(memory_ids, tags_for)

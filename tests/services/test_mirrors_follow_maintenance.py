@@ -1,6 +1,6 @@
 """The two in-memory copies left (keyword index, candidate rows) see what the owner's own maintenance paths write
 behind the service's back (issue 29.4): an import (rows inserted in bulk, no service call) and a reindex (the
-keyword table rebuilt whole). A change through the service itself is covered by ``test_keyword_index.py`` and
+keyword table rebuilt whole). A change through the service itself is covered by ``test_keyword_mirror.py`` and
 ``test_candidate_rows.py``; a change by another runtime on the same file there too.
 """
 

@@ -8,7 +8,10 @@ import pytest
 import booku_memory
 from booku_memory.services.companion.feel import FEEL_MIN_SIMILARITY
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
+from booku_memory.services.embedding.deterministic import (
+    DeterministicTestEmbedder,
+    UnavailableEmbedder,
+)
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.text import compose_embedding_text, extract_title
 

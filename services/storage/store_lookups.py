@@ -4,24 +4,16 @@ The dashboard acts through ``admin_scope(selected stores)``, and the service onl
 scope's writable store. So before a write the router has to know the store of the thing being changed; these
 lookups answer that, always restricted to the stores the administrator selected, so a lookup can neither reveal nor
 reach an unselected store. They are plain ``SELECT``s on the runtime's reader connection: every change still goes
-through the service (and is audited there).
-
-Memos belong to an owner, not a store; ``OwnerMap`` is the inverse of ``services/scoping.py``'s mapping so the memos
-page can follow the store selection too.
+through the service (and is audited there). The router reaches them through ``services.store_locator``.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..services.scope import SHARED_STORE
-
-PRIVATE_PREFIX = "private:"
-GROUP_PREFIX = "group:"
-BOT_PREFIX = "bot:"
+from ..store_keys import OwnerMap, store_sort_key
 
 
 class ReadOnlyDatabase(Protocol):
@@ -48,47 +40,6 @@ def _distinct_values(table: str, column: str) -> str:
 
 def _placeholders(count: int) -> str:
     return ", ".join("?" for _ in range(count))
-
-
-@dataclass(frozen=True)
-class OwnerMap:
-    """Between memo owners and stores, mirroring ``scope_for_chat``.
-
-    ``private:P:U`` belongs to owner ``P:U``; a group store ``group:P:G`` is its own owner; the default store
-    (normally ``shared``) belongs to the runtime's default owner and to the configured ``scope.default_owner``
-    (single mode and "no conversation" scopes use the latter). ``bot:P`` stores have no memos.
-    """
-
-    default_store: str = SHARED_STORE
-    default_owners: tuple[str, ...] = ("default",)
-
-    def owners_of(self, store_key: str) -> tuple[str, ...]:
-        """The memo owners whose memos belong to ``store_key`` (empty for stores without memos)."""
-        if store_key == self.default_store:
-            return self.default_owners
-        if store_key.startswith(PRIVATE_PREFIX):
-            return (store_key[len(PRIVATE_PREFIX):],)
-        if store_key.startswith(GROUP_PREFIX):
-            return (store_key,)
-        return ()
-
-    def store_of(self, owner_uid: str) -> str:
-        """The store a memo owner's memos are shown under."""
-        if owner_uid in self.default_owners:
-            return self.default_store
-        if owner_uid.startswith(GROUP_PREFIX):
-            return owner_uid
-        return f"{PRIVATE_PREFIX}{owner_uid}"
-
-
-def store_sort_key(store_key: str, default_store: str = SHARED_STORE) -> tuple[int, str]:
-    """Default store first, then bot, group and private stores, each alphabetically."""
-    if store_key == default_store:
-        return (0, store_key)
-    for rank, prefix in enumerate((BOT_PREFIX, GROUP_PREFIX, PRIVATE_PREFIX), start=1):
-        if store_key.startswith(prefix):
-            return (rank, store_key)
-    return (4, store_key)
 
 
 async def stores_in_use(db: ReadOnlyDatabase, owners: OwnerMap) -> list[str]:

@@ -17,7 +17,7 @@ import asyncio
 import datetime as _dt
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import EmbeddingUnavailableError, ValidationError
@@ -68,7 +68,7 @@ def _checked_int(name: str, value: Any, default: int, low: int, high: int) -> in
     return value
 
 
-def _memory_time(record: dict[str, Any]) -> float:
+def _memory_time(record: Mapping[str, Any]) -> float:
     """When a memory's content happened: its event time if it has one, else its last change."""
     return float(record.get("event_end_at") or record.get("event_start_at") or record.get("updated_at") or 0.0)
 

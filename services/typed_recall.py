@@ -25,13 +25,18 @@ when it is about the current speaker, ``other_peer`` when it is about somebody e
 from __future__ import annotations
 
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .errors import ValidationError
 from .logic.recall_budget import BudgetEntry, fit_to_budget, make_summary
 from .logic.tags import TagTriplet
 from .memory_search import MemorySearch
-from .storage.records import RecordFilter
+from .scope import Scope
+from .storage.record_filter import RecordFilter
+
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
 CATEGORIES = ("profile", "preferences", "entities", "events", "identity", "soul", "cases", "trajectories",
               "experiences", "tools", "skills")
@@ -56,7 +61,7 @@ CATEGORY_FILTERS: dict[str, dict[str, Any]] = {
 }
 
 
-def category_of(record: dict[str, Any]) -> str:
+def category_of(record: Mapping[str, Any]) -> str:
     """The recall category a record belongs to (the same mapping as CATEGORY_FILTERS)."""
     kind = record.get("memory_type") or ""
     if record.get("pinned"):
@@ -103,7 +108,7 @@ def checked_penalties(value: Any, categories: list[str]) -> dict[str, float]:
     raise ValidationError("other_peer_penalty 必须是数字或 {类型: 数字} 对象")
 
 
-def origin_of(record: dict[str, Any], actor_peer_id: str | None) -> str:
+def origin_of(record: Mapping[str, Any], actor_peer_id: str | None) -> str:
     people = set(record.get("related_people") or [])
     if record.get("person_id"):
         people.add(record["person_id"])
@@ -113,11 +118,11 @@ def origin_of(record: dict[str, Any], actor_peer_id: str | None) -> str:
 
 
 class TypedRecall:
-    def __init__(self, runtime, scope) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope) -> None:
         self.rt = runtime
         self.scope = scope
 
-    def uri(self, record: dict[str, Any], category: str) -> str:
+    def uri(self, record: Mapping[str, Any], category: str) -> str:
         return f"booku://{record['store_key']}/memories/{category}/{record['memory_id']}"
 
     async def recall(self, query: str, *, quotas: Any, max_chars: Any, min_score: Any, peer_scope: Any,

@@ -7,7 +7,10 @@ import sqlite3
 
 import pytest
 
-from booku_memory.services.companion.extensions import TagSuggestion, register_write_observer
+from booku_memory.services.companion.extensions import (
+    TagSuggestion,
+    register_write_observer,
+)
 from booku_memory.services.errors import NotFoundError, ValidationError
 
 from .support import row

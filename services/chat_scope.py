@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config.schema import ScopeSection
 from .scope import SHARED_STORE, Scope
+from .store_keys import bot_store, group_owner, private_owner, private_store
 
 logger = logging.getLogger(__name__)
 
@@ -68,23 +69,23 @@ def scope_for_chat(
     # The host's stream id is itself derived from platform + group/user, so it identifies the chat when the ids
     # are not at hand.
     if kind in GROUP_TYPES and (group or stream):
-        owner = f"group:{platform_key}:{group or stream}"
+        owner = group_owner(platform_key, group or stream)
         own_store = owner
     elif kind in PRIVATE_TYPES:
-        owner = f"{platform_key}:{user or stream}"
-        own_store = f"private:{owner}"
+        owner = private_owner(platform_key, user or stream)
+        own_store = private_store(owner)
     else:
         # Fail closed: a chat we cannot classify gets a store nobody else reads, never the shared one. The type
         # is part of the key so it cannot land in a real private chat's store either.
         kind = kind or UNKNOWN_TYPE
         _warn_unknown_once(kind)
-        owner = f"{platform_key}:{kind}:{group or user or stream}"
-        own_store = f"private:{owner}"
+        owner = private_owner(platform_key, f"{kind}:{group or user or stream}")
+        own_store = private_store(owner)
     readable = [own_store]
     if section.shared_readable:
         readable.append(SHARED_STORE)
     if section.bot_store_readable:
-        readable.append(f"bot:{platform_key}")
+        readable.append(bot_store(platform_key))
     return Scope(owner_uid=owner, readable_store_keys=tuple(readable), writable_store_key=own_store,
                  current_channel=stream_id, authority=authority, actor=actor)
 

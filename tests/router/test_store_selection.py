@@ -6,7 +6,6 @@ import base64
 
 import pytest
 
-from booku_memory.router import stores
 from booku_memory.router.deps import (
     STORE_COOKIE,
     StoreSelection,
@@ -14,9 +13,10 @@ from booku_memory.router.deps import (
     encode_store_cookie,
     resolve_selection,
 )
-from booku_memory.router.stores import OwnerMap
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.errors import NotFoundError, ValidationError
-from booku_memory.services.scoping import scope_for_chat
+from booku_memory.services.store_keys import OwnerMap
+from booku_memory.services.store_locator import StoreLocator
 
 from .conftest import ALICE_STORE, BOB_STORE, PER_CHAT, chat_scope, create_memory
 
@@ -75,24 +75,24 @@ def test_owner_map_mirrors_the_chat_scope_mapping():
 async def test_stores_in_use_come_from_records_audit_and_memos(memory, two_owners):
     runtime = memory.runtime
     owners = OwnerMap()
-    assert await stores.stores_in_use(runtime.db, owners) == ["shared", ALICE_STORE, BOB_STORE]
+    assert await StoreLocator(runtime.db).stores_in_use(owners) == ["shared", ALICE_STORE, BOB_STORE]
     await runtime.memory_service(chat_scope("3003")).create_temporary_memo(content="只有便签", stream_id="s")
-    assert "private:qq:3003" in await stores.stores_in_use(runtime.db, owners)
+    assert "private:qq:3003" in await StoreLocator(runtime.db).stores_in_use(owners)
 
 
 async def test_store_lookups_only_answer_inside_the_selection(memory, two_owners):
-    db, alice, bob = memory.runtime.db, two_owners["alice"], two_owners["bob"]
+    stores, alice, bob = StoreLocator(memory.runtime.db), two_owners["alice"], two_owners["bob"]
     both = [alice["hobby"], bob["hobby"]]
-    assert await stores.memory_stores(db, both, [ALICE_STORE, BOB_STORE]) == {
+    assert await stores.memory_stores(both, [ALICE_STORE, BOB_STORE]) == {
         alice["hobby"]: ALICE_STORE, bob["hobby"]: BOB_STORE}
-    assert await stores.memory_stores(db, both, [ALICE_STORE]) == {alice["hobby"]: ALICE_STORE}
-    assert await stores.document_store(db, bob["document_id"], [ALICE_STORE]) is None
-    assert await stores.document_store(db, bob["document_id"], [BOB_STORE]) == BOB_STORE
+    assert await stores.memory_stores(both, [ALICE_STORE]) == {alice["hobby"]: ALICE_STORE}
+    assert await stores.document_store(bob["document_id"], [ALICE_STORE]) is None
+    assert await stores.document_store(bob["document_id"], [BOB_STORE]) == BOB_STORE
     bob_audit = min(bob["audit_ids"])
-    assert await stores.audit_location(db, bob_audit, [ALICE_STORE]) is None
-    assert (await stores.audit_location(db, bob_audit, [BOB_STORE]))[0] == BOB_STORE
-    assert await stores.batch_stores(db, bob["batch_id"], [ALICE_STORE]) == []
-    assert await stores.batch_stores(db, bob["batch_id"], [ALICE_STORE, BOB_STORE]) == [BOB_STORE]
+    assert await stores.audit_location(bob_audit, [ALICE_STORE]) is None
+    assert (await stores.audit_location(bob_audit, [BOB_STORE]))[0] == BOB_STORE
+    assert await stores.batch_stores(bob["batch_id"], [ALICE_STORE]) == []
+    assert await stores.batch_stores(bob["batch_id"], [ALICE_STORE, BOB_STORE]) == [BOB_STORE]
 
 
 async def test_api_lists_stores_and_rejects_unknown_ones(api, two_owners):

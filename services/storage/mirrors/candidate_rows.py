@@ -5,7 +5,7 @@ keeps. Reading their ranking columns in SQL is an index lookup by memory id per 
 a large file (and the question test and the head are computed from the whole text), the tags of the vector hits
 another read, and an EPA retrieval reads both twice. Held here, a read is a dictionary lookup per id.
 
-Kept by ``storage.keyword_memory`` with the keyword index it rides on: loaded from the same snapshot, and brought up
+Kept by ``storage.mirrors.keyword_mirror`` with the keyword index it rides on: loaded from the same snapshot, and brought up
 to the committed table by the same journal before every read. Every write of a record's text, tags or store rewrites
 its keyword row, which journals it; triggers (migrations 0012 and 0013) journal every other change of a column held
 here, by whichever code, connection or process makes it. A record this copy does not hold (written since the last
@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, cast
 
-from .record_columns import CANDIDATE_KEYS, TAG_GROUPS, decode_candidate
+from ..record_columns import CANDIDATE_KEYS, TAG_GROUPS, decode_candidate
+from ..rows import CandidateRow
 
 _RELATIONS = CANDIDATE_KEYS.index("relation_memory_ids")
 # Short strings many records share: interned, so 100k rows hold one copy of each.
@@ -78,11 +78,11 @@ class CandidateRows:
             else:
                 self._tags.pop(memory_id, None)
 
-    def lookup(self, memory_ids: Iterable[str], tags_for: AbstractSet[str] | None
-               ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    def lookup(self, memory_ids: Iterable[str], tags_for: set[str] | None
+               ) -> tuple[dict[str, CandidateRow], list[str]]:
         """The rows held of ``memory_ids`` as ``RecordRepository.candidates`` returns them (fresh dicts, the
         relation ids as a list; the four tag lists for the ids in ``tags_for``), and the ids not held, in order."""
-        found: dict[str, dict[str, Any]] = {}
+        found: dict[str, CandidateRow] = {}
         missing: list[str] = []
         for memory_id in dict.fromkeys(memory_ids):
             if not memory_id:
@@ -91,10 +91,10 @@ class CandidateRows:
             if row is None:
                 missing.append(memory_id)
                 continue
-            record = dict(zip(CANDIDATE_KEYS, row))
+            record = cast(CandidateRow, dict(zip(CANDIDATE_KEYS, row)))
             record["relation_memory_ids"] = list(row[_RELATIONS])
             if tags_for is not None and memory_id in tags_for:
                 for group, values in zip(_GROUPS, self._tags.get(memory_id, _NO_TAGS)):
-                    record[group] = list(values)
+                    record[group] = list(values)  # type: ignore[literal-required]
             found[memory_id] = record
         return found, missing

@@ -15,7 +15,12 @@ from booku_memory.services.companion.fields import (
 from booku_memory.services.companion.speech import render_with_speakers, speaker_lines
 from booku_memory.services.companion.splitting import split_for_grow
 from booku_memory.services.errors import ValidationError
-from booku_memory.services.logic.decay import DecayParams, archive_due, days_since_activity, decay_score
+from booku_memory.services.logic.decay import (
+    DecayParams,
+    archive_due,
+    days_since_activity,
+    decay_score,
+)
 
 
 # ------------------------------------------------------------------ quotes

@@ -17,10 +17,15 @@ from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.logic.segmentation import fts_expression
 from booku_memory.services.memory_search import searchable_filter
 from booku_memory.services.scope import DEFAULT_SCOPE
-from booku_memory.services.storage import keyword_index as keyword_index_module
-from booku_memory.services.storage import keyword_memory
-from booku_memory.services.storage.keyword_index import BM25_SQL_WEIGHTS, KeywordIndex, fold_token
-from booku_memory.services.storage.records import TEXT_FTS_COLUMNS, RecordFilter, Visible
+from booku_memory.services.storage.keyword_rows import TEXT_FTS_COLUMNS
+from booku_memory.services.storage.mirrors import bm25_postings as keyword_index_module
+from booku_memory.services.storage.mirrors import keyword_mirror
+from booku_memory.services.storage.mirrors.bm25_postings import (
+    BM25_SQL_WEIGHTS,
+    KeywordIndex,
+    fold_token,
+)
+from booku_memory.services.storage.record_filter import RecordFilter, Visible
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 FTS_OFF = {**QUIET, "retrieval": {"in_memory_keyword_index": False}}
@@ -49,7 +54,7 @@ def fts_scores(path, terms: list[str]) -> dict[int, float]:
 def index_from_table(path) -> KeywordIndex:
     conn = sqlite3.connect(path)
     try:
-        return KeywordIndex.build(row[:5] for row in conn.execute(keyword_memory.ROWS_SQL).fetchall())
+        return KeywordIndex.build(row[:5] for row in conn.execute(keyword_mirror.ROWS_SQL).fetchall())
     finally:
         conn.close()
 
@@ -58,7 +63,7 @@ def assert_same_states(states, path) -> None:
     """``states`` (``RecordStates``) holds each keyword row's record as the table does."""
     conn = sqlite3.connect(path)
     try:
-        rows = conn.execute(keyword_memory.ROWS_SQL).fetchall()
+        rows = conn.execute(keyword_mirror.ROWS_SQL).fetchall()
     finally:
         conn.close()
     assert states.memory_ids == {row[0]: row[5] for row in rows if row[5] is not None}
@@ -155,7 +160,7 @@ async def test_a_gap_in_the_journal_reloads_and_fts5_answers_meanwhile(tmp_path)
         service = memory.get_service(booku_memory.MEMORY_SERVICE)
         keywords = memory.runtime.records.memory_keywords
         written = await service.upsert_memory("独角兽在彩虹下奔跑")
-        await memory.runtime.db.writer.execute(f"DELETE FROM {keyword_memory.JOURNAL_TABLE}")  # trimmed unseen
+        await memory.runtime.db.writer.execute(f"DELETE FROM {keyword_mirror.JOURNAL_TABLE}")  # trimmed unseen
         flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
         hits = await memory.runtime.records.search_terms(["独角兽"], flt, limit=5)
         assert [memory_id for memory_id, _ in hits] == [written["id"]]  # the FTS5 route, while reloading
@@ -194,13 +199,13 @@ async def test_compaction_keeps_the_scores(tmp_path, monkeypatch) -> None:
 
 
 async def test_maintenance_trims_the_journal_to_its_newest_entries(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(keyword_memory, "TRIM_JOURNAL_SQL", keyword_memory.TRIM_JOURNAL_SQL.replace(
-        str(keyword_memory.JOURNAL_KEEP), "3"))
-    from booku_memory.services.storage import records as records_module
-    monkeypatch.setattr(records_module, "TRIM_JOURNAL_SQL", keyword_memory.TRIM_JOURNAL_SQL)
+    monkeypatch.setattr(keyword_mirror, "TRIM_JOURNAL_SQL", keyword_mirror.TRIM_JOURNAL_SQL.replace(
+        str(keyword_mirror.JOURNAL_KEEP), "3"))
+    from booku_memory.services.storage import keyword_rows
+    monkeypatch.setattr(keyword_rows, "TRIM_JOURNAL_SQL", keyword_mirror.TRIM_JOURNAL_SQL)
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
         await write_corpus(memory)
-        journal = f"SELECT COUNT(*), MAX(seq) FROM {keyword_memory.JOURNAL_TABLE}"
+        journal = f"SELECT COUNT(*), MAX(seq) FROM {keyword_mirror.JOURNAL_TABLE}"
         written, newest = await memory.runtime.db.fetch_one(journal)
         assert written >= len(TEXTS)
         report = await memory.runtime.run_maintenance()
@@ -214,7 +219,7 @@ async def test_writes_made_while_the_index_loads_are_picked_up_from_the_journal(
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
         ids = await write_corpus(memory)
         keywords = memory.runtime.records.memory_keywords
-        snapshot = keyword_memory.load_index(memory.runtime.db.path, threading.Event())  # the loader's work
+        snapshot = keyword_mirror.load_index(memory.runtime.db.path, threading.Event())  # the loader's work
         service = memory.get_service(booku_memory.MEMORY_SERVICE)
         written = await service.upsert_memory("独角兽在彩虹下奔跑")               # committed after the snapshot
         await service.delete_memories(memory_ids=[ids[0]], hard=True)

@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 
 from booku_memory.services.companion import refresh_decay
-from booku_memory.services.companion.extensions import DreamSection, register_dream_section
+from booku_memory.services.companion.extensions import (
+    DreamSection,
+    register_dream_section,
+)
 from booku_memory.services.errors import ValidationError
 
 from .support import age, ids, row
