@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .embedding.base import Embedder
 from .errors import (
     EmbeddingUnavailableError,
     ValidationError,
@@ -455,8 +456,9 @@ class MemorySearch:
         how much of the query's terms each holds; the terms' document frequencies were counted when the keyword
         search was planned."""
         background = None
-        if query_vec is not None:
-            background = background_similarity(query_vec, await self._small_talk_vectors())
+        embedder = self.rt.embedder
+        if query_vec is not None and embedder is not None:
+            background = background_similarity(query_vec, await self._small_talk_vectors(embedder))
         word_matches: list[str] = []
         matched = [hit.id for hit in fused if hit.id in keyword_hits]
         if matched and terms:
@@ -467,13 +469,13 @@ class MemorySearch:
         return relevant_hits(fused, margin=margin, background=background, word_matches=word_matches,
                              answers=answers)
 
-    async def _small_talk_vectors(self) -> np.ndarray:
+    async def _small_talk_vectors(self, embedder: Embedder) -> np.ndarray:
         """The vectors of ``relevance.SMALL_TALK`` under this runtime's embedder, embedded once per model (a
         model's vectors of fixed texts never change; the embedding cache keeps them across restarts)."""
-        key: tuple[str, int | None] = (getattr(self.rt.embedder, "model_id", ""), self.rt.vectors.dimension)
+        key: tuple[str, int | None] = (embedder.model_id, self.rt.vectors.dimension)
         vectors = _SMALL_TALK_VECTORS.get(key)
         if vectors is None:
-            vectors = np.asarray(await self.rt.embedder.embed_documents(list(SMALL_TALK)), dtype=np.float32)
+            vectors = np.asarray(await embedder.embed_documents(list(SMALL_TALK)), dtype=np.float32)
             _SMALL_TALK_VECTORS[key] = vectors
         return vectors
 

@@ -1,11 +1,10 @@
 """The LLM-facing operations beyond ``memory_command``'s own sub-commands: every companion tool plus typed recall.
 
 One table serves three surfaces: the ``memory_command`` sub-commands (``command_spec``), the host tools
-(``host_adapter/tools.py``) and the manual. The companion tools are
-``services/companion/tool_table.COMPANION_TOOLS`` as they are at import time, so a tool added there (plans, letters, feel, I …) becomes a sub-command and a host tool with no
+(``host_adapter/tools.py``) and the manual. The companion tools are ``services/companion/tool_table.COMPANION_TOOLS`` as
+they are at import time, so a tool added there (plans, letters, feel, I …) becomes a sub-command and a host tool with no
 change here. ``recall`` is described in the same ``ToolSpec`` shape, its defaults read from
 ``BookuMemoryService.recall`` itself so the description can never advertise a default the service does not use.
-
 Nothing here imports a host framework: ``host_parameters`` gives plain Python types that the adapter wraps in
 ``Annotated[...]``.
 """

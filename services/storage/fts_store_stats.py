@@ -7,10 +7,10 @@ FTS5 route, used while that index loads or when it is off, lets FTS5 pick and or
 and then scores those rows again with the same formula over the same counts, so both routes give one store's
 reader the same scores whatever the other stores hold.
 
-Counts come from the keyword table itself (rows of the stores' tokens; a row's size is its space-separated tokens
-plus its store token, as ``mirrors.bm25_postings`` counts it) and are cached for ``STATISTICS_TTL_SECONDS`` per store set
-and per (store set, term), like the planner's global counts: a few minutes old is fine, and a cached count of one
-store set never includes another's rows.
+Counts come from the keyword table itself (rows of the stores' tokens; a row's size is its space-separated tokens plus
+its store token, as ``mirrors.bm25_postings`` counts it) and are cached for ``STATISTICS_TTL_SECONDS`` per store set and
+per (store set, term), like the planner's global counts: a few minutes old is fine, and a cached count of one store set
+never includes another's rows.
 """
 
 from __future__ import annotations

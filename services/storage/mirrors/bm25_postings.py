@@ -18,8 +18,8 @@ The score is FTS5's bm25 formula (``fts5_aux.c``):
   rows the same way). Per-store row and token counts are kept as rows change, so this costs no recount;
 * a prefix term ``stem*`` (``logic.inflection``) is one phrase: its frequency sums every word it covers.
 
-Soft-deleted records keep their keyword row (as in FTS5) and are filtered by the caller (``eligible``); so N, avgdl
-and the idf are those FTS5 would compute, and a search returns the same scores (``tests/services/test_keyword_mirror.py``
+Soft-deleted records keep their keyword row (as in FTS5) and are filtered by the caller (``eligible``); so N, avgdl and
+the idf are those FTS5 would compute, and a search returns the same scores (``tests/services/test_keyword_mirror.py``
 compares them on every query).
 
 This module is the data structure only. It is filled from and kept in step with the ``booku_memory_fts`` table by

@@ -6,8 +6,8 @@ statuses its tiers allow, not deleted). Checking that in SQL means looking up a 
 the store's file by rid, on the reader thread. Held here, the check is one numpy gather over
 the scored rows, done before the best rows are taken (so no deeper retry when the filter drops many of them).
 
-Kept in step with ``booku_memory_records`` by ``storage.mirrors.keyword_mirror``: it is loaded with the keyword rows, and a
-trigger (migration 0012) journals every change of bucket, status or deletion flag, so a row is re-read whenever
+Kept in step with ``booku_memory_records`` by ``storage.mirrors.keyword_mirror``: it is loaded with the keyword rows,
+and a trigger (migration 0012) journals every change of bucket, status or deletion flag, so a row is re-read whenever
 its text or its state changes, whichever connection or process changed it.
 """
 
