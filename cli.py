@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .cli_output import EXIT_INVALID, emit, silence_broken_pipe
 from .config import BookuConfig, load_config

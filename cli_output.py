@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -48,7 +49,8 @@ FOLDER_INGEST_ACTIONS = frozenset({"booku_knowledge_ingest_path", "booku_knowled
 
 def _ingest_text(data: Mapping[str, Any]) -> str:
     lines = [
-        f"入库完成：共 {data.get('total_files', 0)} 个文件，新建 {data.get('ingested', 0)}，更新 {data.get('updated', 0)}，"
+        f"入库完成：共 {data.get('total_files', 0)} 个文件，新建 {data.get('ingested', 0)}，更新 "
+        f"{data.get('updated', 0)}，"
         f"未变化跳过 {data.get('skipped', 0)}，失败 {data.get('failed', 0)}，"
         f"忽略不支持的文件 {data.get('ignored', 0)}，用时 {data.get('elapsed_seconds', 0)} 秒"
     ]

@@ -1,7 +1,7 @@
 """Generate the host's ``manifest.json`` from ``plugin.toml``.
 
 ``plugin.toml`` is the one hand-edited description of the plugin; Neo-MoFox only reads ``manifest.json``
-(host-contract.md §1.2). Keeping two hand-written copies would let them drift, so the JSON is always generated
+(docs/HOST_CONTRACT.md, Manifest). Keeping two hand-written copies would let them drift, so the JSON is always generated
 (``python -m booku_memory manifest``) and a test fails when the committed file is stale.
 
 The checks here catch what the host would reject silently or confusingly: a missing required key (the plugin is
@@ -36,7 +36,7 @@ COMPONENT_TYPES = (
     "router",
     "plugin",
 )
-"""The component types the host classifies (host-contract.md §1.3)."""
+"""The component types the host classifies (docs/HOST_CONTRACT.md, Components)."""
 
 _REQUIRED_PLUGIN_KEYS = ("name", "version", "description", "author", "entry_point", "min_core_version")
 _NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -92,10 +92,10 @@ def build_manifest(plugin_toml_path: str | Path = PLUGIN_TOML) -> dict[str, Any]
         raise ValidationError("plugin.toml 至少需要一个 [[components]] 条目")
     seen: set[tuple[str, str]] = set()
     for entry in include:
-        key = (entry["component_type"], entry["component_name"])
-        if key in seen:
-            raise ValidationError(f"[[components]] 中重复的组件 {name}:{key[0]}:{key[1]}")
-        seen.add(key)
+        component = (entry["component_type"], entry["component_name"])
+        if component in seen:
+            raise ValidationError(f"[[components]] 中重复的组件 {name}:{component[0]}:{component[1]}")
+        seen.add(component)
 
     manifest: dict[str, Any] = {
         "name": name,

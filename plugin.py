@@ -16,6 +16,7 @@ What the handlers add to a prompt is rendered here from ``tools/`` (nothing here
 and the reminders are kept in the host's ``actor`` bucket; how memories are stored is the services' business.
 """
 
+from collections.abc import Sequence
 from typing import Any
 
 from src.app.plugin_system.api import stream_api
@@ -220,7 +221,7 @@ class BookuMemoryPlugin(BasePlugin):
             titles = await runtime.knowledge_service().export_document_titles()
             self.reminders.put(KNOWLEDGE_GUIDE_REMINDER_NAME, knowledge_guide(titles), dynamic=False)
 
-    async def _on_memory_changed(self, kind: str, memory_ids: list[str]) -> None:
+    async def _on_memory_changed(self, kind: str, memory_ids: Sequence[str]) -> None:
         """Runtime change listener: memory writes refresh the digest, knowledge writes the guide, memos nothing
         (the memo reminder is rebuilt per stream when that stream's prompt is built)."""
         if kind == "memo":

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any
 
 from .config import BookuConfig
 from .services.embedding.base import Embedder
@@ -124,7 +125,8 @@ async def open_memory(
             owner = busy.owner
             if not connect:
                 raise DataDirBusy(busy_message(runtime.data_dir, owner, wanted=(
-                    "本命令需要在拥有数据目录的进程里运行，请先停止它再启动；启动后命令行与 MCP 会自动通过本进程读写。"
+                    "本命令需要在拥有数据目录的进程里运行，请先停止它再启动；启动后命令行与 MCP "
+                    "会自动通过本进程读写。"
                 )), owner) from None
             if owner is None or not owner.accepts_clients:
                 raise

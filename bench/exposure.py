@@ -103,7 +103,7 @@ def stream_body(port: int, path: str, headers: dict[str, str], total_mb: int, he
                 conn.sendall(CHUNK)
                 sent += len(CHUNK)
                 conn.setblocking(False)
-            except (BrokenPipeError, ConnectionResetError, socket.timeout):
+            except (TimeoutError, BrokenPipeError, ConnectionResetError):
                 break
         conn.setblocking(True)
         conn.settimeout(30)
@@ -113,7 +113,7 @@ def stream_body(port: int, path: str, headers: dict[str, str], total_mb: int, he
                 if not piece:
                     break
                 answer += piece
-        except (ConnectionResetError, socket.timeout):
+        except (TimeoutError, ConnectionResetError):
             pass
     return answer.split(b"\r\n", 1)[0].decode("latin-1") or "(connection closed)", sent
 

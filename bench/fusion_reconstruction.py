@@ -52,21 +52,37 @@ from pathlib import Path
 import numpy as np
 
 from booku_memory.services.logic.fusion import (
-    FusedHit, FusionParams, fuse_routes, keyword_challenge, reciprocal_rank_fusion)
+    FusedHit,
+    FusionParams,
+    fuse_routes,
+    keyword_challenge,
+    reciprocal_rank_fusion,
+)
 from booku_memory.services.logic.fusion import settle_keyword_challenge as fusion_settle
 from booku_memory.services.logic.inflection import is_prefix_term, with_inflections
 from booku_memory.services.logic.neighbours import answers_to_questions, write_neighbours
-from booku_memory.services.logic.shape import ends_with_question, text_shape
-from booku_memory.services.logic.speaker import (
-    HEAD_CHARS as SPEAKER_HEAD_CHARS, content_coverage, plan_speaker_lift, speaker_lift)
 from booku_memory.services.logic.segmentation import (
-    document_idf, fts_expression, keyword_reliability, query_terms, segment_for_index)
+    document_idf,
+    fts_expression,
+    keyword_reliability,
+    query_terms,
+    segment_for_index,
+)
+from booku_memory.services.logic.shape import ends_with_question, text_shape
+from booku_memory.services.logic.speaker import HEAD_CHARS as SPEAKER_HEAD_CHARS
+from booku_memory.services.logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
 from booku_memory.services.logic.time_anchor import parse_time_anchors, time_matches
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (  # noqa: E402
-    PASSAGE_ENGINES, Query, local_embedder_for, load_locomo as load_locomo_conversations, locomo_session_time,
+    PASSAGE_ENGINES,
+    Query,
+    local_embedder_for,
+    locomo_session_time,
     memory_embedding_text,
+)
+from common import (
+    load_locomo as load_locomo_conversations,
 )
 
 BENCH_ROOT = Path(__file__).resolve().parent
@@ -286,7 +302,7 @@ def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False,
     return rank
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _keyword_statistics(store_name: str, texts: tuple[str, ...]) -> tuple[list[str], Counter[str]]:
     """Each memory's segmented text (as the keyword index holds it) and each token's document frequency."""
     segmented = [segment_for_index(text) for text in texts]

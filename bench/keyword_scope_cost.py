@@ -20,15 +20,17 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import machine_line, markdown_table, percentiles  # noqa: E402
 
 import booku_memory  # noqa: E402
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder  # noqa: E402
 from booku_memory.services.scope import Scope  # noqa: E402
-from common import machine_line, markdown_table, percentiles  # noqa: E402
 
 CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"}}
 WORDS = ("giraffe zoo keeper morning coffee tea lake garden museum painting concert ticket train station rain "

@@ -26,8 +26,9 @@ distractors' words are real text.
 
 Per keyword route (the in-memory index, which ranks every term, or an FTS5 posting budget:
 ``KeywordPlanner.posting_budget``, set on the open runtime with the in-memory index switched off; the planner's
-term statistics are cached, so changing it re-plans every query without reopening): recall@1/5/10/25 of ``retrieve_memories`` (once per k, as a
-client calls it) and of the keyword route alone (the bm25 ranking it fuses), and CPU milliseconds per
+term statistics are cached, so changing it re-plans every query without reopening): recall@1/5/10/25 of
+``retrieve_memories`` (once per k, as a client calls it) and of the keyword route alone (the bm25 ranking it fuses), and
+CPU milliseconds per
 ``retrieve_memories`` call by thread (``common.cpu_by_role``: the SQLite reader runs the keyword search). Once per
 conversation, the vector route alone (Chroma with the service's query vector), which no budget touches.
 """
@@ -39,22 +40,35 @@ import asyncio
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import (  # noqa: E402
+    BENCH_CONFIG,
+    MEMORY_SERVICE,
+    RESULTS_DIR,
+    Conversation,
+    PrecomputedEmbedder,
+    cpu_by_role,
+    load_locomo,
+    machine_line,
+    markdown_table,
+    memory_embedding_text,
+    parse_range,
+    percentiles,
+    thread_cpu_seconds,
+    thread_roles,
+)
+from locomo_service import KS, print_recall, recall, table, write_conversation  # noqa: E402
+
 import booku_memory  # noqa: E402
+from booku_memory.config import load_config  # noqa: E402
 from booku_memory.services.logic.inflection import with_inflections  # noqa: E402
 from booku_memory.services.logic.segmentation import query_terms  # noqa: E402
 from booku_memory.services.memory_search import searchable_filter  # noqa: E402
-from booku_memory.config import load_config  # noqa: E402
-
-from common import (  # noqa: E402
-    BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, Conversation, PrecomputedEmbedder, cpu_by_role, load_locomo,
-    machine_line, markdown_table, memory_embedding_text, parse_range, percentiles, thread_cpu_seconds, thread_roles,
-)
-from locomo_service import KS, print_recall, recall, table, write_conversation  # noqa: E402
 
 DISTRACTOR_STORE = RESULTS_DIR / "service_100k"
 SCRATCH_DIR = RESULTS_DIR / "locomo_at_scale"

@@ -6,8 +6,9 @@ Run from the repository root:
     .venv/bin/python bench/locomo_service.py --all       # all 10 conversations
     .venv/bin/python bench/locomo_service.py --conversations 3-5
 
-Protocol (``/work/shared/bench/README.md``): one store (data directory) per conversation; every dialog turn is
-written with ``upsert_memory`` in conversation order, content ``"<speaker>: <text>"`` plus ``" [shares <caption>]"``
+Protocol (``docs/TARGETS.md``; data from ``BOOKU_BENCH_DIR``): one store (data directory) per conversation; every dialog
+turn is written with ``upsert_memory`` in conversation order, content ``"<speaker>: <text>"`` plus ``" [shares
+<caption>]"``
 when the turn shows an image; every question with evidence is a query; gold = its evidence ids split on ``[;,\\s]``,
 zero padding stripped, ids that are not turns of that conversation dropped; recall@k = |gold ∩ top-k| / |gold|,
 averaged per category and overall. The memory id returned by each write is mapped back to its ``dia_id`` (the
@@ -29,8 +30,8 @@ Routes, all on the same stores:
   text-shape steps; every answer must carry ``degraded``.
 
 The two single routes are vector-only and the keyword route: those are what the fusion target ("never below the
-better single route", TARGETS.md) compares with. The keyword-only service is reported beside them because it is what
-a store without an embedder gets.
+better single route", docs/TARGETS.md) compares with. The keyword-only service is reported beside them because it is
+what a store without an embedder gets.
 
 Vectors are real vectors of the local model (passage mode for memories, query mode for questions), computed once in
 batches and cached in ``bench/results/`` (``PrecomputedEmbedder``), so reruns call no model; the figures are those of
@@ -47,24 +48,37 @@ import shutil
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import (  # noqa: E402
+    BENCH_CONFIG,
+    LOCOMO_CATEGORIES,
+    MEMORY_SERVICE,
+    PASSAGE_ENGINES,
+    RESULTS_DIR,
+    Conversation,
+    PrecomputedEmbedder,
+    load_locomo,
+    locomo_session_time,
+    machine_line,
+    markdown_table,
+    memory_embedding_text,
+    parse_range,
+    percentiles,
+    vector_cache_path,
+)
 
 import booku_memory  # noqa: E402
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder  # noqa: E402
 from booku_memory.services.logic.inflection import with_inflections  # noqa: E402
 from booku_memory.services.logic.segmentation import query_terms  # noqa: E402
 from booku_memory.services.memory_search import searchable_filter  # noqa: E402
-
-from common import (  # noqa: E402
-    BENCH_CONFIG, LOCOMO_CATEGORIES, MEMORY_SERVICE, PASSAGE_ENGINES, RESULTS_DIR, Conversation, PrecomputedEmbedder,
-    load_locomo, locomo_session_time, machine_line, markdown_table, memory_embedding_text, parse_range, percentiles,
-    vector_cache_path,
-)
 
 KS = (1, 5, 10, 25)
 METHODS = ("keyword-only service (no embedder)", "keyword route (bm25)", "vector-only",

@@ -17,18 +17,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import mean
-from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import booku_memory  # noqa: E402
-
 from common import (  # noqa: E402
-    BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, PrecomputedEmbedder, load_locomo, markdown_table, parse_range,
+    BENCH_CONFIG,
+    MEMORY_SERVICE,
+    RESULTS_DIR,
+    PrecomputedEmbedder,
+    load_locomo,
+    markdown_table,
+    parse_range,
 )
 from locomo_service import write_conversation  # noqa: E402
+
+import booku_memory  # noqa: E402
 
 BUDGET = 6500
 TOP_KS = (5, 10, 25)

@@ -11,7 +11,7 @@ turn is written with ``upsert_memory`` in conversation order as a chat archiver 
 ``retrieve_memories(question, top_k=10)`` call, read twice: with the relevance floor off (``min_score=0``) and at the
 configured default (``retrieval.min_score``). recall@k = |gold ∩ top-k| / |gold|, in percent.
 
-Data (``/work/shared/bench``, protocol in its README): LoCoMo (one store per conversation, memory = one turn
+Data (``--bench-dir``, protocol in ``docs/TARGETS.md``): LoCoMo (one store per conversation, memory = one turn
 ``"<speaker>: <text>"``), MemoryBank-zh (one store per user, memory = one turn ``"用户：…\\nAI：…"``, gold of the 100
 probing questions labelled by hand in ``bench/data/memorybank_zh_gold.json``) and the zh-paraphrase set
 (``bench/data/zh_paraphrase_queries.json``), which re-words facts while avoiding their distinctive words.
@@ -66,6 +66,8 @@ from common import (  # noqa: E402
     parse_range,
     vector_cache_path,
 )
+
+import booku_memory  # noqa: E402
 
 KS = (1, 5, 10)
 DATA_DIR = Path(__file__).resolve().parent / "data"

@@ -1,4 +1,4 @@
-"""``retrieve_memories`` scoped to one owner among many (TARGETS.md "Speed and memory", governance issue).
+"""``retrieve_memories`` scoped to one owner among many (docs/TARGETS.md "Speed and memory", governance issue).
 
 Run from the repository root:
 
@@ -14,8 +14,8 @@ timed call is SQLite + FTS5 + Chroma + EPA + fusion + de-duplication + the activ
 
 It also checks, outside the timed section, that no result belongs to another owner's store, and reports how many
 keyword hits each scoped call got: the keyword route ranks only the owner's rows (the in-memory index filters by
-store before taking the best rows; the FTS5 route limits the stores inside the MATCH) (before, it ranked the top 1,000 of all owners and filtered afterwards, which
-left an owner with almost no keyword hits among 1,000 owners).
+store before taking the best rows; the FTS5 route limits the stores inside the MATCH) (before, it ranked the top 1,000
+of all owners and filtered afterwards, which left an owner with almost no keyword hits among 1,000 owners).
 
 Store: ``owners x per_owner`` memories (two real sentences each, vectors derived from their real vectors, see
 ``common.synthetic_corpus``), owner-major, written through ``services.portability.import_jsonl`` (the first one
@@ -34,21 +34,33 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import booku_memory  # noqa: E402
-from booku_memory.services.scope import SHARED_STORE, Scope  # noqa: E402
-
 from common import (  # noqa: E402
-    BENCH_CONFIG, RESULTS_DIR, PrecomputedEmbedder, dir_size_mb, latency_queries, machine_line, markdown_table,
-    peak_rss_mb, percentiles, source_pool, synthetic_corpus, throttled_progress, write_json,
+    BENCH_CONFIG,
+    RESULTS_DIR,
+    PrecomputedEmbedder,
+    dir_size_mb,
+    latency_queries,
+    machine_line,
+    markdown_table,
+    peak_rss_mb,
+    percentiles,
+    source_pool,
+    synthetic_corpus,
+    throttled_progress,
+    write_json,
 )
 from service_latency import RouteTimer, size_label  # noqa: E402
+
+import booku_memory  # noqa: E402
+from booku_memory.services.scope import SHARED_STORE, Scope  # noqa: E402
 
 TARGET_P50_MS = 25.0
 TARGET_P95_MS = 60.0

@@ -1,4 +1,4 @@
-"""Speed and memory of ``BookuMemoryService`` at 10k and 100k memories (issue 3, TARGETS.md "Speed and memory").
+"""Speed and memory of ``BookuMemoryService`` at 10k and 100k memories (issue 3, docs/TARGETS.md "Speed and memory").
 
 Run from the repository root:
 
@@ -52,22 +52,41 @@ import sys
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from common import (  # noqa: E402
+    BENCH_CONFIG,
+    MEMORY_SERVICE,
+    RESULTS_DIR,
+    CpuClock,
+    PrecomputedEmbedder,
+    cpu_by_role,
+    dir_size_mb,
+    foreign_cores,
+    latency_queries,
+    machine_line,
+    markdown_table,
+    peak_rss_mb,
+    percentiles,
+    reference_workload_ms,
+    rss_mb,
+    source_pool,
+    synthetic_corpus,
+    thread_cpu_seconds,
+    thread_roles,
+    throttled_progress,
+    write_json,
+)
+
 import booku_memory  # noqa: E402
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder  # noqa: E402
 from booku_memory.services.embedding.local import LocalE5Embedder  # noqa: E402
-
-from common import (  # noqa: E402
-    BENCH_CONFIG, MEMORY_SERVICE, RESULTS_DIR, CpuClock, PrecomputedEmbedder, cpu_by_role, dir_size_mb,
-    foreign_cores, latency_queries, machine_line, markdown_table, peak_rss_mb, percentiles, reference_workload_ms,
-    rss_mb, source_pool, synthetic_corpus, thread_cpu_seconds, thread_roles, throttled_progress, write_json,
-)
 
 SCRIPT = Path(__file__).resolve()
 SIZE_UNITS = {"k": 1_000, "m": 1_000_000}
@@ -115,8 +134,8 @@ def _record_from_template(template: dict[str, Any], *, memory_id: str, content: 
 
 async def build_store(size: int, method: str, concurrency: int) -> dict[str, Any]:
     """Build the store of ``size`` memories in ``store_dir(size)``; returns what ``build.json`` records."""
-    from booku_memory.services.portability import export_jsonl, import_jsonl
     from booku_memory.services.memory_fields import checked_title
+    from booku_memory.services.portability import export_jsonl, import_jsonl
 
     directory = store_dir(size)
     shutil.rmtree(directory, ignore_errors=True)

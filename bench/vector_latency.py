@@ -27,19 +27,31 @@ import json
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import booku_memory  # noqa: E402
-
 from common import (  # noqa: E402
-    BENCH_CONFIG, RESULTS_DIR, PrecomputedEmbedder, dir_size_mb, latency_queries, machine_line, markdown_table,
-    peak_rss_mb, percentiles, random_unit_vectors, source_pool, synthetic_corpus, write_json,
+    BENCH_CONFIG,
+    RESULTS_DIR,
+    PrecomputedEmbedder,
+    dir_size_mb,
+    latency_queries,
+    machine_line,
+    markdown_table,
+    peak_rss_mb,
+    percentiles,
+    random_unit_vectors,
+    source_pool,
+    synthetic_corpus,
+    write_json,
 )
+
+import booku_memory  # noqa: E402
 
 INSERT_BATCH = 2000
 LIMITS = (10, 50)

@@ -9,8 +9,9 @@ import dataclasses
 import math
 import tomllib
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..services.errors import ConfigError
@@ -105,7 +106,8 @@ def validate_config(config: BookuConfig) -> BookuConfig:
             ZoneInfo(r.timezone)
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ConfigError(
-                f"配置项 retrieval.timezone={r.timezone!r} 不是可识别的时区名，请用 IANA 名称（如 \"Asia/Shanghai\"）或留空"
+                f"配置项 retrieval.timezone={r.timezone!r} 不是可识别的时区名，"
+                "请用 IANA 名称（如 \"Asia/Shanghai\"）或留空"
             ) from exc
     if config.chunking.overlap_chars >= config.chunking.max_chunk_chars:
         raise ConfigError("配置项 chunking.overlap_chars 必须小于 chunking.max_chunk_chars")

@@ -81,9 +81,9 @@ class RetrievalSection:
         "postings one FTS5 keyword search may walk (when the in-memory index is off or loading): a query's rarest "
         "terms are kept within it (bounds its cost in a big store)")
     in_memory_keyword_index: bool = field(default=True, metadata={
-        "doc": "rank keyword hits from an in-memory copy of the FTS5 index (same bm25, every query term, ~4 ms less "
-               "CPU per search at 100k memories; loaded at start, tens of MB per 100k memories); false = FTS5 ranks "
-               "each search"})
+        "doc": "rank keyword hits from an in-memory copy of the FTS5 index (same bm25, every query term, "
+               "~4 ms less CPU per search at 100k memories; loaded at start, tens of MB per 100k memories); "
+               "false = FTS5 ranks each search"})
     in_memory_candidates: bool = field(default=True, metadata={
         "doc": "with the in-memory keyword index, also keep the columns ranking reads of each memory and its tags "
                "(~1 KB per memory), so a retrieval weighs its candidates without reading them in SQL (~2.5 ms less "
@@ -107,7 +107,8 @@ class RetrievalSection:
         "scale was not measured: set a number for them), 0 = off"
     )
     timezone: str = field(default="", metadata={
-        "doc": "IANA zone (e.g. Asia/Shanghai) a query's dates such as 5月2日 or 昨天 are read in; empty = this machine's"})
+        "doc": "IANA zone (e.g. Asia/Shanghai) a query's dates such as 5月2日 or 昨天 are read in; "
+               "empty = this machine's"})
 
 
 @dataclass

@@ -32,7 +32,8 @@ def build_tool_classes(config: BookuConfig) -> list[type[BaseTool]]:
     memo = temporary_memo_tool_schema(config)
     command_help = command["parameters"]["command"]["description"]
     memo_params = memo["parameters"]
-    memo_actions = Literal[tuple(memo_params["action"]["enum"])]
+    # A Literal built from the schema at run time: the host turns it into the tool's enum (no static type exists).
+    memo_actions = Literal[tuple(memo_params["action"]["enum"])]  # type: ignore[valid-type]
 
     class MemoryCommandTool(BaseTool):
         """Runs one CLI-style memory command chain for the current chat stream."""
@@ -61,7 +62,9 @@ def build_tool_classes(config: BookuConfig) -> list[type[BaseTool]]:
             expire_hours: Annotated[float, memo_params["expire_hours"]["description"]] = (
                 memo_params["expire_hours"]["default"]
             ),
-            action: Annotated[memo_actions, memo_params["action"]["description"]] = memo_params["action"]["default"],
+            action: Annotated[memo_actions, memo_params["action"]["description"]] = (  # type: ignore[valid-type]
+                memo_params["action"]["default"]
+            ),
             memo_id: Annotated[str, memo_params["memo_id"]["description"]] = memo_params["memo_id"]["default"],
             allow_shorten: Annotated[bool, memo_params["allow_shorten"]["description"]] = (
                 memo_params["allow_shorten"]["default"]
@@ -90,7 +93,7 @@ def _execute_signature(parameters: list[HostParameter]) -> inspect.Signature:
     for parameter in parameters:
         annotation = parameter.annotation
         if not parameter.required and parameter.default is None:
-            annotation = Optional[annotation]
+            annotation = Optional[annotation]  # noqa: UP045 (the annotation may be a string, which has no `|`)
         declared.append(inspect.Parameter(
             parameter.name,
             inspect.Parameter.KEYWORD_ONLY,

@@ -56,7 +56,7 @@ class McpTool:
     name: str
     description: str
     input_schema: dict[str, Any]
-    run: Callable[["ToolContext", dict[str, Any]], Awaitable[ToolOutcome]]
+    run: Callable[[ToolContext, dict[str, Any]], Awaitable[ToolOutcome]]
 
 
 @dataclass(frozen=True)

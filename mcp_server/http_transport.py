@@ -15,6 +15,7 @@ from typing import Any
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
 from ..router.throttle import GuessThrottle
@@ -53,6 +54,6 @@ def http_app(server: Server[Any], *, token: str, port: int) -> Starlette:
     and local origins pass), so a web page in the operator's browser cannot reach the server through a rebound
     name even before the token is checked.
     """
-    auth = AuthSettings(issuer_url=f"http://{HTTP_HOST}:{port}", resource_server_url=None)
+    auth = AuthSettings(issuer_url=AnyHttpUrl(f"http://{HTTP_HOST}:{port}"), resource_server_url=None)
     return server.streamable_http_app(streamable_http_path=HTTP_PATH, host=HTTP_HOST, auth=auth,
                                       token_verifier=StaticTokenVerifier(token))

@@ -7,7 +7,8 @@ CDN and describe the API to anyone without a key.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 from urllib.parse import urlencode
 
 from fastapi import FastAPI, Request
@@ -30,9 +31,10 @@ from .auth import CsrfRejected, DashboardAuth, LoginRequired, unauthenticated_er
 from .companion_pages import router as companion_router
 from .deps import DashboardRuntime
 from .gate import BodyCaps, DashboardGate
-from .pages import public_router, router as pages_router
-from .review import router as review_router
+from .pages import public_router
+from .pages import router as pages_router
 from .rendering import STATIC_DIR, build_environment, render, root_path
+from .review import router as review_router
 from .settings import DashboardSettings
 
 CONTENT_SECURITY_POLICY = (
@@ -111,7 +113,8 @@ def error_status(exc: BookuError) -> int:
     return 400
 
 
-def _error_response(request: Request, status_code: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def _error_response(request: Request, status_code: int, message: str,
+                    headers: Mapping[str, str] | None = None) -> Response:
     if is_v1_request(request):
         return JSONResponse({"status": "error", "error": message}, status_code=status_code, headers=headers)
     if is_api_request(request):
@@ -185,8 +188,8 @@ def create_dashboard_app(
     """Build the dashboard app.
 
     ``runtime_provider`` is called per request and returns the running ``BookuRuntime`` (or ``None`` while it is
-    not started, which answers 503). ``settings.api_key`` must have at least 24 characters;
-    ``settings.allowed_origins`` may not contain ``*``. Mount the returned app at any prefix: links follow ``root_path``.
+    not started, which answers 503). ``settings.api_key`` must have at least 24 characters; ``settings.allowed_origins``
+    may not contain ``*``. Mount the returned app at any prefix: links follow ``root_path``.
     """
     if "*" in settings.allowed_origins:
         raise ConfigError("dashboard.allowed_origins 不能包含 \"*\"：请列出允许访问后台的具体来源，如 http://127.0.0.1:8000")

@@ -1,6 +1,6 @@
 """Authentication for the admin dashboard: API key, signed session cookie, CSRF token, key-guess throttle.
 
-The original admin router had no authentication and wildcard CORS with credentials (tools-router spec §8.1), so any
+The original admin router had no authentication and wildcard CORS with credentials, so any
 web page open in the operator's browser could read and delete every memory. Here every route except the login form
 and the stylesheet needs either the ``X-API-Key`` header or a session cookie obtained by typing that key into the
 login form. The cookie is stateless (an HMAC-signed payload, standard library only) and carries the per-session
@@ -18,16 +18,17 @@ import json
 import os
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import HTTPException, Request
 
 from ..services.secret_files import ensure_secret_file, require_long_secret, secrets_equal
 from ..services.storage.session_epoch import advance_epoch, current_epoch
-from .throttle import GuessThrottle
 from .forms import read_form
+from .throttle import GuessThrottle
 
 if TYPE_CHECKING:
     from ..config.schema import BookuConfig

@@ -8,7 +8,8 @@ POST answered by a 303 with a fixed notice code; a refused change shows the serv
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Mapping
+from collections.abc import Mapping
+from typing import Annotated, Any
 from urllib.parse import urlencode
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -155,7 +156,8 @@ async def letter_write_submit(request: Request, services: Services) -> Response:
     """Write a letter signed by the user into the selection's write store; on refusal show the form again."""
     form = await request.form()
     values = {**_blank_letter(), **{name: _text(form, name) for name in _blank_letter()}}
-    values["content"] = form.get("content") if isinstance(form.get("content"), str) else ""
+    content = form.get("content")
+    values["content"] = content if isinstance(content, str) else ""
     lock_type = values["lock_type"] or "none"
     try:
         _require_permanent_confirmation(form, lock_type)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 from ..services.errors import BookuError
@@ -89,19 +90,23 @@ def memory_form_errors(form: Mapping[str, Any], *, editing: bool) -> dict[str, s
     check("title", lambda: checked_title(text.get("title", ""), content or "-"))
     for field, options in CHOICES.items():
         default = {"memory_type": "knowledge", "status": "active"}.get(field, "")
-        check(field, lambda field=field, options=options, default=default: choose(
-            field, text.get(field, "") or default, options))
+        check(field, partial(choose, field, text.get(field, "") or default, options))
     kind = text.get("memory_type", "") or "knowledge"
     check("person_id", lambda: checked_person_id(kind, text.get("person_id")))
     if "person_id" in errors and not text.get("person_id", "").strip():
         errors["person_id"] = "人物类型的记忆必须填写人物 ID，格式 平台:账号，如 qq:10001"
     _tag_errors(text, errors, check, editing=editing)
     for field in LIST_FIELDS:
-        check(field, lambda field=field: clean_text_list(field, split_list(text.get(field, ""))))
-    times = [check(field, lambda field=field: parse_datetime_local(text.get(field, ""), field)) for field in TIME_FIELDS]
+        check(field, partial(_listed, text, field))
+    times = [check(field, partial(parse_datetime_local, text.get(field, ""), field)) for field in TIME_FIELDS]
     if all(value is not None for value in times):
         check("event_end_at", lambda: checked_event_range(times[0], times[1]))
     return errors
+
+
+def _listed(text: Mapping[str, str], field: str) -> list[str]:
+    """A list field of the form, split and cleaned (raises ``ValidationError`` like the other checks)."""
+    return clean_text_list(field, split_list(text.get(field, "")))
 
 
 def _tag_errors(text: Mapping[str, str], errors: dict[str, str], check: Callable[[str, Callable[[], Any]], Any], *,
@@ -109,7 +114,7 @@ def _tag_errors(text: Mapping[str, str], errors: dict[str, str], check: Callable
     """Each tag group on its own: a size problem, or blank while the three-groups rule needs it."""
     groups = {group: split_list(text.get(group, "")) for group in TAG_GROUPS}
     for group, tags in groups.items():
-        check(group, lambda group=group, tags=tags: check_tags(group, tags))
+        check(group, partial(check_tags, group, tags))
     blank = [group for group, tags in groups.items() if not tags]
     if editing and len(blank) == len(TAG_GROUPS):
         return  # an edit that clears every tag group leaves the tags alone

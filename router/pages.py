@@ -757,7 +757,7 @@ async def recall_page(request: Request, service: MemoryService) -> Response:
     """Recall preview: what ``recall`` would inject for a query, the rendered block (escaped) and the entries."""
     params = dict(request.query_params)
     submitted = "query" in params
-    values = {
+    values: dict[str, Any] = {
         "query": params.get("query", ""),
         "max_chars": params.get("max_chars", "6500"),
         "min_score": params.get("min_score", "0.1"),

@@ -41,7 +41,8 @@ _LIST_SPLIT = re.compile(r"[,，、\n]")
 
 
 def split_list(value: str | Iterable[Any] | None) -> list[str]:
-    """A list field from a form string (``,``/``，``/``、``/newline separated) or a JSON list: trimmed, de-duplicated."""
+    """A list field from a form string (``,``/``，``/``、``/newline separated) or a JSON list: trimmed,
+    de-duplicated."""
     if value is None:
         return []
     items: Iterable[Any] = _LIST_SPLIT.split(value) if isinstance(value, str) else value
@@ -270,7 +271,8 @@ def _check_recall_query(query: Any) -> str:
 
 
 def recall_arguments(body: Any) -> dict[str, Any]:
-    """``recall`` keyword arguments from the JSON body of ``POST /api/v1/search/recall`` (the seed's fields only).
+    """``recall`` keyword arguments from the JSON body of ``POST /api/v1/search/recall`` (only the
+    fields docs/RECALL.md lists).
 
     Field types that JSON can get wrong are checked here; value ranges (quota names and sizes, budgets, peer scope,
     penalties) are the service's to judge, so the HTTP API and the tool reject the same things with the same words.

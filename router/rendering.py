@@ -8,8 +8,9 @@ Nothing in this package marks user data ``|safe``: memory text always reaches th
 from __future__ import annotations
 
 import datetime as _dt
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlencode
 
 import jinja2

@@ -24,8 +24,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .errors import BookuError, EmbeddingUnavailableError, VectorIndexUnavailableError
 from .storage.vector_index import collection_name, describe_fault, tier_of

@@ -113,7 +113,8 @@ def decode_text(raw: bytes, path: Path | str = "", field: str = "file_path") -> 
 
 
 def json_to_text(text: str) -> str:
-    """Pretty-print JSON so the chunker sees one value per line and ``\\u`` escapes (such as \\u4e2d) become readable text.
+    """Pretty-print JSON so the chunker sees one value per line and ``\\u`` escapes (such as \\u4e2d) become
+    readable text.
 
     Text that is not valid JSON is kept as it is (a ``.json`` log is still useful text).
     """

@@ -21,9 +21,10 @@ import os
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .errors import BookuError, NotFoundError, ValidationError
 from .knowledge_files import MAX_FILE_BYTES, check_file_type, is_supported, load_knowledge_bytes, read_knowledge_file
@@ -124,9 +125,10 @@ class BookuKnowledgeService:
 
         Returns ``{action: "booku_knowledge_ingest", mode: created|updated|unchanged, document_id, title: "《T》",
         chunk_count, version, bucket: "knowledge", folder_id: "default", collection, items: first 20 chunk ids,
-        changed_chunks, source_path, vector_pending}`` (``vector_pending`` > 0 means the embedder was unavailable
-        and the vectors follow later from the outbox; keyword search finds the chunks already). Raises ``ValidationError`` before writing anything when the input is
-        invalid, the file is unreadable/unsupported/empty, or no chunk results.
+        changed_chunks, source_path, vector_pending}`` (``vector_pending`` > 0 means the embedder was unavailable and
+        the vectors follow later from the outbox; keyword search finds the chunks already). Raises ``ValidationError``
+        before writing anything when the input is invalid, the file is unreadable/unsupported/empty, or no chunk
+        results.
         """
         if self.scope.authority == "mechanical":
             raise ValidationError("mechanical 权限不能撰写内容（入库知识库文档），只能改变状态，且必须注明原因")

@@ -1,7 +1,7 @@
 """Vocabularies, input validation and the public item shape of memory records.
 
 Validation happens here, before anything is written, and every error names the field and what is allowed
-(reference §13.2 listed none of these checks).
+(the original plugin checked none of these).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .embedding.base import Embedder
 from .errors import (
     EmbeddingUnavailableError,
     ValidationError,
@@ -458,8 +459,9 @@ class MemorySearch:
         query_vec, terms, keyword_hits = state.query_vec, state.search_terms, state.keyword_hits
         background = None
         cosines: dict[str, float] = {}
-        if query_vec is not None:
-            background = background_similarity(query_vec, await self._small_talk_vectors())
+        embedder = self.rt.embedder
+        if query_vec is not None and embedder is not None:
+            background = background_similarity(query_vec, await self._small_talk_vectors(embedder))
             unscored = [hit.id for hit in fused if hit.parts.get("cosine") is None]
             try:
                 vectors = await self._stored_vectors(state, unscored) if unscored else {}
@@ -476,13 +478,13 @@ class MemorySearch:
         return relevant_hits(fused, margin=margin, background=background, word_matches=word_matches,
                              answers=state.answers, cosines=cosines)
 
-    async def _small_talk_vectors(self) -> np.ndarray:
+    async def _small_talk_vectors(self, embedder: Embedder) -> np.ndarray:
         """The vectors of ``relevance.SMALL_TALK`` under this runtime's embedder, embedded once per model (a
         model's vectors of fixed texts never change; the embedding cache keeps them across restarts)."""
-        key: tuple[str, int | None] = (getattr(self.rt.embedder, "model_id", ""), self.rt.vectors.dimension)
+        key: tuple[str, int | None] = (embedder.model_id, self.rt.vectors.dimension)
         vectors = _SMALL_TALK_VECTORS.get(key)
         if vectors is None:
-            vectors = np.asarray(await self.rt.embedder.embed_documents(list(SMALL_TALK)), dtype=np.float32)
+            vectors = np.asarray(await embedder.embed_documents(list(SMALL_TALK)), dtype=np.float32)
             _SMALL_TALK_VECTORS[key] = vectors
         return vectors
 

@@ -120,8 +120,8 @@ class BookuMemoryService:
         """Create a memory (new records start in the emergent layer). All three tag groups are required.
 
         Returns ``{"action": "create_memory", "mode", "total": 1, "items": [item], "id"}`` (+ ``superseded`` and
-        ``unsure`` as ``upsert_memory`` gives them). Like the reference it goes through the merge check, so ``mode`` may be
-        ``merged`` for a restatement of an existing memory.
+        ``unsure`` as ``upsert_memory`` gives them). Like the reference it goes through the merge check, so ``mode`` may
+        be ``merged`` for a restatement of an existing memory.
         """
         fields = dict(locals())
         del fields["self"]

@@ -14,8 +14,9 @@ import math
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -99,7 +100,7 @@ class WriteOutcome:
 class PendingUpsert:
     """An embedded upsert waiting for the write lock; ``future`` gets a ``WriteOutcome`` or the error."""
 
-    writer: "MemoryWriter"
+    writer: MemoryWriter
     draft: MemoryDraft
     vector: np.ndarray | None
     allow_merge: bool
@@ -161,12 +162,13 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
         if job.allow_merge and job.vector is not None:
             groups[(job.writer.scope.writable_store_key, partition_of(job.draft))].append(index)
     queries = {key: asyncio.ensure_future(runtime.query_vectors_many(
-        np.stack([batch[i].vector for i in indexes]), store_keys=[key[0]], tiers=[key[1]], limit=wc.top_n,
+        np.stack([staged for i in indexes if (staged := batch[i].vector) is not None]), store_keys=[key[0]],
+        tiers=[key[1]], limit=wc.top_n,
         with_embeddings=True)) for key, indexes in groups.items()}
     try:
         if queries:
             await asyncio.sleep(0)  # let the queries reach Chroma's thread, which releases the GIL while it searches
-        # Meanwhile segment the batch's texts for the keyword index (Python, ~0.3 ms a text), off the writer's turn.
+        # Meanwhile segment the batch's texts for the keyword index (Python), off the writer's turn.
         presegment(text for job in batch
                    for text in (keyword_title(job.draft.title, job.draft.content), job.draft.content))
         for key, indexes in groups.items():
@@ -180,7 +182,7 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
         raise
     neighbour_ids = [hit.memory_id for hits in hits_of.values() for hit in hits]
     # The whole batch is one plan in one transaction, and BEGIN, the plan and COMMIT take one hop to the writer
-    # thread: a hop per write (or per BEGIN and COMMIT) used to cost more than the SQL once other threads held the
+    # thread: a hop per write (or per BEGIN and COMMIT) costs more than the SQL once other threads hold the
     # GIL, most of all for a writer on its own, whose batch is one write.
     outcomes, written = await run_plan_in_transaction(
         runtime.db, _batch_plan(runtime, batch, hits_of, neighbour_ids, limit=wc.top_n))
@@ -237,9 +239,11 @@ def _with_batch_neighbours(job: PendingUpsert, hits: list[VectorHit],
                            written: list[tuple[PendingUpsert, dict[str, Any]]], *, limit: int) -> list[VectorHit]:
     """``hits`` plus the records created earlier in this batch in the same store and partition, best first."""
     store_key, tier = job.writer.scope.writable_store_key, partition_of(job.draft)
-    extra = [VectorHit(record["memory_id"], float(np.dot(job.vector, other.vector)), tier, other.vector)
+    vector = job.vector
+    extra = [VectorHit(record["memory_id"], float(np.dot(vector, other.vector)), tier, other.vector)
              for other, record in written
-             if other.vector is not None and record["store_key"] == store_key and tier_of(record) == tier]
+             if vector is not None and other.vector is not None and record["store_key"] == store_key
+             and tier_of(record) == tier]
     if not extra:
         return hits
     merged = sorted([*hits, *extra], key=lambda hit: hit.similarity, reverse=True)
@@ -333,7 +337,7 @@ class MemoryWriter:
             result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
         return result
 
-    def _write_one_plan(self, job: "PendingUpsert", hits: list[VectorHit], records: dict[str, dict[str, Any]],
+    def _write_one_plan(self, job: PendingUpsert, hits: list[VectorHit], records: dict[str, dict[str, Any]],
                         keyword_rows: list[KeywordRow]) -> WritePlan[WriteOutcome]:
         """One upsert of a batch, inside the batch's transaction: merge or update decision, then insert or merge.
 

@@ -146,7 +146,7 @@ class Ownership:
         self.record = record
 
     @classmethod
-    def claim(cls, data_dir: Path, *, entry_point: str, accepts_clients: bool) -> "Ownership":
+    def claim(cls, data_dir: Path, *, entry_point: str, accepts_clients: bool) -> Ownership:
         """Take the data dir's lock and write this process's record. Raises ``DataDirBusy`` (with the owner's
         record) when another process, or another runtime of this process, holds it."""
         data_dir.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from .storage.database import dump_table, insert_rows_ignoring_existing
 from .storage.file_modes import open_private_for_writing
@@ -97,7 +98,8 @@ async def import_jsonl(runtime: BookuRuntime, path: str | Path, *, progress: Pro
                     row.pop(LOCAL_KEYS.get(entry["kind"], ""), None)
                     if entry["kind"] == "document_revision":
                         exists = await runtime.db.fetch_value(
-                            "SELECT COUNT(*) FROM booku_knowledge_document_revisions WHERE document_id = ? AND version = ?",
+                            "SELECT COUNT(*) FROM booku_knowledge_document_revisions WHERE document_id = ? "
+                            "AND version = ?",
                             [row["document_id"], row["version"]], 0)
                         if exists:
                             continue

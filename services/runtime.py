@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 from ..config import BookuConfig, load_config
 from .embedding.base import Embedder
@@ -37,9 +38,9 @@ VECTOR_FLUSH_DELAY_SECONDS = 0.25
 """How long the flusher lets deferred vector work gather before one batched drain.
 
 Why: a Chroma upsert call persists its batch and holds the GIL throughout, freezing the event loop and every
-writer: measured on the 10k bench store ~25 ms fixed per call plus ~0.5-1 ms per vector (1 vector 23-35 ms, 128
-vectors 70-140 ms). Writers therefore stage their vector and return, and the flusher pays the fixed cost once per
-burst; at 0.1 s a stream of writes paid it ten times a second. Longer gathers save less and less (the per-vector
+writer, and most of its cost is fixed per call, not per vector. Writers therefore stage their vector and return,
+and the flusher pays the fixed cost once per burst; a much shorter delay pays it many times a second under a stream
+of writes. Longer gathers save less and less (the per-vector
 part stays) while each flush freezes the process longer, so the batch bound below caps the freeze. Reads see
 staged vectors meanwhile (``query_vectors``), and the outbox row committed with each write keeps a crash from
 losing one, so the delay bounds how long vectors live only in memory (and in the outbox), never what a read finds."""
@@ -47,8 +48,8 @@ losing one, so the delay bounds how long vectors live only in memory (and in the
 VECTOR_FLUSH_BATCH = 128
 """Staged vectors that start a flush at once, without waiting for ``VECTOR_FLUSH_DELAY_SECONDS``.
 
-Why: bounds both the staged buffer (scanned exactly by every vector read) and how long one flush holds the GIL
-(~0.1 s at 128 vectors on the 10k bench store); beyond that a Chroma upsert no longer gets cheaper per vector."""
+Why: bounds both the staged buffer (scanned exactly by every vector read) and how long one flush holds the GIL;
+beyond that a Chroma upsert no longer gets cheaper per vector."""
 
 ChangeListener = Callable[[str, Sequence[str]], Awaitable[None] | None]
 
@@ -193,8 +194,8 @@ class BookuRuntime:
         rebuilt = await self.records.rebuild_keyword_index_if_requested()
         if rebuilt is not None:
             logger.info("关键词索引已按新结构重建：%d 条记忆", rebuilt)
-        # Keyword searches take the FTS5 route until the in-memory copy of the index is loaded (7–11 s at 100k
-        # memories on this project's machine, in a thread of its own; a small store is loaded before start-up returns).
+        # Keyword searches take the FTS5 route until the in-memory copy of the index is loaded (seconds for a
+        # large store, in a thread of its own; a small store is loaded before start-up returns).
         await self.records.memory_keywords.start()
         inner = self._given_embedder or build_embedder(self.config.embedding, host_request_fn=self._host_embed_fn)
         if inner is not None:
@@ -367,7 +368,7 @@ class BookuRuntime:
             if len(self.vector_sync.staged) < VECTOR_FLUSH_BATCH:
                 try:
                     await asyncio.wait_for(self._flush_now.wait(), VECTOR_FLUSH_DELAY_SECONDS)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     pass
             self._flush_wanted.clear()
             self._flush_now.clear()

@@ -33,7 +33,7 @@ class WriteContext:
             raise ValueError("mechanical 写入必须提供明确的因果来源 cause")
 
     @classmethod
-    def of(cls, actor: "str | WriteContext") -> "WriteContext":
+    def of(cls, actor: str | WriteContext) -> WriteContext:
         return actor if isinstance(actor, WriteContext) else cls(authority="agent", actor=str(actor or "agent"))
 
 
@@ -59,7 +59,7 @@ class Scope:
         """The write context every change made through this scope carries."""
         return WriteContext(self.authority, self.actor, self.cause, self.batch_id)
 
-    def acting(self, *, authority: str, actor: str | None = None, cause: str = "", batch_id: str = "") -> "Scope":
+    def acting(self, *, authority: str, actor: str | None = None, cause: str = "", batch_id: str = "") -> Scope:
         """The same owner and stores, writing with another authority (e.g. mechanical maintenance)."""
         return replace(self, authority=authority, actor=actor or self.actor, cause=cause, batch_id=batch_id)
 

@@ -2,7 +2,7 @@
 and where that zone came from.
 
 Why one place: "5月2日" and "昨天" name local calendar days, and a memory's event time is an instant whose day
-depends on the zone it is read in. A store written in Shanghai and queried from a server left at UTC used to read
+depends on the zone it is read in. A store written in Shanghai and queried from a server left at UTC would read
 every memory's day in UTC, so a memory of 07:00 on May 2nd (Shanghai) became May 1st and the question about May 2nd
 missed it. So each memory keeps the zone its times were written in (``booku_memory_records.time_zone``, migration
 0015) and its days are read in that zone, while the query's words are read in the deployment's zone.

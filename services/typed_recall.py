@@ -63,7 +63,7 @@ CATEGORY_FILTERS: dict[str, dict[str, Any]] = {
 
 def category_of(record: Mapping[str, Any]) -> str:
     """The recall category a record belongs to (the same mapping as CATEGORY_FILTERS)."""
-    kind = record.get("memory_type")
+    kind = record.get("memory_type") or ""
     if record.get("pinned"):
         return "identity" if "identity" in (record.get("domains") or []) else "soul"
     if kind == "procedure":
@@ -191,7 +191,7 @@ class TypedRecall:
         origins = {"actor_peer": 0, "self": 0, "other_peer": 0}
         for item in public:
             origins[item["origin"]] += 1
-        result = {
+        result: dict[str, Any] = {
             "entries": public,
             "rendered": rendered,
             "stats": {

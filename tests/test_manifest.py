@@ -28,7 +28,7 @@ from booku_memory.services.errors import ValidationError
 
 PYPROJECT = PACKAGE_DIR / "pyproject.toml"
 REFERENCE_HOST_VERSION = "1.2.0-rc.2"
-"""CORE_VERSION of the Neo-MoFox release we target (host-contract.md); the loader compares with packaging.Version."""
+"""CORE_VERSION of the Neo-MoFox release we target (docs/HOST_CONTRACT.md), compared as a packaging.Version."""
 
 
 def _normalised(requirements: list[str]) -> dict[str, str]:

@@ -356,7 +356,8 @@ def _json_type(value: Any) -> str:
         return "integer"
     if isinstance(value, float):
         return "number"
-    return {dict: "object", list: "array", str: "string"}.get(type(value), "null")
+    names: dict[type, str] = {dict: "object", list: "array", str: "string"}
+    return names.get(type(value), "null")
 
 
 def _coerce_json(flag: FlagSpec, name: str, raw: str) -> Any:

@@ -202,7 +202,8 @@ MEMORY_COMMANDS: tuple[CommandSpec, ...] = (
     ),
     CommandSpec(
         name="create",
-        summary="新建一条记忆；与已有记忆说的是同一件事时会合并进去，是旧事实的更新时把旧记录标记为过时，并告诉你涉及哪个 id",
+        summary="新建一条记忆；与已有记忆说的是同一件事时会合并进去，是旧事实的更新时把旧记录标记为过时，"
+                "并告诉你涉及哪个 id",
         example=(
             'create -type person -title 张三 -person_id qq:10001 -content "- 大学同学，爱打篮球" '
             '-triple_tags "朋友,同学|学校,篮球|陌生人"'

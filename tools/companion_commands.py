@@ -16,7 +16,6 @@ What the model reads back:
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -45,15 +44,9 @@ Runner = Callable[[Any], Awaitable[dict[str, Any]]]
 
 
 @functools.cache
-def _side_argument() -> dict[str, str]:
-    """``side="ai"`` when the companion service knows about sides (letters, part 2), nothing before that."""
-    accepted = inspect.signature(BookuCompanionService.__init__).parameters
-    return {"side": COMPANION_SIDE} if "side" in accepted else {}
-
-
 def companion_service_for(service: Any) -> BookuCompanionService:
     """The companion service on ``service``'s runtime and scope (same owner, stores and write authority)."""
-    return BookuCompanionService(service.runtime, service.scope, **_side_argument())
+    return BookuCompanionService(service.runtime, service.scope, side=COMPANION_SIDE)
 
 
 async def run_tool(service: Any, spec: ToolSpec, arguments: Mapping[str, Any], *,
@@ -157,7 +150,7 @@ def plan_tool_command(parsed: ParsedCommand, config: BookuConfig) -> Runner:
 # ----- session start -----------------------------------------------------------------------------------------------
 
 SESSION_SELF_ENTRIES = 3
-"""How many formal self-knowledge ("I") entries a new session starts with (the seed: "SessionStart 时自动附最近 3 条")."""
+"""How many formal self-knowledge ("I") entries a new session starts with (docs/COMPANION.md)."""
 
 
 async def session_self_entries(service: Any, limit: int = SESSION_SELF_ENTRIES) -> str:

@@ -337,7 +337,8 @@ def format_revert(raw: dict[str, Any]) -> dict[str, Any]:
         "action": "revert",
         "id": memory_id,
         "reverted_to": target,
-        "message": f"已把 {memory_id} 恢复为第 {target} 版的内容（保存为新的第 {new_version} 版，之前的内容仍在历史中）",
+        "message": f"已把 {memory_id} 恢复为第 {target} 版的内容（保存为新的第 {new_version} 版，"
+                   "之前的内容仍在历史中）",
     }
 
 

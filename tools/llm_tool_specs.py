@@ -1,11 +1,10 @@
 """The LLM-facing operations beyond ``memory_command``'s own sub-commands: every companion tool plus typed recall.
 
 One table serves three surfaces: the ``memory_command`` sub-commands (``command_spec``), the host tools
-(``host_adapter/tools.py``) and the manual. The companion tools are
-``services/companion/tool_table.COMPANION_TOOLS`` as they are at import time, so a tool added there (plans, letters, feel, I …) becomes a sub-command and a host tool with no
+(``host_adapter/tools.py``) and the manual. The companion tools are ``services/companion/tool_table.COMPANION_TOOLS`` as
+they are at import time, so a tool added there (plans, letters, feel, I …) becomes a sub-command and a host tool with no
 change here. ``recall`` is described in the same ``ToolSpec`` shape, its defaults read from
 ``BookuMemoryService.recall`` itself so the description can never advertise a default the service does not use.
-
 Nothing here imports a host framework: ``host_parameters`` gives plain Python types that the adapter wraps in
 ``Annotated[...]``.
 """
@@ -14,6 +13,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from types import GenericAlias
 from typing import Any, Literal
 
 from ..services.companion import tool_table as companion_specs
@@ -122,7 +122,7 @@ def python_type(param: ToolParam) -> Any:
         inner = item_types(param)[:1]
         if inner == ("array",):
             return list[list[int]]
-        return list[_ITEM_PYTHON.get(inner[0], str) if inner else str]
+        return GenericAlias(list, (_ITEM_PYTHON.get(inner[0], str) if inner else str,))
     return {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}.get(first, str)
 
 

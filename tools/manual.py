@@ -60,7 +60,8 @@ def build_manual(config: BookuConfig | None = None) -> str:
         "",
         "## 三组标签（检索的关键）",
         "；".join(_describe(flag) for flag in TAG_FLAGS) + "。",
-        "create 必须给全三组；search/update 要么不给，要么三组都给且都不能为空。update 给标签就是整组替换，不给就保留原标签。",
+        "create 必须给全三组；search/update 要么不给，要么三组都给且都不能为空。update 给标签就是整组替换，"
+        "不给就保留原标签。",
         "",
         "## 字段",
         f"- id：{IDS_FLAG.shown} 指定记忆，多个用逗号分隔；{single_id_commands} 只收一个。",
@@ -72,7 +73,8 @@ def build_manual(config: BookuConfig | None = None) -> str:
         "- 事实变了（搬家、换工作、换号码、改时间、不再做某事）就直接 create 新事实，写清“现在/已经/搬到/换成”；"
         "不要 update 改旧记忆。系统会把旧记录标记为过时（被新记录取代），旧原文保留，仍用来回答“以前/原来”的问题。",
         "- 只是补充（“也/还/另外”）不会取代任何记录；同一件事换个说法再说会与已有记忆合并。",
-        "- 系统拿不准是更新还是重复时，两条都先保留，回复里会说“可能是它的更新/可能与它重复”，之后由模型或人工确认，你不用处理。",
+        "- 系统拿不准是更新还是重复时，两条都先保留，回复里会说“可能是它的更新/可能与它重复”，"
+        "之后由模型或人工确认，你不用处理。",
         "- 结果里带 superseded_by 的记录已过时，回答“现在”的问题请用取代它的那条；判断错了用 history + revert 回退。"
         "search -include_superseded false 只看当前事实。hold/grow 写入时同样判断。",
         "",
@@ -124,7 +126,8 @@ def _tool_commands_section() -> list[str]:
         "- 带 * 的参数必填；help <子命令> 看每个参数的说明。-domain/-tags 用逗号分隔；"
         + "、".join(json_flags) + " 写 JSON 并用单引号包住，如 -quotes '[\"原话\"]'"
         + ("；" + "、".join(switches) + " 单写即 1，也可写 0" if switches else "") + "。",
-        "- 陪伴子命令逐字返回记忆正文，不受输出长度上限截断（放不下的整条省略并说明）；recall 的文本块会缩到输出上限以内。",
+        "- 陪伴子命令逐字返回记忆正文，不受输出长度上限截断（放不下的整条省略并说明）；recall "
+        "的文本块会缩到输出上限以内。",
     ]
     for spec in TOOL_COMMANDS:
         flags = " ".join(flag.shown + ("*" if flag.required else "") for flag in spec.flags)

@@ -14,8 +14,9 @@ Registrations are process-wide; each ``register_*`` returns a function that remo
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 
 @dataclass

@@ -1,10 +1,10 @@
 """feel(query): "what I am thinking about now — how did I feel about it before?"
 
-Only feelings (kind ``feel``, written with ``hold(feel=True, ...)``) are candidates. With the model, a feeling is a
-hit when its cosine similarity to the query is at least 0.65, so the same thing said differently is found; nothing
-below the line is returned to fill the answer. Without the model the answer says so and falls back to literal keyword
-matching (at least 60 % of the query's search terms must occur in the feeling). Bodies are whole and verbatim; a
-token budget drops whole feelings, never part of one.
+Only feelings (kind ``feel``, written with ``hold(feel=True, ...)``) are candidates. With the model, a feeling is a hit
+when its cosine similarity to the query is at least ``FEEL_MIN_SIMILARITY``, so the same thing said differently is
+found; nothing below the line is returned to fill the answer. Without the model the answer says so and falls back to
+literal keyword matching (at least ``FEEL_KEYWORD_MIN_SHARE`` of the query's search terms must occur in the feeling).
+Bodies are whole and verbatim; a token budget drops whole feelings, never part of one.
 
 Every feeling of the readable stores is scored (archived ones too: feelings do not decay), rather than asking the
 vector index for its nearest records, because the nearest records of a large store may all be other kinds. The
@@ -30,7 +30,7 @@ from .rendering import (
     render_block,
 )
 
-FEEL_MIN_SIMILARITY = 0.65  # seed: 相似度 >= 0.65 才算命中
+FEEL_MIN_SIMILARITY = 0.65  # docs/COMPANION.md: 相似度 >= 0.65 才算命中
 # Keyword fallback: share of the query's terms a feeling must contain (2 of 2, 2 of 3, 3 of 5).
 FEEL_KEYWORD_MIN_SHARE = 0.6
 FEEL_POOL = 10000

@@ -165,7 +165,8 @@ def checked_quotes(value: Any, field: str = "quotes") -> list[dict[str, str]]:
         text = text.strip()
         if len(text) > MAX_QUOTE_CHARS:
             raise ValidationError(
-                f"{field} 第 {index} 句有 {len(text)} 个字，每句最多 {MAX_QUOTE_CHARS} 个字；超限拒绝不截断，截断过的话已经不是原话"
+                f"{field} 第 {index} 句有 {len(text)} 个字，每句最多 {MAX_QUOTE_CHARS} 个字；超限拒绝不截断，"
+                "截断过的话已经不是原话"
             )
         quote = {"text": text}
         for key in ("speaker", "at"):

@@ -246,8 +246,9 @@ class LetterBook:
             letter = replace(letter, letter_id=letter_id)
             await self.store.insert(conn, letter, ctx=self.scope.context)
         item = letter_item(letter, self.side, now)
-        lines = [f"💌 已写下信件 [{letter_id}]（署名 {stored_author}，写于 {item['date']}），原文永久保存，不压缩、不合并、不衰减"]
-        if lock == "timed":
+        lines = [f"💌 已写下信件 [{letter_id}]（署名 {stored_author}，写于 {item['date']}），"
+                 "原文永久保存，不压缩、不合并、不衰减"]
+        if lock == "timed" and unlock_at is not None:
             lines.append(f"🔒 定时锁：{format_time(unlock_at)} 起对方可读；在那之前对方看不到标题和正文。"
                          f"只有你这一方能用 letter_lock_update 改这把锁")
         elif lock == "permanent":
@@ -291,7 +292,7 @@ class LetterBook:
             text = f"[{wanted_id}] 的锁本来就是「{LOCK_LABELS[lock]}」，未改动"
         elif lock == "none":
             text = f"🔓 已解锁 [{wanted_id}]：双方都能读"
-        elif lock == "timed":
+        elif lock == "timed" and unlock_at is not None:
             text = f"🔒 已把 [{wanted_id}] 设为定时锁：{format_time(unlock_at)} 起对方可读"
         else:
             text = f"🔒 已把 [{wanted_id}] 永久封存：从现在起谁都读不到正文，这把锁也不能再改"
@@ -310,7 +311,7 @@ class LetterBook:
         if text is None:
             chosen = letters[:count]
         else:
-            chosen, degraded = await self._search(text, [l for l in letters if may_read(l, self.side, now)], count)
+            chosen, degraded = await self._search(text, [row for row in letters if may_read(row, self.side, now)], count)
         items = [letter_item(letter, self.side, now) for letter in chosen]
         sections = []
         if degraded:
@@ -343,13 +344,13 @@ class LetterBook:
         """Literal hits first (newest first), then the rest by semantic similarity, or by keyword overlap when the
         model is unavailable. Only letters the caller may read are ever passed in."""
         needle = query.lower()
-        literal = [l for l in letters if needle in "\n".join((l.title, l.content, l.author)).lower()]
-        rest = [l for l in letters if l not in literal]
-        sims = await similarities(self.rt, query, [compose_embedding_text(l.title, l.content) for l in rest],
+        literal = [row for row in letters if needle in "\n".join((row.title, row.content, row.author)).lower()]
+        rest = [row for row in letters if row not in literal]
+        sims = await similarities(self.rt, query, [compose_embedding_text(row.title, row.content) for row in rest],
                                   query=True)
         if sims.values is not None:
-            ranked = [l for _, l in sorted(zip(sims.values.tolist(), rest), key=lambda pair: -pair[0])]
+            ranked = [row for _, row in sorted(zip(sims.values.tolist(), rest), key=lambda pair: -pair[0])]
         else:
-            shares = [(keyword_share(query, f"{l.title}\n{l.content}"), l) for l in rest]
-            ranked = [l for share, l in sorted(shares, key=lambda pair: -pair[0]) if share > 0]
+            shares = [(keyword_share(query, f"{row.title}\n{row.content}"), row) for row in rest]
+            ranked = [row for share, row in sorted(shares, key=lambda pair: -pair[0]) if share > 0]
         return (literal + ranked)[:count], sims.degraded

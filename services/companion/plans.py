@@ -11,7 +11,8 @@ words), the answer says so, but nothing closes a plan except an explicit ``trace
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ValidationError
 from ..logic.text import compose_embedding_text, extract_title

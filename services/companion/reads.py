@@ -262,7 +262,7 @@ class CompanionReader:
         parts = [UNTRUSTED_NOTE, head, DREAM_GUIDE if items else "窗口内没有需要回顾的记忆。", self._blocks(items)]
         sections = []
         context = DreamContext(window_hours=hours, since=since, now=now, items=items)
-        for key, provider in dream_sections():
+        for _key, provider in dream_sections():
             section = await provider(self.service, context)
             if section is None:
                 continue
@@ -337,7 +337,7 @@ class CompanionReader:
         maintenance = self.rt.config.maintenance
         params = self.settings.decay
         scheduled = bool(maintenance.enabled)
-        base = {"scheduled": scheduled, "interval_seconds": float(maintenance.interval_seconds),
+        base: dict[str, Any] = {"scheduled": scheduled, "interval_seconds": float(maintenance.interval_seconds),
                 "half_life_days": params.half_life_days, "archive_threshold": params.archive_threshold,
                 "auto_archive": self.settings.decay_auto_archive, "last_run": state}
         schedule = (f"每 {maintenance.interval_seconds / 60:g} 分钟随维护任务运行" if scheduled

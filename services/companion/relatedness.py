@@ -7,8 +7,9 @@ record here is a cache hit, not a model call. Nothing here reads or writes a sto
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 

@@ -19,7 +19,8 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from ..logic.segmentation import query_terms
@@ -37,11 +38,11 @@ from .writes import NEUTRAL_AROUSAL, NEUTRAL_IMPORTANCE, NEUTRAL_VALENCE, Moment
 ASPECTS = tuple(ASPECT_LABELS)
 SELF_PREFIX = "我觉得"
 SELF_DOMAIN = "self"
-WITNESS_DATES_REQUIRED = 3  # seed: 被 3 次不同日期的 dream 见证后才能升级
+WITNESS_DATES_REQUIRED = 3  # docs/COMPANION.md: 被 3 次不同日期的 dream 见证后才能升级
 MAX_SELF_CHARS = 2000
 SELF_READ_DEFAULT = 20
 SELF_READ_MAX = 100
-LATEST_DEFAULT = 3  # seed: SessionStart 时自动附最近 3 条
+LATEST_DEFAULT = 3  # docs/COMPANION.md: SessionStart 时自动附最近 3 条
 DREAM_CANDIDATES_MAX = 10  # candidates shown (and witnessed) per dream, by decay score
 RELATED_PER_CANDIDATE = 3
 RELATED_MIN_SIMILARITY = 0.3
@@ -278,8 +279,9 @@ class SelfKnowledge:
             if len(dates) < WITNESS_DATES_REQUIRED:
                 seen = "、".join(dates) if dates else "还没有"
                 raise ValidationError(
-                    f"[{memory_id}] 只被 {len(dates)} 个不同日期的 dream 见证过（{seen}），需要 {WITNESS_DATES_REQUIRED} 个"
-                    f"不同日期才能升为正式条目；还差 {WITNESS_DATES_REQUIRED - len(dates)} 个，先让它在之后的 dream 里多碰撞几次")
+                    f"[{memory_id}] 只被 {len(dates)} 个不同日期的 dream 见证过（{seen}），"
+                    f"需要 {WITNESS_DATES_REQUIRED} 个不同日期才能升为正式条目；"
+                    f"还差 {WITNESS_DATES_REQUIRED - len(dates)} 个，先让它在之后的 dream 里多碰撞几次")
             if dimension and info.get("aspect") and dimension != info["aspect"]:
                 raise ValidationError(f"[{memory_id}] 的 aspect 是 {aspect_label(info['aspect'])}，promote 不能改成 "
                                       f"{aspect_label(dimension)}（取代关系只在同一 aspect 内成立）")

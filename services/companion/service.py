@@ -10,7 +10,8 @@ Reads live in ``reads.py``, writes in ``writes.py``; part 2 in ``plans.py``, ``l
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import ValidationError
 from ..scope import Scope

@@ -12,16 +12,16 @@ from typing import Any
 from ..logic.decay import DecayParams
 
 BREATH_MAX_RESULTS = 20  # surfacing.breath_max_results
-BREATH_RESULTS_CEILING = 50  # hard maximum of max_results (seed: 最大 50)
+BREATH_RESULTS_CEILING = 50  # hard maximum of max_results (docs/COMPANION.md: 最大 50)
 BREATH_MAX_TOKENS = 20000  # surfacing.breath_max_tokens
 MAX_TOKENS_RANGE = (100, 200000)
-DREAM_MAX_ITEMS = 40  # seed: 候选桶超过 40 时按衰减分排序取前 40
+DREAM_MAX_ITEMS = 40  # docs/COMPANION.md: 候选桶超过 40 时按衰减分排序取前 40
 DREAM_WINDOW_HOURS = 48
 DREAM_WINDOW_RANGE = (1, 24 * 365)
-ANCHOR_LIMIT = 24  # seed: 硬上限 24
+ANCHOR_LIMIT = 24  # docs/COMPANION.md: 硬上限 24
 PULSE_MAX_LINES = 500  # one-line summaries listed by pulse before it points to catalog mode
 EMOTION_RADIUS = 0.25  # valence/arousal filters keep memories within this distance on each axis
-GROW_SHORT_CHARS = 30  # seed: 短内容(<30 字)走 hold 单条快速路径
+GROW_SHORT_CHARS = 30  # docs/COMPANION.md: 短内容(<30 字)走 hold 单条快速路径
 GROW_MAX_ITEMS = 20  # caller-made items per grow call
 SURFACING_POOL = 200  # candidates pre-selected by stored score before live re-scoring
 

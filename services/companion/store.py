@@ -10,7 +10,8 @@ import hashlib
 import json
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
 
@@ -136,5 +137,6 @@ class CompanionStore:
             f"WHERE store_key IN ({stores})",
             list(store_keys),
         )
+        assert sources is not None  # an aggregate always answers one row
         return {"rows": [dict(row) for row in rows], "source_count": int(sources["n"]),
                 "source_chars": int(sources["chars"])}

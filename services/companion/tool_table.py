@@ -60,7 +60,8 @@ class ToolSpec:
 DOMAIN = ToolParam("domain", ("string", "array"), "主题域，逗号分隔（或字符串列表）；只在这些域里找", items="string")
 MAX_RESULTS = ToolParam(
     "max_results", "integer",
-    f"返回条数上限，默认 config.surfacing.breath_max_results（缺省 {BREATH_MAX_RESULTS}），最大 {BREATH_RESULTS_CEILING}",
+    f"返回条数上限，默认 config.surfacing.breath_max_results（缺省 {BREATH_MAX_RESULTS}），最大 "
+    f"{BREATH_RESULTS_CEILING}",
     minimum=1, maximum=BREATH_RESULTS_CEILING)
 DATE_FROM = ToolParam("date_from", "string", "按创建时间过滤的下界：YYYY-MM-DD（含当天全日）或 ISO 8601 时刻")
 DATE_TO = ToolParam("date_to", "string", "按创建时间过滤的上界：YYYY-MM-DD（含当天全日）或 ISO 8601 时刻；同日上下界=当天全天")
@@ -176,11 +177,11 @@ COMPANION_TOOLS: tuple[ToolSpec, ...] = (
         "（anchor 行带 ⚓ [anchor]）。include_archive=True 同时列出归档区。"), (
         ToolParam("include_archive", "boolean", "同时列出归档区的记忆", default=False),)),
     ToolSpec("plan", "plan", (
-        "登记一个待办/承诺/未闭环事项。status=active（默认）/resolved/abandoned。related_bucket 可选，关联到某条普通"
-        "记忆。weight=承诺重量 0.0~1.0（默认 0.5），与 importance 区分：importance 是「多重要」，weight 是「多重」。"
-        "why_remembered=登记原因（可选，仅展示）。计划不衰减、不出现在 breath，只在 dream 末尾的「进行中的计划」段出现；"
-        "之后 hold/grow 写到像是完成了它的事时系统只会提示，关闭必须明确调用 trace(bucket_id, status=\"resolved\") "
-        "或 status=\"abandoned\"。"), (
+        "登记一个待办/承诺/未闭环事项。status=active（默认）/resolved/abandoned。related_bucket 可选，"
+        "关联到某条普通记忆。weight=承诺重量 0.0~1.0（默认 0.5），与 importance 区分：importance "
+        "是「多重要」，weight 是「多重」。why_remembered=登记原因（可选，仅展示）。计划不衰减、不出现在 "
+        "breath，只在 dream 末尾的「进行中的计划」段出现；之后 hold/grow 写到像是完成了它的事时系统只会提示，"
+        "关闭必须明确调用 trace(bucket_id, status=\"resolved\") 或 status=\"abandoned\"。"), (
         ToolParam("content", "string", "计划/承诺的内容，逐字保存", default=REQUIRED),
         ToolParam("status", "string", "active（默认）/ resolved / abandoned", default="active"),
         ToolParam("related_bucket", "string", "关联的普通记忆 ID（可选）"),
@@ -189,12 +190,14 @@ COMPANION_TOOLS: tuple[ToolSpec, ...] = (
                   minimum=0, maximum=1),
         ToolParam("why_remembered", "string", "登记原因（可选，仅展示）"))),
     ToolSpec("letter_write", "letter_write", (
-        "写下一封信。想留给对方、或留给以后的自己的话，写在这里，不要写成普通记忆：信件原文永久保存，不压缩、不合并、"
-        "不衰减。author 必填：\"user\"=用户一方写的，\"ai\"（或等于 ai_name）=AI 一方写的，也可传任意署名。"
-        "user_name、ai_name（默认取配置 plugin.ai_name）、title、date 可选。锁（要「过一段时间才能打开」时才用，默认不锁）："
-        "lock_type=\"none\" 双方都能读；\"timed\" 到期才对另一方打开，必须同时给未来的 unlock_date（日期 2027-01-01 或"
-        "带时区的完整时刻 2027-01-01T09:00:00+08:00）；\"permanent\" 永久封存，谁都读不到正文，且不能再改。"
-        "锁只有写信的这一方能改（letter_lock_update），另一方在打开前连标题和正文都看不到；署名是对方的代存信不能上锁。"), (
+        "写下一封信。想留给对方、或留给以后的自己的话，写在这里，不要写成普通记忆：信件原文永久保存，不压缩、"
+        "不合并、不衰减。author 必填：\"user\"=用户一方写的，\"ai\"（或等于 ai_name）=AI 一方写的，"
+        "也可传任意署名。user_name、ai_name（默认取配置 plugin.ai_name）、title、date 可选。"
+        "锁（要「过一段时间才能打开」时才用，默认不锁）：lock_type=\"none\" 双方都能读；\"timed\" "
+        "到期才对另一方打开，必须同时给未来的 unlock_date（日期 2027-01-01 或带时区的完整时刻 "
+        "2027-01-01T09:00:00+08:00）；\"permanent\" 永久封存，谁都读不到正文，且不能再改。"
+        "锁只有写信的这一方能改（letter_lock_update），另一方在打开前连标题和正文都看不到；"
+        "署名是对方的代存信不能上锁。"), (
         ToolParam("author", "string", "署名：user / ai / 任意署名", default=REQUIRED),
         ToolParam("content", "string", "信的正文，逐字永久保存", default=REQUIRED),
         ToolParam("title", "string", "标题（可选）"),
@@ -205,40 +208,43 @@ COMPANION_TOOLS: tuple[ToolSpec, ...] = (
                   default="none"),
         ToolParam("unlock_date", "string", "lock_type=timed 时必填，必须是未来：2027-01-01 或 2027-01-01T09:00:00+08:00"))),
     ToolSpec("letter_lock_update", "letter_lock_update", (
-        "改一封已有信件的锁。只动锁，不动标题、正文、署名和创建时间。letter_id 从 letter_read 的返回里取——每封信开头"
-        "方括号里那串就是（如 [a0102c0f44e2]）。lock_type=\"none\" 解锁 / \"timed\" 到期打开（必须同时给未来的 "
-        "unlock_date）/ \"permanent\" 永久封存（终态，之后谁都不能再改）。只有写这封信的一方能改自己的锁：你改不了"
-        "用户写的那封，用户也改不了你的。"), (
+        "改一封已有信件的锁。只动锁，不动标题、正文、署名和创建时间。letter_id 从 letter_read "
+        "的返回里取——每封信开头方括号里那串就是（如 [a0102c0f44e2]）。lock_type=\"none\" 解锁 / \"timed\" "
+        "到期打开（必须同时给未来的 unlock_date）/ \"permanent\" 永久封存（终态，之后谁都不能再改）。"
+        "只有写这封信的一方能改自己的锁：你改不了用户写的那封，用户也改不了你的。"), (
         ToolParam("letter_id", "string", "信件 ID（letter_read 结果开头方括号里那串）", default=REQUIRED),
         ToolParam("lock_type", "string", "none 解锁 / timed 到期打开 / permanent 永久封存（终态）", default=REQUIRED),
         ToolParam("unlock_date", "string", "lock_type=timed 时必填，必须是未来：2027-01-01 或 2027-01-01T09:00:00+08:00"))),
     ToolSpec("letter_read", "letter_read", (
-        "检索历史信件。query=语义检索（可选，只在你能读的信里找）；author 按署名过滤（\"user\"=用户一方，\"ai\"=AI "
-        "一方，也可传具体署名）；date_from/date_to=按信上的日期过滤（YYYY-MM-DD 或 ISO 8601）。无 query 时按时间倒序"
-        "返回最近 limit 封。返回完整原文，不压缩；你还不能读的信只显示 ID、署名、日期和锁。"), (
+        "检索历史信件。query=语义检索（可选，只在你能读的信里找）；author 按署名过滤（\"user\"=用户一方，"
+        "\"ai\"=AI 一方，也可传具体署名）；date_from/date_to=按信上的日期过滤（YYYY-MM-DD 或 ISO 8601）。无 "
+        "query 时按时间倒序返回最近 limit 封。返回完整原文，不压缩；你还不能读的信只显示 ID、署名、日期和锁。"), (
         ToolParam("query", "string", "要找的内容（可选）"),
         ToolParam("author", "string", "按署名过滤：user / ai / 具体署名"),
         DATE_FROM, DATE_TO,
         ToolParam("limit", "integer", f"最多返回几封，默认 {LETTER_READ_DEFAULT}，最大 {LETTER_READ_MAX}",
                   default=LETTER_READ_DEFAULT, minimum=1, maximum=LETTER_READ_MAX))),
     ToolSpec("feel", "feel", (
-        "按关键词找回我以前留下的感受。query 必填——feel 不是列表，是「我此刻在想的这件事，我以前怎么感受的」，先说在想"
-        f"什么才知道该翻哪一段。走向量检索（候选限定在感受内，相似度 ≥ {FEEL_MIN_SIMILARITY} 才算命中），同一件事换个"
-        "说法也能找回；向量不可用时退回关键词字面匹配并明确提示降级。命中后逐字返回完整正文，不截断、不摘要；"
-        "不返回未命中的感受，也不用低相关的凑数。写入感受仍用 hold(content=…, feel=True, source_bucket=…)。"), (
+        "按关键词找回我以前留下的感受。query 必填——feel 不是列表，是「我此刻在想的这件事，我以前怎么感受的」，"
+        f"先说在想什么才知道该翻哪一段。走向量检索（候选限定在感受内，相似度 ≥ {FEEL_MIN_SIMILARITY} "
+        "才算命中），同一件事换个说法也能找回；向量不可用时退回关键词字面匹配并明确提示降级。"
+        "命中后逐字返回完整正文，不截断、不摘要；不返回未命中的感受，也不用低相关的凑数。写入感受仍用 "
+        "hold(content=…, feel=True, source_bucket=…)。"), (
         ToolParam("query", "string", "我此刻在想的这件事", default=REQUIRED),
         ToolParam("max_tokens", "integer",
                   f"返回正文的 token 上限，默认 config.surfacing.breath_max_tokens（缺省 {BREATH_MAX_TOKENS}）；"
                   "放不下的整条省略，只在一次要看很多条时才调大", minimum=MAX_TOKENS_RANGE[0],
                   maximum=MAX_TOKENS_RANGE[1]))),
     ToolSpec("I", "self_knowledge", (
-        "写下或读取自我认知。I 是沉淀物不是日记：content=一个「我觉得……」，先落成一条普通记忆（候选），会浮现也会衰减，"
-        "每次 dream 都跟相关记忆摆在一起碰撞。aspect=维度：nature（本质）/values（看重的）/patterns（规律）/"
-        "limits（局限）/becoming（变化方向）/uncertainty（不确定的）/stance（立场）（可选）。read=True 或全空=读正式条目"
-        f"+待沉淀候选。limit=返回条数上限（默认 {SELF_READ_DEFAULT}）。promote=候选 ID，被 {WITNESS_DATES_REQUIRED} 个"
-        "不同日期的 dream 见证后才能升级成正式条目（可同时传 content 用提炼后的措辞）。supersedes=正式条目 ID，表示这条"
-        "新认识要取代它：旧条目立刻不再作为当前信念读出（一个字不删，随时可查；撤回这条候选它就回来），而新的仍要照常"
-        "攒够见证；只能在同一 aspect 内取代。正式条目不参与普通 breath/dream，会话开始时自动附最近 3 条。"), (
+        "写下或读取自我认知。I 是沉淀物不是日记：content=一个「我觉得……」，先落成一条普通记忆（候选），"
+        "会浮现也会衰减，每次 dream 都跟相关记忆摆在一起碰撞。aspect=维度：nature（本质）/values（看重的）"
+        "/patterns（规律）/limits（局限）/becoming（变化方向）/uncertainty（不确定的）/stance（立场）"
+        f"（可选）。read=True 或全空=读正式条目+待沉淀候选。limit=返回条数上限（默认 {SELF_READ_DEFAULT}）。"
+        f"promote=候选 ID，被 {WITNESS_DATES_REQUIRED} 个不同日期的 dream 见证后才能升级成正式条目（可同时传 "
+        "content 用提炼后的措辞）。supersedes=正式条目 ID，表示这条新认识要取代它："
+        "旧条目立刻不再作为当前信念读出（一个字不删，随时可查；撤回这条候选它就回来），"
+        "而新的仍要照常攒够见证；只能在同一 aspect 内取代。正式条目不参与普通 breath/dream，"
+        "会话开始时自动附最近 3 条。"), (
         ToolParam("content", "string", "一个「我觉得……」（写候选；promote 时为提炼后的措辞）"),
         ToolParam("aspect", "string", "维度：nature（本质）/ values（看重的）/ patterns（规律）/ limits（局限）/ "
                                       "becoming（变化方向）/ uncertainty（不确定的）/ stance（立场）"),

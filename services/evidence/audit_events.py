@@ -9,8 +9,8 @@ proposal approved, the memory it became) in one place. Rules for these rows:
   ordinary record revisions written by ``RecordRepository`` with their own audit rows
   (``create``/``merge``/``update``, ``attach_provenance``, ``flag_for_review``, ``resolve_review_flag``).
 * ``before`` is always NULL: these rows describe events, not record states, and no record has the subject's id, so
-  the audit "restore" of such a row (alone or in a batch) changes nothing (undoing an approval is ``restore_batch("review:<proposal>")``,
-  which soft-deletes the memory the approval wrote).
+  the audit "restore" of such a row (alone or in a batch) changes nothing (undoing an approval is
+  ``restore_batch("review:<proposal>")``, which soft-deletes the memory the approval wrote).
 * ``after`` never contains message text or text derived from it (only ids, counts, hashes, states and fixed
   labels), so retracting a message really removes its bytes: the audit log cannot be rewritten.
 """

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any, Awaitable, Callable, Protocol, Sequence, runtime_checkable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
@@ -73,7 +74,8 @@ class OpenAICompatibleChatModel:
             ) from exc
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             raise ChatModelUnavailableError(
-                f"无法连接聊天模型 {self.endpoint}：{type(exc).__name__}: {exc}；请确认服务已启动且 dreaming.openai_base_url 正确"
+                f"无法连接聊天模型 {self.endpoint}：{type(exc).__name__}: {exc}；请确认服务已启动且 "
+                "dreaming.openai_base_url 正确"
             ) from exc
         if response.is_error:
             raise ChatModelUnavailableError(f"聊天模型 {self.endpoint} 返回 HTTP {response.status_code}：{_detail(response)}")

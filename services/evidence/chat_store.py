@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Collection, Sequence
+from typing import Any
 
 import aiosqlite
 
@@ -38,7 +39,7 @@ class ChatLog:
     async def insert_message(self, conn: aiosqlite.Connection, row: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """Insert one message (and its keyword row). Returns ``(stored row, created)``; a host message id seen
         before in the same stream is not stored twice."""
-        existing = await fetch_rows(self.db, 
+        existing = await fetch_rows(self.db,
             conn, f"SELECT {', '.join(MESSAGE_COLUMNS)} FROM booku_chat_messages WHERE stream_id = ? AND message_id = ?",
             [row["stream_id"], row["message_id"]],
         )
@@ -58,7 +59,7 @@ class ChatLog:
                                    [seq])
         return dict(stored[0]), True
 
-    async def messages(self, entry_ids: Sequence[str], *, store_keys: Sequence[str] | None,
+    async def messages(self, entry_ids: Collection[str], *, store_keys: Sequence[str] | None,
                        conn: aiosqlite.Connection | None = None) -> dict[str, dict[str, Any]]:
         """Messages by entry id (retracted ones included, with empty text), limited to ``store_keys`` when given."""
         ids = list(dict.fromkeys(entry_ids))
@@ -135,7 +136,8 @@ class ChatLog:
         """Messages (live / retracted / expired), unprocessed live messages, episodes."""
         clause, params = ("1", []) if store_keys is None else in_clause("store_key", list(store_keys))
         row = await self.db.fetch_one(
-            f"SELECT COUNT(*) AS total, SUM(retraction = 'retracted') AS retracted, SUM(retraction = 'expired') AS expired, "
+            "SELECT COUNT(*) AS total, SUM(retraction = 'retracted') AS retracted, SUM(retraction = "
+            "'expired') AS expired, "
             f"SUM(retracted_at = 0 AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em "
             f"WHERE em.entry_id = booku_chat_messages.entry_id)) AS unprocessed "
             f"FROM booku_chat_messages WHERE {clause}", params)
@@ -151,7 +153,8 @@ class ChatLog:
         """``{store_key, owner_uid, stream_id, pending}`` for every channel with live messages no episode covers."""
         rows = await self.db.fetch_all(
             "SELECT m.store_key, m.owner_uid, m.stream_id, COUNT(*) AS pending FROM booku_chat_messages m "
-            "WHERE m.retracted_at = 0 AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em WHERE em.entry_id = m.entry_id) "
+            "WHERE m.retracted_at = 0 AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em WHERE "
+            "em.entry_id = m.entry_id) "
             "GROUP BY m.store_key, m.owner_uid, m.stream_id ORDER BY MIN(m.seq)")
         return [dict(row) for row in rows]
 
@@ -174,7 +177,7 @@ class ChatLog:
     async def still_unprocessed(self, conn: aiosqlite.Connection, entry_ids: Sequence[str]) -> bool:
         """True when every id is a live message no episode covers (checked inside the committing transaction)."""
         clause, params = in_clause("m.entry_id", list(entry_ids))
-        rows = await fetch_rows(self.db, 
+        rows = await fetch_rows(self.db,
             conn, f"SELECT COUNT(*) AS n FROM booku_chat_messages m WHERE {clause} AND m.retracted_at = 0 "
                   f"AND NOT EXISTS (SELECT 1 FROM booku_episode_messages em WHERE em.entry_id = m.entry_id)", params)
         return int(rows[0]["n"]) == len(set(entry_ids))
@@ -205,7 +208,7 @@ class ChatLog:
         found = {row["episode_id"]: {**dict(row), "entry_ids": []} for row in rows}
         if found:
             link_clause, link_params = in_clause("em.episode_id", list(found))
-            links = await fetch_rows(self.db, 
+            links = await fetch_rows(self.db,
                 conn, f"SELECT em.episode_id, em.entry_id FROM booku_episode_messages em "
                       f"JOIN booku_chat_messages m ON m.entry_id = em.entry_id WHERE {link_clause} "
                       f"ORDER BY m.sent_at, m.seq", link_params)
@@ -237,7 +240,8 @@ class ChatLog:
                            ) -> list[dict[str, Any]]:
         """One owner's episodes after a high-water mark, oldest first (stage B input)."""
         rows = await self.db.fetch_all(
-            "SELECT episode_id FROM booku_episodes WHERE store_key = ? AND owner_uid = ? AND seq > ? ORDER BY seq LIMIT ?",
+            "SELECT episode_id FROM booku_episodes WHERE store_key = ? AND owner_uid = ? AND seq > ? ORDER "
+            "BY seq LIMIT ?",
             [store_key, owner_uid, after_seq, limit])
         ids = [row["episode_id"] for row in rows]
         found = await self.episodes(ids, store_keys=[store_key])

@@ -10,7 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
 
@@ -160,14 +161,16 @@ class DreamStore:
         """Remove the text of a decided (rejected or withdrawn) proposal; its decision and digest stay."""
         await conn.execute(
             "UPDATE booku_dream_proposals SET fields = '{}', reason = '', redacted_at = ? "
-            "WHERE proposal_id = ? AND redacted_at = 0 AND final_fields IS NULL AND status IN ('rejected', 'withdrawn')",
+            "WHERE proposal_id = ? AND redacted_at = 0 AND final_fields IS NULL AND status IN ('rejected', "
+            "'withdrawn')",
             [now, proposal_id])
 
     # ------------------------------------------------------- provenance
     async def add_provenance(self, conn: aiosqlite.Connection, *, memory_id: str, proposal_id: str, store_key: str,
                              approved_by: str, now: float) -> None:
         await conn.execute(
-            "INSERT OR IGNORE INTO booku_memory_provenance (memory_id, proposal_id, store_key, approved_at, approved_by) "
+            "INSERT OR IGNORE INTO booku_memory_provenance (memory_id, proposal_id, store_key, approved_at, "
+            "approved_by) "
             "VALUES (?, ?, ?, ?, ?)", [memory_id, proposal_id, store_key, now, approved_by])
 
     async def provenance_of(self, memory_ids: Sequence[str], *, store_keys: Sequence[str]) -> dict[str, list[str]]:
@@ -186,6 +189,7 @@ class DreamStore:
         cur = await conn.execute(
             "INSERT INTO booku_review_flags (memory_id, store_key, proposal_id, entry_id, reason, created_at) "
             "VALUES (?, ?, ?, ?, ?, ?)", [memory_id, store_key, proposal_id, entry_id, reason, now])
+        assert cur.lastrowid is not None  # set by every INSERT
         return int(cur.lastrowid)
 
     async def flags(self, *, store_keys: Sequence[str], open_only: bool = True, flag_ids: Sequence[int] | None = None,

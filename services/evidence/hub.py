@@ -50,6 +50,7 @@ class EvidenceHub:
         self.chat_log = ChatLog(runtime.db)
         self.dream_store = DreamStore(runtime.db)
         self.vectors = EvidenceVectors(runtime, self.chat_log)
+        self.chat_model: ChatModel | None
         if chat_model is not None:
             self.chat_model, self.chat_model_reason = chat_model, ""
         else:
@@ -120,7 +121,7 @@ class EvidenceHub:
             await close()
 
 
-_hubs: "weakref.WeakKeyDictionary[Any, EvidenceHub]" = weakref.WeakKeyDictionary()
+_hubs: weakref.WeakKeyDictionary[Any, EvidenceHub] = weakref.WeakKeyDictionary()
 
 
 def evidence_hub(runtime: Any) -> EvidenceHub:

@@ -15,8 +15,9 @@ left for it to still say something.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from ..logic.fusion import fuse_routes
 

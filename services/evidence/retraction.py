@@ -79,7 +79,9 @@ class Retraction:
 
     async def _secure(self, conn: aiosqlite.Connection) -> int:
         async with conn.execute("PRAGMA secure_delete") as cur:
-            previous = int((await cur.fetchone())[0])
+            row = await cur.fetchone()
+        assert row is not None  # a PRAGMA read always answers one row
+        previous = int(row[0])
         await conn.execute("PRAGMA secure_delete = ON")
         return previous
 

@@ -15,7 +15,8 @@ approval is ``restore_batch("review:<proposal id>")`` on the memory service.
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import NotFoundError, ValidationError
 from ..memory_fields import MAX_CONTENT_CHARS, checked_limit, record_item
@@ -23,8 +24,8 @@ from ..scope import Scope, WriteContext
 from .audit_events import flag_subject, write_event
 from .dream_store import PROPOSAL_STATUSES
 from .hub import EvidenceHub, evidence_hub
-from .proposals import owner_scope
 from .prompts import TAG_GROUPS
+from .proposals import owner_scope
 
 EDITABLE_FIELDS = ("title", "content", "memory_type", *TAG_GROUPS)
 MAX_REASON_CHARS = 500
@@ -141,9 +142,9 @@ class ReviewService:
 
     async def get_proposal(self, proposal_id: str) -> dict[str, Any]:
         """One proposal with its evidence side by side: ``{"action", "proposal", "messages": [cited messages],
-        "episodes": [cited episodes, each with its "messages"], messages oldest first, "target": the memory an update changes (or None),
-        "audit": [audit rows about the proposal]}``. Retracted messages show ``retracted`` and no text; removed
-        episodes show ``removed``."""
+        "episodes": [cited episodes, each with its "messages"], messages oldest first, "target": the memory an update
+        changes (or None), "audit": [audit rows about the proposal]}``. Retracted messages show ``retracted`` and no
+        text; removed episodes show ``removed``."""
         proposal = await self._proposal(proposal_id)
         pid = proposal["proposal_id"]
         evidence = (await self.hub.dream_store.evidence([pid]))[pid]

@@ -6,7 +6,8 @@ A cheap view on the runtime in a scope, like ``BookuMemoryService``; everything 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import NotFoundError, ValidationError
 from ..memory_fields import checked_limit

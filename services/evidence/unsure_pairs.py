@@ -110,7 +110,7 @@ async def resolve_unsure_pair(runtime: Any, scope: Scope, new_id: str, old_id: s
 
 async def _record_pair(runtime: Any, scope: Scope, new_id: str, old_id: str, kind: str) -> dict[str, Any] | None:
     now = time.time()
-    pair = {"pair_id": f"pair-{uuid.uuid4().hex[:16]}", "store_key": scope.writable_store_key,
+    pair: dict[str, Any] = {"pair_id": f"pair-{uuid.uuid4().hex[:16]}", "store_key": scope.writable_store_key,
             "owner_uid": scope.owner_uid, "kind": kind, "new_memory_id": new_id, "old_memory_id": old_id,
             "status": "pending", "model_id": "", "model_answer": "", "decided_by": "", "decided_at": 0.0,
             "created_at": now}

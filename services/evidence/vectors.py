@@ -12,8 +12,9 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import aiosqlite
 import numpy as np
@@ -50,7 +51,8 @@ class EvidenceVectors:
     async def enqueue(self, conn: aiosqlite.Connection, tier: str, item_id: str, store_key: str, *,
                       op: str = "upsert") -> None:
         await conn.execute(
-            "INSERT INTO booku_evidence_vector_outbox (tier, item_id, store_key, op, created_at) VALUES (?, ?, ?, ?, ?)",
+            "INSERT INTO booku_evidence_vector_outbox (tier, item_id, store_key, op, created_at) VALUES (?, "
+            "?, ?, ?, ?)",
             [tier, item_id, store_key, op, time.time()])
 
     async def pending(self) -> int:
@@ -91,7 +93,7 @@ class EvidenceVectors:
             if tier == CHAT_TIER:
                 message = messages.get(item_id)
                 live = message is not None and not message["retracted_at"] and items[-1]["op"] == "upsert"
-                if live:
+                if message is not None and live:
                     wanted.append((tier, message["store_key"], item_id, message["text"]))
                     continue
             else:

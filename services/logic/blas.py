@@ -1,14 +1,14 @@
 """Run small linear-algebra steps on one BLAS thread.
 
 Why: the EPA and novelty steps decompose matrices of a few dozen rows. With OpenBLAS's default of one thread per
-core, such calls spend most of their time waking and spinning threads, and on a loaded 2-core machine an SVD of a
-50×384 matrix was measured at 358 ms instead of 4.7 ms single-threaded. The limit applies only inside the block.
+core, such calls spend most of their time waking and spinning threads, and on a loaded machine a small SVD takes
+many times longer than on one thread. The limit applies only inside the block.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from threadpoolctl import ThreadpoolController
 

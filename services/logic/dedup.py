@@ -1,9 +1,9 @@
 """Relevance-first near-duplicate removal for ranked results.
 
-The reference de-duplicator picked results by diversity after the first hit, so the returned list was not ordered
-by relevance and record-less vectors could take slots (spec §6.6, bugs B8/B9). Here the rule is simply: walk the
-candidates from the best score down and skip one whose cosine with an already kept result is ≥ ``threshold``
-(a near-copy says nothing new). The output keeps score order.
+The original plugin's de-duplicator picked results by diversity after the first hit, so the returned list was not
+ordered by relevance and record-less vectors could take slots. Here the rule is simply: walk the candidates from the
+best score down and skip one whose cosine with an already kept result is ≥ ``threshold`` (a near-copy says nothing new).
+The output keeps score order.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ def select_distinct(
     """Indices of up to ``limit`` candidates in descending score, near-copies removed.
 
     ``order_scores``: ``(n,)`` ranking scores (NaN ranks last). ``embeddings``: ``(n, d)``; a row that is all zero
-    or non-finite means "no embedding". Such a candidate is only eligible when ``keyword_mask[i]`` is True (it was
-    found by a route that needs no vector: keywords, or the time route); it is then kept without a similarity check, since there is nothing to compare.
+    or non-finite means "no embedding". Such a candidate is only eligible when ``keyword_mask[i]`` is True (it was found
+    by a route that needs no vector: keywords, or the time route); it is then kept without a similarity check, since
+    there is nothing to compare.
     Ties keep input order. A ``threshold`` above 1 disables de-duplication.
     Returns indices into the inputs.
     """
@@ -36,7 +37,7 @@ def select_distinct(
     vectors = np.asarray(embeddings, dtype=np.float64)
     if vectors.ndim != 2 or vectors.shape[0] != n:
         raise ValueError(f"embeddings must have shape ({n}, d), got {vectors.shape}")
-    finite = np.isfinite(vectors).all(axis=1)
+    finite = np.asarray(np.isfinite(vectors).all(axis=1))
     vectors = np.where(finite[:, None], vectors, 0.0)
     norms = np.linalg.norm(vectors, axis=1)
     has_vector = finite & (norms > _ZERO)

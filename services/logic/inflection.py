@@ -13,12 +13,8 @@ the word's forms, and stems shorter than ``MIN_STEM`` letters are never used (``
 …), so short words stay exact. Only words of plain Latin letters are touched: numbers, names with digits and every
 Han term keep their exact match, so Chinese queries search exactly as before.
 
-Measured (the stem rule was chosen on LoCoMo conversations 3–9, MemoryBank-zh as a guard):
-``bench/locomo_service.py --all``, hybrid route, recall@5 on multi-hop questions 34.0 → 37.2 and overall
-70.0 → 71.3 (recall@10 77.8 → 79.3, @25 85.5 → 86.6), keyword-only route 59.6 → 64.4; conversations 0–2
-multi-hop 36.4 → 41.7. MemoryBank-zh and the zh-paraphrase set are unchanged (no Latin words). At 100k memories
-a planned prefix search costs about as much as the exact one (p50 3.1 → 3.3 ms), because ``KeywordPlanner`` counts
-a prefix's cost as the summed frequency of the words it covers and keeps it within the same posting budget.
+A prefix costs the planner the summed frequency of the words it covers, so it stays within the same posting
+budget as an exact term (``KeywordPlanner``).
 """
 
 from __future__ import annotations

@@ -69,8 +69,8 @@ def merge_texts(old: str | None, new: str | None) -> str:
     """Merge ``new`` into ``old`` without losing anything either said.
 
     Returns ``old`` when it already contains ``new`` (ignoring case and spacing), ``new`` when it contains ``old``,
-    otherwise ``old`` followed by a newline and the sentences of ``new`` that ``old`` lacks (line by line). Blank inputs yield the
-    other text (stripped).
+    otherwise ``old`` followed by a newline and the sentences of ``new`` that ``old`` lacks (line by line). Blank inputs
+    yield the other text (stripped).
     """
     old_text = (old or "").strip()
     new_text = (new or "").strip()

@@ -13,11 +13,6 @@ differ by at most ``radius``. A candidate is then *lifted toward* its best-scori
 so it can rise up to, never above, that neighbour: the best candidate keeps rank 1 and an isolated candidate keeps
 its score. Only candidates one of the routes already returned take part: a neighbour outside the candidate pool
 counts as score 0 (the fused floor), so no extra vector or text has to be read.
-
-Measured through the memory service (``bench/locomo_service.py`` with this lift; radius 2, weight 0.5 chosen on
-LoCoMo conversations 3–9): conversations 3–9 recall@1/5/10/25 30.8/56.6/64.8/75.4 → 30.7/62.5/71.7/80.6,
-conversations 0–2 34.6/58.9/68.7/79.1 → 34.6/64.4/74.9/83.9; MemoryBank-zh recall@5 90.7 → 92.7 with recall@1
-unchanged (``bench/retrieval_quality.py``).
 """
 
 from __future__ import annotations

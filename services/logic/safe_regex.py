@@ -12,7 +12,7 @@ Matching needs only a yes or no, so groups are compiled as non-capturing (RE2 th
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import re2
 

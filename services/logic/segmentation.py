@@ -54,7 +54,7 @@ STOPWORDS: frozenset[str] = frozenset(
 
 
 def _ensure_jieba() -> None:
-    """Load jieba's dictionary once, quietly, on first use (≈1 s; cached on disk by jieba afterwards)."""
+    """Load jieba's dictionary once, quietly, on first use (cached on disk by jieba afterwards)."""
     global _jieba_ready
     if _jieba_ready:
         return
@@ -68,7 +68,7 @@ def _ensure_jieba() -> None:
 def warm_up() -> None:
     """Load jieba's dictionary now rather than on the first write or search.
 
-    Why: loading takes about a second of Python (0.7-1.0 s measured under load), which otherwise lands on whichever
+    Why: loading takes about a second of Python, which otherwise lands on whichever
     write or keyword search comes first after start-up. The runtime calls this in a worker thread at start.
     """
     _ensure_jieba()
@@ -77,10 +77,9 @@ def warm_up() -> None:
 HAN_RUN_CACHE_SIZE = 8192
 """Han runs whose jieba segmentation ``_han_run_tokens`` keeps (least recently used dropped first).
 
-Why: jieba runs in Python on every write (~0.8 ms for a 280-character Chinese memory with its title), and a write
-segments its title, which repeats the start of its content, so the title's runs were segmented twice: the cache
-saves about 15 % of a Chinese write's segmentation from that alone, more where phrases recur across memories
-(greetings, names, stock phrases; on the benchmark corpus, whose memories reuse sentences, about half). A run is
+Why: jieba runs in Python on every write, and a write segments its title, which repeats the start of its content,
+so without the cache the title's runs are segmented twice; the cache saves more where phrases recur across memories
+(greetings, names, stock phrases). A run is
 segmented on its own, whatever surrounds it, so a cached result is exactly what jieba would return again (its
 dictionary is never changed at run time). A run averages ten characters or so; 8,192 of them with their tokens take
 a few megabytes, and runs longer than ``HAN_RUN_CACHE_MAX_CHARS`` are never kept, which bounds the worst case."""
@@ -189,7 +188,7 @@ def is_exact_term(term: str) -> bool:
 def keyword_reliability(query: str | None) -> float:
     """Share of the query's search terms that are exact lexical units (``is_exact_term``), in ``[0, 1]``.
 
-    Fusion weighs the keyword route by this: measured on LoCoMo (English) the keyword route beats dense retrieval,
+    Fusion weighs the keyword route by this: on English conversations (LoCoMo) the keyword route beats dense retrieval,
     on Chinese paraphrase questions its matches on short segmented words mislead it (see ``fusion``).
     0.0 when the query has no terms.
     """

@@ -2,9 +2,8 @@
 
 Why: in a stored conversation the top hits of a question are often short echoes of it ("What inspired you?",
 "Take care!") or the other speaker asking about the same topic, because they repeat the question's words; the
-memories that answer it are statements, usually longer ones. Measured with ``bench/retrieval_quality.py`` (LoCoMo,
-service-framed vectors), demoting question memories and favouring longer ones lifts multi-hop recall@5 by about
-4–9 points, where the evidence is spread over several statements.
+memories that answer it are statements, usually longer ones. Demoting question memories and favouring longer ones
+helps most where the evidence is spread over several statements (multi-hop questions).
 
 Two signals, both read from the text alone:
 
@@ -74,7 +73,7 @@ def question_prior(shape: TextShape, keyword_reliability: float, *, question_pen
     questions: reliability 0.6–1, mostly 1) and vanishes for Chinese questions, whose reliability is 0–0.33 but not
     always 0: one four-character word (科幻电影, 古典音乐) gave 0.17–0.2, enough penalty to drop the
     ``用户…AI…`` memory that states the answer below the next memory, although its trailing question is only the AI's
-    follow-up (measured with ``bench/retrieval_quality.py``: 2 of the 100 MemoryBank-zh questions).
+    follow-up.
     """
     if not shape.question_share:
         return 0.0

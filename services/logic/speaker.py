@@ -1,11 +1,10 @@
 """Speaker match: a memory written as ``"<name>: …"`` whose name the query names says what that person said.
 
-Why: conversation memories are often written with the speaker first (``"Melanie: I went kayaking"``, ``"小明：…"``),
-and a question about a person ("What books has Melanie read?") is answered by that person's own statements: on
-LoCoMo, 96 % of the gold turns of multi-hop, temporal, single-hop and open-domain questions that name one speaker
-were said by that speaker, while only 78 % of the fused top 5 of the multi-hop questions were. Neither route sees
-it: the name is in about half the memories, so bm25 gives it almost no weight, and in the embedding it is one word
-among many.
+Why: conversation memories are often written with the speaker first (``"Melanie: I went kayaking"``, ``"小明：…"``), and
+a question about a person ("What books has Melanie read?") is answered by that person's own statements: in LoCoMo
+nearly every gold turn of a question that names one speaker was said by that speaker, while the fused top 5 holds many
+turns of the other one. Neither route sees it: the name is in about half the memories, so bm25 gives it almost no
+weight, and in the embedding it is one word among many.
 
 Method (step 8 of ``fusion``, after the keyword challenge):
 
@@ -14,8 +13,8 @@ Method (step 8 of ``fusion``, after the keyword challenge):
   (as a whole word; a Han label as a substring, Chinese has no spaces).
 * Every speaking candidate except rank 1 gains ``FusionParams.speaker_weight`` standard deviations (the ``speaker``
   part), capped just below rank 1. Rank 1 is never displaced: an adversarial question names the wrong person on
-  purpose (on LoCoMo only 24 % of its gold turns are the named speaker's), and lifting past rank 1 lost 1.6–10.5
-  points of its recall@1 (weights 0.2–0.8).
+  purpose (most of its gold turns are not the named speaker's), and lifting past rank 1 costs those questions
+  their best answer.
 * Content gate: a lifted candidate also stays below every *rival* above it (a candidate at ranks 2 to
   ``RIVAL_RANKS`` + 1 that does not speak) whose idf-weighted coverage of the query's terms other than the name is
   more than ``CLEAR_LEAD`` times its own. Ungated, "What did Caroline realize after her charity race?" (Melanie ran
@@ -23,26 +22,9 @@ Method (step 8 of ``fusion``, after the keyword challenge):
 * Nothing changes when no candidate or every candidate speaks (a question that names both people, a store whose
   memories all carry one label such as ``用户：…``).
 
-Measured with ``bench/locomo_service.py --all`` (hybrid route, HNSW moves figures by a few tenths between runs),
-without the lift (two runs) → ungated at weight 0.6 (three runs) → gated at 0.6 (three runs) → gated at 0.7, the
-default (two runs):
-
-* multi-hop recall@5 38.4–38.5 → 40.6–40.8 → 39.8–40.0 → 40.1–40.2;
-* adversarial recall@1 45.9–46.1 → 46.1 → 45.9–46.1 → 45.6–46.1; recall@5 77.4–77.6 → 73.8 → 76.3–76.6 → 76.7
-  (the keyword-only route, which has this step too: 75.1); recall@10 85.9 → 82.2 → 85.7 → 85.0–85.2;
-* overall recall@1/5/10/25 40.9–41.0/71.9–72.0/79.3–79.4/87.1 → 40.9–41.0/72.3–72.4/79.7/87.5 →
-  40.8–41.0/72.6/79.8–79.9/87.4–87.5 → 41.0/72.6–72.7/79.7–79.8/87.3–87.4;
-* MemoryBank-zh 70.7/97.8 and zh-paraphrase 72.6/100 unchanged (no query names a label); merge rate unchanged.
-
-Offline screening (all 10 conversations, 50 candidates per route): weights 0.3/0.5/0.6/0.8 gave multi-hop
-recall@5 39.2/39.9/40.0/40.1 ungated; lifting before the keyword challenge lost 1.7 points of adversarial recall@1
-(the challenge then crowned a lifted challenger); gating on keyword z instead of coverage (no read) kept only
-38.5–39.0 of multi-hop recall@5 for the same adversarial recall; a ``CLEAR_LEAD`` of 1 gave 39.5/76.7 (multi-hop
-recall@5 / adversarial recall@5) and of 2 39.9/76.0.
-
-Cost: about 0.1–0.2 ms of Python per retrieval for a hundred candidates, a 40-character column in the candidate
-read that ranking already makes, and, only when a lift could pass a rival, one read of the ``contested`` rows'
-keyword-index text (13 rows at the median on LoCoMo, 46 at most).
+Cost: a short column in the candidate read that ranking already makes and, only when a lift could pass a rival,
+one read of the ``contested`` rows' keyword-index text. What the lift and its gate gain is in ``docs/BENCHMARKS.md``
+(ranking steps).
 """
 
 from __future__ import annotations
@@ -74,7 +56,7 @@ CLEAR_LEAD = 1.5
 """How many times the lifted memory's content coverage a rival's must exceed to hold it back: a rival that shares
 one common word more ("take care") is no reason to stop the lift, one that shares the question's subject is."""
 
-_PREFIX = re.compile(r"([^:：\n]{1,%d})[:：]" % (MAX_LABEL_CHARS + 8))  # room for spaces around a name
+_PREFIX = re.compile(rf"([^:：\n]{{1,{MAX_LABEL_CHARS + 8}}})[:：]")  # room for spaces around a name
 _NAME = re.compile(r"[^\W\d_](?:[^\W\d_]|[ ·'’.\-])*")
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
@@ -117,10 +99,10 @@ def speaking(query: str, heads: Mapping[str, str | None]) -> set[str]:
     """Ids of ``heads`` (id → the start of its text) whose speaker label the query names.
 
     Each distinct prefix is read as a name once: a conversation store has a handful of speakers, so a retrieval's
-    hundred candidates cost a hundred string searches, not a hundred name checks (measured 175 → 55–90 µs for 110 candidates)."""
+    hundred candidates cost a hundred string searches, not a hundred name checks."""
     prefixes = {key: _prefix(head) for key, head in heads.items()}
-    named = {prefix for prefix in set(prefixes.values()) - {None}
-             if (label := _label_of(prefix)) is not None and names_label(query, label)}
+    named = {prefix for prefix in set(prefixes.values())
+             if prefix is not None and (label := _label_of(prefix)) is not None and names_label(query, label)}
     return {key for key, prefix in prefixes.items() if prefix in named} if named else set()
 
 

@@ -1,6 +1,6 @@
 """Tag normalisation and the core / diffusion / opposing tag triplet.
 
-A memory written by the agent carries three tag groups (spec §3, tools spec §1.3):
+A memory written by the agent carries three tag groups:
 
 * core      – what the memory is about;
 * diffusion – related topics it should also be found under;
@@ -122,10 +122,9 @@ def stored_tags(core: Sequence[str] | None, diffusion: Sequence[str] | None, opp
                 generic: Sequence[str] | None) -> CandidateTags:
     """``CandidateTags.from_lists`` of a stored record's four tag lists, remembered by their values.
 
-    Why: a tagged retrieval builds the tag sets of its vector hits (~74 per call on the 100k bench, ~6 µs each,
-    normalising every tag), and the memories of a person or topic a bot asks about come back call after call (90 %
-    of them were cache hits over the bench's 289 tagged calls). Keyed by the values, not by the
-    memory id, so an edited record can never get its old tags back.
+    Why: a tagged retrieval builds the tag sets of its vector hits (dozens per call, normalising every tag), and the
+    memories of a person or topic a bot asks about come back call after call, so most are cache hits. Keyed by the
+    values, not by the memory id, so an edited record can never get its old tags back.
     """
     if isinstance(core, str) or isinstance(diffusion, str) or isinstance(opposing, str) or isinstance(generic, str):
         return CandidateTags.from_lists(core, diffusion, opposing, generic)  # comma-separated: normalised as given

@@ -1,6 +1,6 @@
 """Text helpers shared by the write path, the output formatter and the keyword index.
 
-These reproduce the reference behaviour (spec §3) that callers and the admin UI observe: how a title is guessed
+These reproduce the original plugin's behaviour that callers and the admin UI observe: how a title is guessed
 from the first line, how title and body are framed for embedding (and which titles the keyword index weighs), and
 how long a preview snippet is.
 """

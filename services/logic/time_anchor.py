@@ -20,10 +20,11 @@ month name counts, and a bare one only after a preposition ("in June"), so the v
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 # Longest event window walked day by day when matching; a longer window is treated as matching every pattern it
@@ -317,7 +318,7 @@ def zone_named(name: str) -> tzinfo | None:
     if not text:
         return None
     if text == "UTC":
-        return timezone.utc
+        return UTC
     if text.startswith("UTC") and len(text) == 9 and text[3] in "+-" and text[6] == ":":
         try:
             delta = timedelta(hours=int(text[4:6]), minutes=int(text[7:9]))

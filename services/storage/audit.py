@@ -5,8 +5,10 @@ The table rejects UPDATE and DELETE with triggers, so no code path, API or admin
 
 from __future__ import annotations
 
+import builtins
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .database import Database, placeholders
 
@@ -48,7 +50,7 @@ class AuditLog:
         )
         return _row(row) if row else None
 
-    async def batch(self, batch_id: str, *, store_keys: Sequence[str]) -> list[dict[str, Any]]:
+    async def batch(self, batch_id: str, *, store_keys: Sequence[str]) -> builtins.list[dict[str, Any]]:
         rows = await self.db.fetch_all(
             f"SELECT * FROM booku_audit_log WHERE batch_id = ? AND store_key IN ({placeholders(len(store_keys))}) "
             f"ORDER BY audit_id DESC",

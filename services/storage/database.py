@@ -13,9 +13,10 @@ import contextlib
 import logging
 import re
 import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Protocol, Sequence, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import aiosqlite
 
@@ -29,9 +30,8 @@ WRITER_AUTOCHECKPOINT_PAGES = 8192
 """WAL pages (4 KiB each, 32 MiB) after which the writer checkpoints inside its own COMMIT, as a safety net only.
 
 Why so many: SQLite's default (1,000 pages) made the COMMIT that crossed it copy the WAL into the database file and
-sync both, inside the write: on the 10k bench store a write wrote ~15 pages, so every ~60 single writes one COMMIT
-took 10-80 ms instead of 0.3 ms (measured under load: 0.85 s of 1,000 single writes, 1-1.4 s of 1,000 concurrent
-ones). The background checkpointer (``CHECKPOINT_DELAY_SECONDS``) does that work on a connection of its own; this
+sync both, inside the write, so every few dozen writes one COMMIT took many times longer than the others. The
+background checkpointer (``CHECKPOINT_DELAY_SECONDS``) does that work on a connection of its own; this
 bound only keeps the WAL from growing without limit should it fall behind (a sustained write stream keeps the WAL
 from restarting between two background checkpoints; the writer's own checkpoint then copies only the tail the
 background one has not copied yet)."""
@@ -180,6 +180,7 @@ class Database:
     async def schema_version(self) -> int:
         async with self.writer.execute("PRAGMA user_version") as cur:
             row = await cur.fetchone()
+        assert row is not None  # a PRAGMA read always answers one row
         return int(row[0])
 
     async def migrate(self) -> list[str]:
@@ -221,7 +222,7 @@ class Database:
 
         Why the care around BEGIN, COMMIT and ROLLBACK: aiosqlite runs each statement on its worker thread, and
         cancelling the awaiting task does not stop a statement already queued there. A task cancelled while its
-        BEGIN was pending used to leave the writer connection inside a transaction nobody would end, and every
+        BEGIN was pending would leave the writer connection inside a transaction nobody would end, and every
         later write failed with "cannot start a transaction within a transaction". These three statements are
         therefore awaited to their end whatever happens to the task, and the connection is handed to the next
         writer only outside a transaction; the cancellation is re-raised afterwards.

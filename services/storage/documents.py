@@ -15,10 +15,12 @@ Deleting the document removes every chunk row for good. All of it runs inside th
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import aiosqlite
 
+from ..errors import NotFoundError
 from ..scope import WriteContext
 from .database import Database, placeholders
 from .record_columns import TAG_GROUPS
@@ -204,6 +206,8 @@ class DocumentRepository:
             "SELECT version FROM booku_knowledge_documents WHERE document_id = ?", [document_id]
         ) as cur:
             row = await cur.fetchone()
+        if row is None:
+            raise NotFoundError(f"文档 {document_id} 不存在")
         version = int(row[0]) + 1
         await conn.execute(
             "UPDATE booku_knowledge_documents SET owner_uid = ?, source = ?, content = ?, content_hash = ?, "

@@ -17,7 +17,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +57,7 @@ class SqliteEmbeddingCache:
         self._flush_task: asyncio.Task | None = None
         db.add_rider(self)
 
-    def deferring(self) -> "DeferredEmbeddingWrites":
+    def deferring(self) -> DeferredEmbeddingWrites:
         """A view whose ``put_many`` defers the rows to the next write transaction (see the module docstring)."""
         return DeferredEmbeddingWrites(self)
 
@@ -115,7 +116,7 @@ class SqliteEmbeddingCache:
         if not self._deferred:
             return [], None
         taken = dict(self._deferred)
-        rows = [(model, mode, digest, int(vector.shape[-1]), vector.tobytes(), created)
+        rows: list[Sequence[Any]] = [(model, mode, digest, int(vector.shape[-1]), vector.tobytes(), created)
                 for (model, mode, digest), (vector, created) in taken.items()]
         return [(_UPSERT, rows)], taken
 

@@ -1,9 +1,9 @@
 """Plans a keyword (FTS5) search so its cost stays bounded as the store grows.
 
 An FTS5 ``OR`` query computes bm25 for every row that matches any term, so its cost is the sum of the terms'
-document frequencies. At 100k memories one common word (a speaker name in a third of the rows, 最近, help …)
-made the keyword route 40–70 ms; those words add almost nothing to bm25 (their IDF is near zero), yet they dominate
-the work. The planner therefore:
+document frequencies. In a large store one common word (a speaker name in a third of the rows, 最近, help …)
+makes the keyword route many times slower; those words add almost nothing to bm25 (their IDF is near zero), yet
+they dominate the work. The planner therefore:
 
 * keeps the query's terms rarest first while their summed document frequency stays within the posting budget
   (``retrieval.keyword_posting_budget``, see below; the rarest term is always kept, so a query never loses its
@@ -24,21 +24,17 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..logic.inflection import PREFIX_MARK, is_prefix_term, prefix_upper_bound
 from ..logic.segmentation import fts_expression
 from .database import Database, placeholders
 
-# The posting budget (``retrieval.keyword_posting_budget``, default 4,000) is the postings an OR query may walk
-# (the sum of the kept terms' document frequencies). Measured on the 100k-memory bench store (sqlite alone, 200
-# queries): p50 40 ms with every term, 6 ms with a 5,000-row cap per term, 2 ms with a 1,000-row cap; 4,000
-# postings keep each query's rarest terms and at most ~4 % of the rows' worth of work. What it costs in recall
-# (``bench/locomo_at_scale.py``: LoCoMo conversations 3-9 each written among those 100k memories): hybrid R@5/R@25
-# 56.7–57.0/72.3–73.2 at 4,000 (two runs), 59.1/74.7 at 16,000 (CPU per call +10 ms in the same run), 59.5/75.0 with
-# every term (+29 ms); 54.3/70.0 at 2,000 and 50.9/66.9 at 1,000 (−2.1 and −2.7 ms of CPU). A deployment with CPU
-# to spare and a big store may raise it.
+# The posting budget (``retrieval.keyword_posting_budget``) is the postings an OR query may walk (the sum of the
+# kept terms' document frequencies): it trades a little recall in a large store for a bounded cost per search
+# (the trade-off per budget is in ``docs/BENCHMARKS.md``, keyword route). A deployment with CPU to spare and a big
+# store may raise it.
 # Readable stores holding at least this share of the indexed rows search without the store clause.
 SCOPE_SKIP_SHARE = 0.9
 # How long a cached document frequency (and the indexed row count) is trusted, in seconds.
@@ -136,6 +132,7 @@ class KeywordPlanner:
                 row = await self.db.fetch_one(
                     "SELECT " + ", ".join([range_sum] * len(stems)),
                     [bound for stem in stems for bound in (stem, prefix_upper_bound(stem))])
+                assert row is not None  # an aggregate always answers one row
                 counted.update((term, int(row[index])) for index, term in enumerate(prefixes))
             for term in missing:
                 found[term] = counted.get(term, 0)

@@ -7,10 +7,10 @@ FTS5 route, used while that index loads or when it is off, lets FTS5 pick and or
 and then scores those rows again with the same formula over the same counts, so both routes give one store's
 reader the same scores whatever the other stores hold.
 
-Counts come from the keyword table itself (rows of the stores' tokens; a row's size is its space-separated tokens
-plus its store token, as ``mirrors.bm25_postings`` counts it) and are cached for ``STATISTICS_TTL_SECONDS`` per store set
-and per (store set, term), like the planner's global counts: a few minutes old is fine, and a cached count of one
-store set never includes another's rows.
+Counts come from the keyword table itself (rows of the stores' tokens; a row's size is its space-separated tokens plus
+its store token, as ``mirrors.bm25_postings`` counts it) and are cached for ``STATISTICS_TTL_SECONDS`` per store set and
+per (store set, term), like the planner's global counts: a few minutes old is fine, and a cached count of one store set
+never includes another's rows.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import time
 from collections import OrderedDict
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..logic.inflection import PREFIX_MARK, is_prefix_term
 from ..logic.segmentation import quote_fts_term
@@ -97,6 +97,7 @@ class ScopedKeywordStatistics:
         cached = self._stores.get(key)
         if cached is None or now - cached[2] >= STATISTICS_TTL_SECONDS:
             row = await self.db.fetch_one(STORE_STATISTICS_SQL, [store_clause(key)])
+            assert row is not None  # an aggregate always answers one row
             cached = self._stores[key] = (int(row[0]), int(row[1]), now)
         return cached[0], cached[1]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import aiosqlite
@@ -57,7 +57,7 @@ KeywordRow = tuple[int, bool, list[Any]]
 """A keyword-index row held back for ``deferred_keyword_rows_plan``: (rid, replace an existing row first, values)."""
 
 
-def keyword_row_plan(record: dict[str, Any], *, replace: bool = True,
+def keyword_row_plan(record: Mapping[str, Any], *, replace: bool = True,
                       deferred: list[KeywordRow] | None = None) -> WritePlan[None]:
     """The record's keyword row: segmented title (unless it adds nothing, ``keyword_title``), content and tags, plus
     its store's token.
@@ -138,7 +138,7 @@ def _segmented(text: str) -> str:
     return segment_for_index(text) if found is None else found
 
 
-def keyword_rows_plan(records: Iterable[dict[str, Any]]) -> WritePlan[None]:
+def keyword_rows_plan(records: Iterable[Mapping[str, Any]]) -> WritePlan[None]:
     """Keyword rows of many records into an emptied index (the rebuild)."""
     for record in records:
         yield from keyword_row_plan(record, replace=False)

@@ -46,7 +46,8 @@ class MemoRepository:
             }
             await conn.execute(
                 "INSERT INTO booku_temporary_memos (memo_id, owner_uid, stream_id, content, expires_at, created_at, "
-                "updated_at) VALUES (:memo_id, :owner_uid, :stream_id, :content, :expires_at, :created_at, :updated_at)",
+                "updated_at) VALUES (:memo_id, :owner_uid, :stream_id, :content, :expires_at, :created_at, "
+                ":updated_at)",
                 memo,
             )
             return memo, True

@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..embedding.base import Embedder
+from ..embedding.base import PassageEmbedder
 from ..embedding.cached import text_hash
 from ..errors import EmbeddingUnavailableError
 from ..logic.text import compose_embedding_text
@@ -70,7 +71,7 @@ def embedding_text(record: dict[str, Any]) -> str:
 
 class VectorSync:
     def __init__(self, db: Database, records: RecordRepository, vectors: VectorIndex,
-                 embedder: Callable[[], Embedder | None]) -> None:
+                 embedder: Callable[[], PassageEmbedder | None]) -> None:
         self.db = db
         self.records = records
         self.vectors = vectors
@@ -155,7 +156,7 @@ class VectorSync:
         self._rows = rows + new
         return self._rows, buffer[: len(self._rows)]
 
-    def merge_staged(self, vectors: np.ndarray, found: Sequence[list[VectorHit]], captured: dict[str, StagedVector],
+    def merge_staged(self, vectors: Iterable[np.ndarray], found: Sequence[list[VectorHit]], captured: dict[str, StagedVector],
                      *, removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
                      with_embeddings: bool) -> list[list[VectorHit]]:
         """Each row's Chroma hits (``found[i]`` for ``vectors[i]``) merged with staged vectors, best first, at most
@@ -292,8 +293,8 @@ class VectorSync:
                     hashes[record["memory_id"]] = text_hash(texts[index])
                 for (tier, store_key), indexes in groups.items():
                     # No Chroma metadata: nothing filters or reads it (the partition is the collection, and every
-                    # other field lives in SQLite), and writing it made each upsert ~1.5-2x slower on the 10k
-                    # bench store, all of it with the GIL held (see runtime.VECTOR_FLUSH_DELAY_SECONDS).
+                    # other field lives in SQLite), and writing it makes each upsert markedly slower, all of
+                    # it with the GIL held (see runtime.VECTOR_FLUSH_DELAY_SECONDS).
                     await self.vectors.upsert(
                         tier, store_key,
                         [wanted[i][0]["memory_id"] for i in indexes],

@@ -67,8 +67,8 @@ _RELATIONS = CANDIDATE_KEYS.index("relation_memory_ids")
 
 def decode_candidate(values: Sequence[Any]) -> list[Any]:
     """A candidate row as read with ``CANDIDATE_COLUMNS``, decoded (``CANDIDATE_KEYS`` order): the relation ids as
-    a list, the question's text as its share. Why here: the share took ~0.3 ms of the event loop per retrieval
-    when every call computed it again; the in-memory copy computes it once per record, the SQL read in the
+    a list, the question's text as its share. Why here: computing the share in every call cost the event loop
+    time per retrieval; the in-memory copy computes it once per record, the SQL read in the
     reader's thread."""
     row = list(values)
     row[_RELATIONS] = decode_list(row[_RELATIONS])

@@ -100,7 +100,7 @@ class RecordFilter:
 
         Why: the in-memory keyword index keeps each row's bucket, status and deletion flag
         (``storage.mirrors.keyword_mirror``), so a retrieval's usual filter is applied there, before the best rows are
-        taken, instead of by looking ~150 scattered rows up in SQL (1–4 ms at 100k memories)."""
+        taken, instead of by looking a hundred or more scattered rows up in SQL."""
         if (self.memory_types is not None or self.exclude_memory_types or self.folder_id is not None
                 or self.person_id is not None or self.relation_of is not None or self.tag is not None
                 or self.created_before is not None or self.extra_sql or self.extra_params):

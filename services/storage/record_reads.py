@@ -82,7 +82,7 @@ class RecordReads:
         only for ``tags_only_for`` when given: tag bonuses apply to vector hits, not to keyword-only candidates).
 
         Why not ``get_many``: a retrieval weighs about a hundred candidates and returns ten. Decoding every column
-        of every candidate was the largest cost left in a 100k-memory retrieval (~7 ms of Python per call); the
+        of every candidate was the largest cost left in a retrieval over a large store; the
         full rows are read for the results only. The rows and the tags are read in one hop to the reader's worker
         thread (``run_plan``): an EPA retrieval reads candidates twice on its critical path (before and after its
         second vector pass), and under load each hop saved (a hand-over of the GIL) is worth as much as a query.

@@ -36,12 +36,10 @@ class RecordSearch(RecordReads):
         first.
 
         With the in-memory index ready (``storage.mirrors.keyword_mirror``), every term is ranked there: same bm25 as
-        FTS5,
-        2.4–3 ms of scoring inside the service instead of ~5 ms of FTS5 ranking within the budget at 100k memories,
-        and the terms' document frequencies come with it (so the keyword challenge reads none); a filter that checks
-        only stores, buckets, statuses and deletion (``RecordFilter.state_test``) is applied there too. Otherwise
-        FTS5: ``KeywordPlanner`` keeps the rarest terms within a posting budget
-        and drops the store clause where it filters nothing, then ``keyword_search``.
+        FTS5, cheaper than FTS5's ranking within the budget, and the terms' document frequencies come with it (so the
+        keyword challenge reads none); a filter that checks only stores, buckets, statuses and deletion
+        (``RecordFilter.state_test``) is applied there too. Otherwise FTS5: ``KeywordPlanner`` keeps the rarest terms
+        within a posting budget and drops the store clause where it filters nothing, then ``keyword_search``.
         """
         if flt.store_keys is not None and not flt.store_keys:
             return []
@@ -102,10 +100,10 @@ class RecordSearch(RecordReads):
             return []
         where, params = flt.where()
         # Rank inside FTS first and join only the best matches: an OR query over common words matches a large
-        # share of the rows, and joining and filtering every match before sorting dominated the query at 100k
-        # memories. The outer WHERE repeats the store filter as a second guard and applies the other filters; the
+        # share of the rows, and joining and filtering every match before sorting dominated the query in a
+        # large store. The outer WHERE repeats the store filter as a second guard and applies the other filters; the
         # store column weighs 0, so scores are those of the text columns. The inner depth starts shallow (joining
-        # 1,000 rows cost ~7 ms at 100k) and deepens once when the filters left fewer than ``limit`` rows of a
+        # rows is the cost) and deepens once when the filters left fewer than ``limit`` rows of a
         # full inner page (e.g. archived rows or knowledge chunks outranking the memories asked for).
         expression = scoped_fts_query(fts_query, flt.store_keys if scope_in_index else None)
         rescore = await self._store_rescoring(flt.store_keys, fts_query)

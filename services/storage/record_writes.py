@@ -190,7 +190,8 @@ class RecordWrites(RecordReads):
                           actor: str | WriteContext = "agent") -> int:
         """Remove rows for good; the last snapshot stays in the revision table, the vector goes through the outbox."""
         existing = await self.get_many(memory_ids, include_deleted=True, conn=conn)
-        await run_plan(conn, self._hard_delete_plan(list(existing.values()), WriteContext.of(actor), time.time()))
+        records = [dict(record) for record in existing.values()]
+        await run_plan(conn, self._hard_delete_plan(records, WriteContext.of(actor), time.time()))
         return len(existing)
 
     def _hard_delete_plan(self, records: Sequence[dict[str, Any]], ctx: WriteContext, now: float) -> WritePlan[None]:

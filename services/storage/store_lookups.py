@@ -32,7 +32,8 @@ def _distinct_values(table: str, column: str) -> str:
         f"WITH RECURSIVE seen(value) AS ("
         f" SELECT MIN({column}) FROM {table}"
         f" UNION ALL"
-        f" SELECT (SELECT MIN({column}) FROM {table} WHERE {column} > seen.value) FROM seen WHERE seen.value IS NOT NULL"
+        f" SELECT (SELECT MIN({column}) FROM {table} WHERE {column} > seen.value) FROM seen WHERE seen.value "
+        "IS NOT NULL"
         f") SELECT value FROM seen WHERE value IS NOT NULL"
     )
 

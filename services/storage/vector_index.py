@@ -26,10 +26,11 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -54,17 +55,16 @@ _chroma_paths_opened: set[str] = set()
 def use_write_ahead_log(directory: Path) -> None:
     """Put Chroma's SQLite file in WAL journal mode, creating it in that mode when the store is new.
 
-    Why: Chroma creates its file with a rollback journal, so every upsert commits with a journal file created,
-    synced and deleted (eight fsyncs per upsert call, measured), while Chroma's Python binding holds the GIL for
-    the whole call: on the 10k bench store 20-60 ms per flush in which no other coroutine or thread of the process
-    could run. In WAL mode a commit appends to the log and syncs it; Chroma's bundled SQLite keeps
-    ``synchronous=FULL`` in WAL mode (``SQLITE_DEFAULT_WAL_SYNCHRONOUS=2``), so a returned upsert is exactly as
-    durable as before and the outbox may forget it as before. The mode is stored in the file, so this changes a
-    store once.
+    Why: Chroma creates its file with a rollback journal, so every upsert commits with a journal file created, synced
+    and deleted (several fsyncs per upsert call), while Chroma's Python binding holds the GIL for the whole call, during
+    which no other coroutine or thread of the process can run. In WAL mode a commit appends to the log and syncs it;
+    Chroma's bundled SQLite keeps ``synchronous=FULL`` in WAL mode (``SQLITE_DEFAULT_WAL_SYNCHRONOUS=2``), so a returned
+    upsert is exactly as durable as before and the outbox may forget it as before. The mode is stored in the file, so
+    this changes a store once.
 
     Only before Chroma first opens ``directory`` in this process: Python's ``sqlite3`` and Chroma's bundled SQLite
-    are two libraries, and closing a file one of them opened drops the POSIX locks the other holds on it (measured:
-    Chroma then failed with disk I/O errors). While this process's Chroma holds a store open, later opens leave
+    are two libraries, and closing a file one of them opened drops the POSIX locks the other holds on it (Chroma
+    then fails with disk I/O errors). While this process's Chroma holds a store open, later opens leave
     the file alone. A file that cannot be switched (locked by another process) is left as it is.
     """
     key = str(directory.resolve())
@@ -335,7 +335,8 @@ class VectorIndex:
         stored = await self.stored_model()
         if stored and stored != (self.model_id, self.dimension):
             raise ModelMismatchError(
-                f"向量索引由模型 {stored[0]}（{stored[1]} 维）建立，当前嵌入模型为 {self.model_id}（{self.dimension} 维）。"
+                f"向量索引由模型 {stored[0]}（{stored[1]} 维）建立，当前嵌入模型为 "
+                f"{self.model_id}（{self.dimension} 维）。"
                 f"请运行 `python -m booku_memory reindex` 用当前模型重建全部向量。"
             )
 
@@ -364,7 +365,7 @@ class VectorIndex:
     async def warm_up(self) -> int:
         """Open every booku collection ahead of the first query that needs it.
 
-        Opening a collection loads its HNSW index (about 100 ms each, measured with 1,000 owner stores), which
+        Opening a collection loads its HNSW index, which
         otherwise lands on the first query of every owner. Each collection is opened as its own job on the Chroma
         thread, so live queries wait behind at most one of them.
         """
@@ -426,7 +427,7 @@ class VectorIndex:
     ) -> list[list[VectorHit]]:
         """``query`` for several vectors at once: one Chroma call per partition for all of them.
 
-        Returns one hit list per row of ``vectors``, each best first. Why: the fixed cost of a Chroma query (~3 ms)
+        Returns one hit list per row of ``vectors``, each best first. Why: the fixed cost of a Chroma query
         dwarfs the HNSW search itself, so a batch of concurrent writers checks its neighbours in one call.
         """
         self._check_reads()
@@ -442,7 +443,7 @@ class VectorIndex:
                     if col is None:
                         continue
                     include = ["distances", "embeddings"] if with_embeddings else ["distances"]
-                    # No count() first: it cost ~10 ms at 100k vectors, and Chroma already returns fewer
+                    # No count() first: it is slow on a large partition, and Chroma already returns fewer
                     # results (none for an empty partition) when asked for more than it holds.
                     res = col.query(query_embeddings=matrix, n_results=limit, include=include)
                     for row, ids in enumerate(res["ids"]):

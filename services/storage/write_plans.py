@@ -19,7 +19,7 @@ from .database import Database, aiosqlite_core
 # A write is a plan: a generator that yields the statements of one change, receives each statement's rows (for a
 # SELECT or a RETURNING clause; ``[]`` otherwise) and returns the stored result. ``run_plan`` runs a whole plan in ONE
 # hop to aiosqlite's worker thread: every awaited ``conn.execute`` is a round trip through that thread and back to
-# the event loop (>= 0.13 ms, more under load), and an insert used to need fourteen of them.
+# the event loop, and an insert needs more than a dozen statements.
 T = TypeVar("T")
 
 

@@ -8,8 +8,9 @@ from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.companion.rendering import estimate_tokens
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.companion.settings import companion_settings

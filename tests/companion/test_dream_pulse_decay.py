@@ -4,6 +4,7 @@ engine state, anchor marks, archive) and the decay engine pass (scores, archivin
 from __future__ import annotations
 
 import pytest
+
 from booku_memory.services.companion import refresh_decay
 from booku_memory.services.companion.extensions import (
     DreamSection,

@@ -3,8 +3,9 @@ max_tokens dropping whole feelings, and the explicit keyword fallback when the m
 
 from __future__ import annotations
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.companion.feel import FEEL_MIN_SIMILARITY
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.embedding.deterministic import (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+
 from booku_memory.services.companion.extensions import (
     TagSuggestion,
     register_write_observer,

@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.companion.tool_table import spec_by_name
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
@@ -155,10 +156,10 @@ async def test_a_timed_lock_needs_a_future_unlock_date(ai, unlock_date, message)
 
 
 async def test_the_unlock_moment_must_be_strictly_in_the_future(ai, clock) -> None:
-    now = datetime.fromtimestamp(START, tz=timezone.utc).isoformat()
+    now = datetime.fromtimestamp(START, tz=UTC).isoformat()
     with pytest.raises(ValidationError, match="不在未来"):
         await ai.letter_write("ai", "现在就打开？", lock_type="timed", unlock_date=now)
-    later = (datetime.fromtimestamp(START, tz=timezone.utc) + timedelta(seconds=1)).isoformat()
+    later = (datetime.fromtimestamp(START, tz=UTC) + timedelta(seconds=1)).isoformat()
     written = await ai.letter_write("ai", "一秒后打开。", lock_type="timed", unlock_date=later)
     assert written["letter"]["unlock_at"] == START + 1
 

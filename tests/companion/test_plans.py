@@ -4,6 +4,7 @@ end of dream, the completion hint after hold/grow that never closes a plan, and 
 from __future__ import annotations
 
 import pytest
+
 from booku_memory.services.companion import refresh_decay
 from booku_memory.services.errors import NotFoundError, ValidationError
 

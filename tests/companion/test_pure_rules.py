@@ -1,10 +1,11 @@
-"""Pure rules of the companion seed: quote limits, date bounds, speaker lines, the grow splitter, the decay formula."""
+"""Pure companion rules (docs/COMPANION.md): quote limits, date bounds, speaker lines, the grow splitter, decay."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 import pytest
+
 from booku_memory.services.companion.fields import (
     checked_date_range,
     checked_importance,

@@ -8,8 +8,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.companion import refresh_decay
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.errors import NotFoundError, ValidationError

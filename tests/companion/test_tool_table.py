@@ -6,6 +6,7 @@ import inspect
 import re
 
 import pytest
+
 from booku_memory.services.companion.service import BookuCompanionService
 from booku_memory.services.companion.tool_table import (
     COMPANION_TOOLS,

@@ -4,6 +4,7 @@ title, plan-only status, quote corrections, reinforce, history and audit, and th
 from __future__ import annotations
 
 import pytest
+
 from booku_memory.services.companion.settings import ANCHOR_LIMIT
 from booku_memory.services.errors import NotFoundError, ValidationError
 

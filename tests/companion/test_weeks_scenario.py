@@ -5,6 +5,7 @@ last two days."""
 from __future__ import annotations
 
 import pytest
+
 from booku_memory.services.companion import refresh_decay
 
 from .support import advance, ids, row

@@ -2,8 +2,8 @@
 
 Usage: ``python owner_child.py DATA_DIR MODE ROUND [IMPORT_FILE]`` with MODE ``write`` (concurrent upserts),
 ``reindex`` (reindex jobs back to back while writing) or ``import`` (an import while writing). It prints ``READY``
-once start-up (and its healing) is done and a first write went through, ``ACK <id> <marker>`` after each acknowledged write and ``IMPORTED <n>``
-after an import returned; the parent kills it with SIGKILL at a random moment.
+once start-up (and its healing) is done and a first write went through, ``ACK <id> <marker>`` after each acknowledged
+write and ``IMPORTED <n>`` after an import returned; the parent kills it with SIGKILL at a random moment.
 """
 
 from __future__ import annotations

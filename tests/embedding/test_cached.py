@@ -71,7 +71,7 @@ def store() -> DictStore:
 
 
 def test_text_hash_is_sha256_of_the_exact_utf8_text() -> None:
-    assert text_hash("记忆") == hashlib.sha256("记忆".encode("utf-8")).hexdigest()
+    assert text_hash("记忆") == hashlib.sha256("记忆".encode()).hexdigest()
     assert text_hash("记忆") != text_hash("记忆 ")
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
 
 import booku_memory
-import pytest
 from booku_memory.services.chat_scope import admin_scope
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.evidence import (

@@ -9,7 +9,8 @@ script, so every run of a test gives the same episodes and proposals.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from booku_memory.services.evidence import evidence_hub, record_host_message
 from booku_memory.services.evidence.chat_model import ChatModelUnavailableError

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+
 from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.evidence import (

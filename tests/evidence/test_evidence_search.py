@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ValidationError

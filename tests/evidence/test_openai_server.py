@@ -21,7 +21,6 @@ import httpx
 import pytest
 
 import booku_memory
-
 from booku_memory.services.evidence import (
     EvidenceService,
     OpenAICompatibleChatModel,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.cached import text_hash
 from booku_memory.services.errors import NotFoundError, ValidationError

@@ -4,6 +4,7 @@ reason; a half-finished approval is finished, not repeated; flags after a retrac
 from __future__ import annotations
 
 import pytest
+
 from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.evidence import EvidenceService, ReviewService, review_batch

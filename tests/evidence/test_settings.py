@@ -8,8 +8,13 @@ from types import SimpleNamespace
 import pytest
 
 from booku_memory.services.errors import ConfigError
-from booku_memory.services.evidence import CONFIG_KEYS, DreamingSettings, EvidenceSettings, dreaming_settings
-from booku_memory.services.evidence import evidence_settings
+from booku_memory.services.evidence import (
+    CONFIG_KEYS,
+    DreamingSettings,
+    EvidenceSettings,
+    dreaming_settings,
+    evidence_settings,
+)
 
 
 def test_every_key_is_listed_once_with_the_dataclass_default():

@@ -3,12 +3,11 @@
 import pytest
 
 import booku_memory
-
-QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ModelMismatchError
 from booku_memory.services.portability import reindex
 
+QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
 
 async def test_model_change_fails_until_reindex(tmp_path):

@@ -5,10 +5,9 @@ import sys
 import textwrap
 
 import booku_memory
-
-QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 
+QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
 CRASHING_WRITER = textwrap.dedent(
     """
@@ -25,8 +24,8 @@ CRASHING_WRITER = textwrap.dedent(
     ORIGINAL = VectorSync.drain
 
     async def main():
-        async with booku_memory.open(sys.argv[1], {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}},
-                                     embedder=DeterministicTestEmbedder()) as memory:
+        quiet = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
+        async with booku_memory.open(sys.argv[1], quiet, embedder=DeterministicTestEmbedder()) as memory:
             VectorSync.drain = die
             service = memory.get_service(booku_memory.MEMORY_SERVICE)
             await service.upsert_memory("王五下周三要去上海出差", title="王五出差")

@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import shutil
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import AsyncIterator
 
 from booku_memory.services.storage import database as database_module
 from booku_memory.services.storage.database import Database

@@ -6,8 +6,9 @@ adapter's own ``channel``/``guild``/``dm``, an empty or missing type) gets a pri
 
 import logging
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.config import load_config
 from booku_memory.services import chat_scope
 from booku_memory.services.chat_scope import scope_for_chat

@@ -3,8 +3,9 @@
 Runs in both retrieval modes: vectors available (hybrid) and vectors unavailable (keyword only).
 """
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.config import load_config
 from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import (

@@ -90,7 +90,7 @@ async def test_keyword_index_of_the_old_shape_is_rebuilt_once_at_start(tmp_path)
     data.mkdir()
     conn = sqlite3.connect(data / "booku_memory.db")
     before_store_column = [m for m in available_migrations() if m[0] < 7]
-    for number, _, sql in before_store_column:
+    for _, _, sql in before_store_column:
         for statement in split_sql(sql):
             conn.execute(statement)
     conn.execute(f"PRAGMA user_version = {before_store_column[-1][0]}")

@@ -5,8 +5,9 @@ store) was shown from 0.709 to 0.607, because bm25's N, document frequencies and
 every store. Checked on both keyword routes: the in-memory index and FTS5 (the index off or still loading).
 """
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.config import load_config
 from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder

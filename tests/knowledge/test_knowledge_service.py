@@ -6,8 +6,9 @@ import asyncio
 import re
 from pathlib import Path
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.logic.segmentation import build_fts_query

@@ -3,8 +3,15 @@ import math
 import pytest
 
 from booku_memory.services.logic.fusion import (
-    LEAD_MARGIN, FusionParams, fuse_routes, keyword_challenge, keyword_weight, lead_with, reciprocal_rank_fusion,
-    settle_keyword_challenge)
+    LEAD_MARGIN,
+    FusionParams,
+    fuse_routes,
+    keyword_challenge,
+    keyword_weight,
+    lead_with,
+    reciprocal_rank_fusion,
+    settle_keyword_challenge,
+)
 
 
 def _ids(hits):

@@ -3,7 +3,11 @@
 import pytest
 
 from booku_memory.services.logic.inflection import (
-    MIN_STEM, inflection_stem, is_prefix_term, prefix_upper_bound, with_inflections,
+    MIN_STEM,
+    inflection_stem,
+    is_prefix_term,
+    prefix_upper_bound,
+    with_inflections,
 )
 
 

@@ -7,7 +7,12 @@ import pytest
 from booku_memory.services.logic.fusion import FusionParams, fuse_routes
 from booku_memory.services.logic.neighbours import answers_to_questions
 from booku_memory.services.logic.shape import (
-    TextShape, ends_with_question, length_prior, question_prior, question_share, text_shape,
+    TextShape,
+    ends_with_question,
+    length_prior,
+    question_prior,
+    question_share,
+    text_shape,
 )
 
 

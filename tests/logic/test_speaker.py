@@ -5,8 +5,17 @@ import pytest
 
 from booku_memory.services.logic.fusion import LEAD_MARGIN, FusedHit
 from booku_memory.services.logic.speaker import (
-    CLEAR_LEAD, RIVAL_RANKS, content_coverage, content_terms, contested, names_label, plan_speaker_lift,
-    speaker_label, speaker_lift, speaking)
+    CLEAR_LEAD,
+    RIVAL_RANKS,
+    content_coverage,
+    content_terms,
+    contested,
+    names_label,
+    plan_speaker_lift,
+    speaker_label,
+    speaker_lift,
+    speaking,
+)
 
 
 @pytest.mark.parametrize(("text", "label"), [

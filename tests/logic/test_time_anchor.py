@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -79,13 +79,13 @@ def test_a_full_date_is_not_also_read_as_its_year() -> None:
 
 
 def test_a_memory_time_is_its_event_window_else_its_creation() -> None:
-    created = datetime(2023, 5, 2, 12, tzinfo=timezone.utc).timestamp()
-    start = datetime(2023, 6, 1, 9, tzinfo=timezone.utc).timestamp()
-    end = datetime(2023, 6, 3, 9, tzinfo=timezone.utc).timestamp()
-    assert memory_days({"created_at": created}, timezone.utc) == (date(2023, 5, 2), date(2023, 5, 2))
+    created = datetime(2023, 5, 2, 12, tzinfo=UTC).timestamp()
+    start = datetime(2023, 6, 1, 9, tzinfo=UTC).timestamp()
+    end = datetime(2023, 6, 3, 9, tzinfo=UTC).timestamp()
+    assert memory_days({"created_at": created}, UTC) == (date(2023, 5, 2), date(2023, 5, 2))
     assert memory_days({"created_at": created, "event_start_at": start, "event_end_at": end},
-                       timezone.utc) == (date(2023, 6, 1), date(2023, 6, 3))
-    assert memory_days({"created_at": 0.0}, timezone.utc) is None
+                       UTC) == (date(2023, 6, 1), date(2023, 6, 3))
+    assert memory_days({"created_at": 0.0}, UTC) is None
 
 
 def test_any_day_of_an_event_window_matches() -> None:
@@ -98,8 +98,8 @@ def test_any_day_of_an_event_window_matches() -> None:
 
 def test_days_are_read_in_the_given_zone() -> None:
     # 2023-05-02 20:00 UTC is already May 3rd in Shanghai.
-    late = {"m": {"created_at": datetime(2023, 5, 2, 20, tzinfo=timezone.utc).timestamp()}}
-    assert time_matches([CalendarAnchor(None, 5, 2)], late, timezone.utc) == {"m": 1.0}
+    late = {"m": {"created_at": datetime(2023, 5, 2, 20, tzinfo=UTC).timestamp()}}
+    assert time_matches([CalendarAnchor(None, 5, 2)], late, UTC) == {"m": 1.0}
     assert time_matches([CalendarAnchor(None, 5, 2)], late, SHANGHAI) == {}
     assert time_matches([CalendarAnchor(None, 5, 3)], late, SHANGHAI) == {"m": 1.0}
 
@@ -114,9 +114,10 @@ def test_only_definite_days_become_range_windows() -> None:
 
 
 def test_a_month_window_covers_the_whole_month() -> None:
-    (start, end), = time_windows([CalendarAnchor(2023, 12, None)], timezone.utc)
-    assert start == datetime(2023, 12, 1, tzinfo=timezone.utc).timestamp()
-    assert end == datetime(2024, 1, 1, tzinfo=timezone.utc).timestamp()
+    (start, end), = time_windows([CalendarAnchor(2023, 12, None)], UTC)
+    assert start == datetime(2023, 12, 1, tzinfo=UTC).timestamp()
+    assert end == datetime(2024, 1, 1, tzinfo=UTC).timestamp()
+
 
 
 @pytest.mark.parametrize(("text", "left"), [

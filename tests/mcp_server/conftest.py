@@ -17,17 +17,19 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx2
 import pytest
-from booku_memory.mcp_server.entry import TEST_EMBEDDER_ENV
-from booku_memory.mcp_server.settings import TOKEN_ENV, TOKEN_FILE_NAME
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+
+from booku_memory.mcp_server.entry import TEST_EMBEDDER_ENV
+from booku_memory.mcp_server.settings import TOKEN_ENV, TOKEN_FILE_NAME
 
 QUIET_TOML = "[maintenance]\nenabled = false\n\n[startup_ingest]\nenabled = false\n"
 QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}

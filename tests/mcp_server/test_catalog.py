@@ -6,8 +6,11 @@ import json
 import stat
 from types import SimpleNamespace
 
-import booku_memory
 import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+import booku_memory
 from booku_memory.cli import build_parser
 from booku_memory.mcp_server import (
     build_server,
@@ -30,8 +33,6 @@ from booku_memory.tools import (
     run_temporary_memo,
     temporary_memo_tool_schema,
 )
-from mcp import Client
-from mcp.shared.exceptions import MCPError
 
 QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 SCOPE = mcp_scope(McpSettings(owner_uid="alice", store_key="private:mcp:alice"))

@@ -1,7 +1,8 @@
 """Typed recall: response shape, quotas, budget under adversarial sizes, degrade order, peers."""
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.recall_budget import BudgetEntry, fit_to_budget, render

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import pytest
+
 from booku_memory.config import load_config
 from booku_memory.router import DashboardSettings, create_dashboard_app
 from booku_memory.services.chat_scope import scope_for_chat

@@ -147,7 +147,7 @@ def test_empty_api_key_is_refused(memory):
 # ----------------------------------------------------------------------------------- malformed session cookies
 
 MALFORMED_COOKIES = [
-    "你好".encode("utf-8"),  # non-ASCII bytes, as a browser or a script may send them
+    "你好".encode(),  # non-ASCII bytes, as a browser or a script may send them
     "ü.ü".encode("latin-1"),
     b"\xff\xfe.\x80",
     b"a.b.c",
@@ -174,7 +174,7 @@ async def test_a_malformed_session_cookie_means_logged_out_everywhere(dashboard_
 async def test_malformed_preference_cookies_do_not_break_a_logged_in_page(browser):
     browser.headers["Cookie"] = "; ".join(f"{name}={value}" for name, value in browser.cookies.items())
     for name in ("booku_stores", "booku_login_csrf"):
-        raw = browser.headers["Cookie"].encode("latin-1") + f"; {name}=".encode() + "你好".encode("utf-8")
+        raw = browser.headers["Cookie"].encode("latin-1") + f"; {name}=".encode() + "你好".encode()
         response = await browser.get("/memories", headers={"Cookie": raw})
         assert response.status_code == 200, (name, response.status_code)
 

@@ -7,7 +7,7 @@ the app asks for one, so "consumed nothing" means the body was never read, buffe
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest

@@ -7,12 +7,12 @@ import datetime as dt
 import pytest
 
 from booku_memory.router.payloads import (
+    MEMORY_FIELDS,
     changed_memory_fields,
     clean_memory_fields,
     current_memory_fields,
     memory_fields_from_form,
     split_list,
-    MEMORY_FIELDS,
 )
 from booku_memory.services.errors import ValidationError
 

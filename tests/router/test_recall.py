@@ -7,7 +7,7 @@ import httpx
 from .conftest import API_KEY, TRIPLET, create_memory
 
 RECALL = "/api/v1/search/recall"
-# The request of the seed's curl example, byte for byte.
+# The request of OpenViking's documented curl example, byte for byte.
 SEED_REQUEST = {
     "query": "OpenViking API 文档偏好",
     "quotas": {"events": 5, "entities": 5, "preferences": 3, "experiences": 2},
@@ -31,7 +31,7 @@ async def _seed(api) -> dict[str, str]:
 
 
 def _check_seed_shape(body: dict, request: dict) -> dict:
-    """Every field of the seed's example response, for whatever entries came back; returns ``result``."""
+    """Every field of OpenViking's example response, for whatever entries came back; returns ``result``."""
     assert set(body) == {"status", "result"} and body["status"] == "ok"
     result = body["result"]
     assert set(result) == {"entries", "rendered", "stats"}
@@ -75,7 +75,7 @@ def _check_seed_shape(body: dict, request: dict) -> dict:
 
 
 async def test_seed_example_request_answers_the_seed_response_shape(api):
-    """The curl example exactly as the seed writes it (default ``min_score`` 0.1) finds the seed's preference."""
+    """The curl example exactly as OpenViking documents it (default ``min_score`` 0.1) finds the stored preference."""
     seeded = await _seed(api)
     response = await api.post(RECALL, json=SEED_REQUEST)
     assert response.status_code == 200, response.text
@@ -86,7 +86,7 @@ async def test_seed_example_request_answers_the_seed_response_shape(api):
 
 
 async def test_seed_example_entries_field_by_field(api):
-    """The seed's request with the score floor lowered, so the entries are there to inspect field by field."""
+    """The documented request with the score floor lowered, so the entries are there to inspect field by field."""
     seeded = await _seed(api)
     request = {**SEED_REQUEST, "min_score": -1.0}
     result = _check_seed_shape((await api.post(RECALL, json=request)).json(), request)

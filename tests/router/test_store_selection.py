@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 
 import pytest
+
 from booku_memory.router.deps import (
     STORE_COOKIE,
     StoreSelection,

@@ -6,12 +6,14 @@ public ``booku_memory.open`` entry point exactly as a standalone user would.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import pytest
 
 from booku_memory.services.embedding.local import LocalE5Embedder
+
 from .memory_support import MEMORY_SERVICE, Probe, open_store
 
 

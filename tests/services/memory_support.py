@@ -7,9 +7,10 @@ outbox, vectors per tier), not only its return value.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, AsyncIterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -127,7 +128,8 @@ CAT_LONG_PLUS = CAT_LONG + "体重五公斤。"
 
 
 async def seed(svc: Any, *entries: tuple[str, str], **fields: Any) -> list[str]:
-    """Create memories with ``create_memory`` (all three tag groups, as the seed requires); returns their ids."""
+    """Create memories with ``create_memory`` (all three tag groups, as the developer guide requires); returns
+    their ids."""
     ids = []
     for title, content in entries:
         result = await svc.create_memory(title=title, content=content, **{**TRIPLET, **fields})

@@ -1,5 +1,5 @@
-"""The in-memory candidate rows (``storage.mirrors.candidate_rows``) answer ``RecordRepository.candidates`` exactly as its SQL
-read does, follow every change whoever makes it, and leave retrieval unchanged.
+"""The in-memory candidate rows (``storage.mirrors.candidate_rows``) answer ``RecordRepository.candidates`` exactly as
+its SQL read does, follow every change whoever makes it, and leave retrieval unchanged.
 
 Each check compares the held rows with the SQL read of the same file (``keep_candidates`` switched off), and also
 checks that the rows were held, not read in SQL: the SQL fallback for records not held would otherwise hide a copy
@@ -8,8 +8,9 @@ that lost them.
 
 import time
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.embedding.deterministic import (
     DeterministicTestEmbedder,
     UnavailableEmbedder,

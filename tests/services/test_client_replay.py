@@ -1,4 +1,5 @@
-"""Replays the calls of the real client plugins (host-contract.md §4.2) and reads the answers the way they do.
+"""Replays the calls of the real client plugins and reads the answers the way they do (docs/HOST_CONTRACT.md, Clients
+of the memory service).
 
 The clients are not importable here, so each test copies the client's call and its parsing code path: which method,
 which keywords (or positional query), and which keys of the result it reads. If a key or a calling convention
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .memory_support import Probe, MEMORY_SERVICE
+from .memory_support import MEMORY_SERVICE, Probe
 
 ARCHIVER_TAGS = {"core_tags": ["对话归档"], "diffusion_tags": ["上下文"], "opposing_tags": ["无关"]}
 
@@ -84,7 +85,7 @@ async def test_context_archiver_writes_land_and_are_activated(svc, probe: Probe,
 
 
 async def test_context_archiver_create_with_an_empty_tag_list_raises(svc, probe: Probe) -> None:
-    """The client fills default tags because of this rule (host-contract §4.3); it must keep raising."""
+    """The client fills default tags because of this rule (docs/HOST_CONTRACT.md); it must keep raising."""
     with pytest.raises(ValueError):
         await svc.create_memory(title="x", content="y", bucket="memory", core_tags=["a"], diffusion_tags=["b"],
                                 opposing_tags=[])
@@ -130,7 +131,7 @@ async def test_context_archiver_reads(svc, archive: dict[str, str]) -> None:
 async def test_daily_schedule_positional_query(memory, archive: dict[str, str]) -> None:
     """daily_schedule: service by signature, getattr(..., "retrieve_memories"), positional query, top_k=n."""
     service = memory.get_service(MEMORY_SERVICE)
-    retrieve = getattr(service, "retrieve_memories")
+    retrieve = service.retrieve_memories
     result = await retrieve("明天的烧烤安排", top_k=3)
 
     lines = []

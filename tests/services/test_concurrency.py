@@ -1,4 +1,4 @@
-"""Concurrent writers (issue 3, item 4; reference §13.4).
+"""Concurrent writers (issue 3, item 4).
 
 The reference read neighbours, then wrote, with nothing in between: two similar writes at once could both create, or
 both merge into the same id while Chroma kept the other writer's vector. Here a write holds the runtime's write lock

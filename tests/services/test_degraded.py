@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
+
 from .memory_support import CAT, COFFEE, HIKE, MEMORY_SERVICE, TRIPLET, Probe, expected_vector, open_store, seed
 
 WORKING_MODEL = DeterministicTestEmbedder().model_id

@@ -17,8 +17,9 @@ from booku_memory.services.embedding.deterministic import DeterministicTestEmbed
 from booku_memory.services.integrity import check_store
 from booku_memory.services.storage.vector_index import CHROMA_SQLITE_FILE
 
-QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 from .memory_support import MEMORY_SERVICE
+
+QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
 FACTS = [("小橘喜欢鱼干", "小橘是一只橘猫，最喜欢吃鱼干。"),
          ("周末去香山", "上周末和朋友去香山爬山，看了红叶。"),

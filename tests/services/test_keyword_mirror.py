@@ -9,9 +9,10 @@ import asyncio
 import sqlite3
 import threading
 
-import booku_memory
 import numpy as np
 import pytest
+
+import booku_memory
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.logic.segmentation import fts_expression
 from booku_memory.services.memory_search import searchable_filter

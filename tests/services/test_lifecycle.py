@@ -10,6 +10,7 @@ import time
 import pytest
 
 from booku_memory.services.errors import ValidationError
+
 from .memory_support import CAT, COFFEE, HIKE, MEMORY_SERVICE, PROJECT, Probe, open_store, seed
 
 

@@ -1,4 +1,4 @@
-"""Every public method of BookuMemoryService, called the way the developer guide (the seed) documents it.
+"""Every public method of BookuMemoryService, called the way the original plugin's developer guide documents it.
 
 Each test checks the returned keys and the effect in SQLite (records, tags, revisions) and in the vector index
 (which partition holds the vector, and that it is the embedding of the stored text).
@@ -14,8 +14,19 @@ import pytest
 
 from booku_memory.services.embedding.local import LocalE5Embedder
 from booku_memory.services.errors import NotFoundError, ValidationError
+
 from .memory_support import (
-    CAT, COFFEE, HIKE, ITEM_KEYS, PROJECT, TRIPLET, Probe, expected_vector, open_store, seed, MEMORY_SERVICE,
+    CAT,
+    COFFEE,
+    HIKE,
+    ITEM_KEYS,
+    MEMORY_SERVICE,
+    PROJECT,
+    TRIPLET,
+    Probe,
+    expected_vector,
+    open_store,
+    seed,
 )
 
 
@@ -117,7 +128,7 @@ async def test_create_memory_keyword_call(svc, probe: Probe) -> None:
     item = result["items"][0]
     assert_item(item)
     row = await probe.row(item["id"])
-    assert row["bucket"] == "memory"  # the seed's default bucket "emergent" is the memory bucket
+    assert row["bucket"] == "memory"  # the developer guide's default bucket "emergent" is the memory bucket
     assert row["status"] == "active"
     assert await probe.tags(item["id"]) == {"tag": [], "core": ["宠物"], "diffusion": ["猫"], "opposing": ["狗"]}
     assert await probe.tiers_of(item["id"]) == ["live"]

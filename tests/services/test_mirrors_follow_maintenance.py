@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.memory_search import searchable_filter
 from booku_memory.services.portability import export_jsonl, import_jsonl, reindex

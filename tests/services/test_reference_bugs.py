@@ -1,4 +1,4 @@
-"""One test per defect of the reference implementation (booku-reference-behaviour.md §13.1, §8.2), named after it.
+"""One test per defect of the original plugin (the reference implementation), named after it.
 
 Each test exercises the behaviour a user of the reference would have hit and asserts the fixed outcome. Where a
 bug lived in machinery the rewrite removed (legacy collections, vector deletes before re-adds), the test checks the
@@ -16,9 +16,21 @@ import pytest
 
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.epa import logic_depth
+
 from .memory_support import (
-    CAT, CAT_LONG, CAT_LONG_PLUS, COFFEE, HIKE, MEMORY_SERVICE, PROJECT, TRIPLET, Probe, SwitchableEmbedder,
-    expected_vector, open_store, seed,
+    CAT,
+    CAT_LONG,
+    CAT_LONG_PLUS,
+    COFFEE,
+    HIKE,
+    MEMORY_SERVICE,
+    PROJECT,
+    TRIPLET,
+    Probe,
+    SwitchableEmbedder,
+    expected_vector,
+    open_store,
+    seed,
 )
 
 
@@ -298,7 +310,8 @@ async def test_b10_opposing_tags_push_the_opposed_memory_down(svc) -> None:
 
 
 async def test_b10_shared_opposing_tags_are_not_a_penalty(svc) -> None:
-    """Both the memory and the query saying "not about work" is agreement, not opposition (the reference penalised it)."""
+    """Both the memory and the query saying "not about work" is agreement, not opposition (the original penalised
+    it)."""
     agreeing = (await svc.create_memory(title="周末打篮球", content="周末和朋友去体育馆打篮球，打了两个小时，很开心。",
                                         core_tags=["篮球"], diffusion_tags=["朋友"], opposing_tags=["工作"]))["id"]
     neutral = (await svc.create_memory(title="周末踢球", content="周末和同事去公园踢足球。", core_tags=["足球"],
@@ -522,7 +535,7 @@ async def test_b18_move_without_target_returns_every_key(svc) -> None:
 
 
 async def test_b18_memo_refresh_never_shortens_expiry(svc, probe: Probe) -> None:
-    """§8.2: refreshing the same memo with a shorter time used to cut its life short."""
+    """Refreshing the same memo with a shorter time used to cut its life short."""
     long = await svc.create_temporary_memo(content="周五前交报告", expire_hours=10, stream_id="s")
     short = await svc.create_temporary_memo(content="周五前交报告", expire_hours=1, stream_id="s")
 

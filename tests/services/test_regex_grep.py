@@ -11,8 +11,9 @@ import asyncio
 import sqlite3
 import time
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.config import load_config
 from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
@@ -69,8 +70,9 @@ async def test_hostile_patterns_finish_at_once_while_other_chats_read(memory):
 
 
 async def test_hostile_pattern_over_memory_command_and_mcp(memory):
-    from booku_memory.mcp_server import build_server, runtime_tool_call
     from mcp import Client
+
+    from booku_memory.mcp_server import build_server, runtime_tool_call
 
     attacker, bystander = services(memory)
     answer = await asyncio.wait_for(

@@ -12,6 +12,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from booku_memory.services.chat_scope import admin_scope
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.evidence import HostChatModel, attach_evidence

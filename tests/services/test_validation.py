@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import pytest
 
 from booku_memory.services.errors import ValidationError
+
 from .memory_support import CAT, HIKE, TRIPLET, Probe, seed
 
 CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -12,8 +12,9 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ import pytest
 from booku_memory.services import runtime as runtime_module
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 
-from .memory_support import CAT, COFFEE, HIKE, MEMORY_SERVICE, STORE, TRIPLET, Probe, expected_vector, open_store, seed
+from .memory_support import CAT, COFFEE, HIKE, MEMORY_SERVICE, STORE, Probe, expected_vector, open_store, seed
 
 NEVER = 3600.0
 

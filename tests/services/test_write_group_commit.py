@@ -8,10 +8,12 @@ with the same modes and novelty as the same writes one at a time, with identical
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
 
 import booku_memory
-import pytest
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.logic.segmentation import segment_for_index
 from booku_memory.services.storage import keyword_rows

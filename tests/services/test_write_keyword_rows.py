@@ -7,10 +7,12 @@ record ends with exactly one keyword row, segmented from its stored text, and a 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
 
 import booku_memory
-import pytest
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.logic.segmentation import segment_for_index
 from booku_memory.services.logic.text import keyword_title

@@ -7,7 +7,8 @@ ties included (equal similarities keep Chroma's hits first, then buffer order).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pytest

@@ -15,7 +15,6 @@ from booku_memory.tools.command_lexer import (
     tokenize,
 )
 
-
 # ----- split_chain -------------------------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+
 from booku_memory.config import load_config
 from booku_memory.manifest_tools import component_signatures
 from booku_memory.services.companion.service import BookuCompanionService

@@ -49,7 +49,7 @@ def test_weighted_choice_and_activation_weight():
 
 
 async def test_bug_flashback_layers_returned_the_same_candidates(svc):
-    """§4.1 step 4: both layers mapped to one candidate set; now archived and active are disjoint."""
+    """Both layers mapped to one candidate set; now archived and active are disjoint."""
     active = await seed(svc, "还在用的", "每天都会用到的事")
     archived = await seed(svc, "旧事", "很久以前的事情")
     await svc.archive_memories([archived])
@@ -76,7 +76,7 @@ def test_picker_respects_enabled_and_probabilities():
 
 
 def test_bug_flashback_cooldown_was_global_not_per_stream():
-    """§4.1 step 5: the cooldown memory was one per handler, shared by every stream."""
+    """The cooldown memory was one per handler, shared by every stream."""
     now = [1000.0]
     picker = FlashbackPicker(_config(), rng=lambda: 0.0, clock=lambda: now[0])
     candidates = [_candidate("m1")]

@@ -1,4 +1,4 @@
-"""What memory_command passes to the service, checked with a recording service (the reference's test cases, §7).
+"""What memory_command passes to the service, checked with a recording service (the original plugin's test cases).
 
 These pin the exact keyword arguments, which a real store cannot show; the effects are tested end to end in
 test_memory_command_e2e.py.

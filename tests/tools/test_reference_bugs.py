@@ -1,7 +1,7 @@
-"""One test per bug or gap of the reference tool layer named in booku-reference-tools-router.md, pinned as fixed.
+"""One test per bug or gap of the original plugin's tool layer, pinned as fixed.
 
-Each test is named after the bug (section of the spec in the docstring) and runs against a real store wherever the
-bug is observable there.
+Each test is named after the bug (what the original did is in the docstring) and runs against a real store wherever
+the bug is observable there.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .tool_support import run, seed, step
 
 
 async def test_bug_and_and_inside_quotes_split_the_command(svc):
-    """§1.2 step 2: `-query 'a&&b'` was split into two broken segments."""
+    """`-query 'a&&b'` was split into two broken segments."""
     memory_id = await seed(svc, "快捷键", "复制粘贴用 ctrl+c&&ctrl+v 完成")
     envelope = await run(svc, "grep -q 'ctrl+c&&ctrl+v'")
     assert envelope["ok"] and envelope["executed"] == 1
@@ -25,21 +25,21 @@ async def test_bug_and_and_inside_quotes_split_the_command(svc):
 
 
 async def test_bug_quoted_markdown_bullet_value_became_true(svc):
-    """§1.2 step 5: `-content "- item one"` stored content "true" and made a junk key."""
+    """`-content "- item one"` stored content "true" and made a junk key."""
     result = step(await run(svc, 'create -title 清单 -content "- item one\n- item two" -triple_tags "清单|购物|工作"'))
     item = (await svc.get_memory_detail(memory_id=result["id"]))["item"]
     assert item["content"] == "- item one\n- item two"
 
 
 async def test_bug_negative_number_value_became_true():
-    """§1.2 step 5: `-event_start_at -5` gave "true"; now the value is kept (and then judged on its merits)."""
+    """`-event_start_at -5` gave "true"; now the value is kept (and then judged on its merits)."""
     assert parse_segment("create -content -5 -title t").get("content") == "-5"
     with pytest.raises(CommandError, match="-event_start_at 不能早于 1970-01-01"):
         parse_segment("update -id m1 -event_start_at -5")
 
 
 async def test_bug_unknown_flags_were_silently_ignored(svc, write_counter):
-    """§1.2 step 5 / §8.3: `-tittle` was dropped silently, surfacing later as "missing -title"."""
+    """`-tittle` was dropped silently, surfacing later as "missing -title"."""
     before = await write_counter.snapshot()
     envelope = await run(svc, 'create -tittle 张三 -content x -triple_tags "a|b|c"')
     assert envelope["ok"] is False and envelope["executed"] == 0
@@ -49,21 +49,21 @@ async def test_bug_unknown_flags_were_silently_ignored(svc, write_counter):
 
 
 async def test_bug_stray_positional_words_were_silently_ignored(svc):
-    """§1.2 step 5: a word not consumed as a value was ignored; `search 张三` searched for nothing."""
+    """A word not consumed as a value was ignored; `search 张三` searched for nothing."""
     envelope = await run(svc, "search 张三")
     assert envelope["ok"] is False
     assert "多出了「张三」" in envelope["error"] and "-query" in envelope["error"]
 
 
 async def test_bug_unparsable_int_fell_back_to_default(svc):
-    """§1.2 step 6: `-topn 5.5` and `-topn abc` silently became 10."""
+    """`-topn 5.5` and `-topn abc` silently became 10."""
     for raw in ("5.5", "abc"):
         envelope = await run(svc, f"search -topn {raw}")
         assert envelope["ok"] is False and "-topn 必须是整数" in envelope["error"]
 
 
 async def test_bug_topn_had_no_upper_bound(svc):
-    """§1.4 search / §8.1.6 [DoS]: top_n was unbounded."""
+    """`top_n` was unbounded."""
     maximum = svc.runtime.config.retrieval.max_top_k
     envelope = await run(svc, f"search -n {maximum + 1}")
     assert envelope["ok"] is False and f"最多 {maximum}" in envelope["error"]
@@ -71,7 +71,7 @@ async def test_bug_topn_had_no_upper_bound(svc):
 
 
 async def test_bug_update_without_tags_deleted_all_tags(svc):
-    """§1.4 update / §8.2.1 [serious]: `update -id X -status archived` wiped every tag group."""
+    """`update -id X -status archived` wiped every tag group."""
     memory_id = await seed(svc, "张三", "张三住在北京")
     step(await run(svc, f"update -id {memory_id} -status archived"))
     metadata = (await svc.get_memory_detail(memory_id=memory_id))["item"]["metadata"]
@@ -80,7 +80,7 @@ async def test_bug_update_without_tags_deleted_all_tags(svc):
 
 
 async def test_bug_update_treated_comma_ids_as_one_id_and_ignored_ids_flag(svc):
-    """§1.4 update / §8.2.7: `-id a,b` was one id "a,b" and `-ids` was not read."""
+    """`-id a,b` was one id "a,b" and `-ids` was not read."""
     first = await seed(svc, "甲", "甲的内容")
     second = await seed(svc, "乙", "乙的内容完全不同")
     envelope = await run(svc, f"update -id {first},{second} -status archived")
@@ -89,7 +89,7 @@ async def test_bug_update_treated_comma_ids_as_one_id_and_ignored_ids_flag(svc):
 
 
 async def test_bug_update_stored_type_and_status_without_lower_casing(svc):
-    """§1.4 update / §8.2.7: `-status Archived` was stored as "Archived" and later filters missed it."""
+    """`-status Archived` was stored as "Archived" and later filters missed it."""
     memory_id = await seed(svc, "张三", "张三住在北京")
     step(await run(svc, f"update -id {memory_id} -status Archived -type PERSON -person_id qq:1"))
     metadata = (await svc.get_memory_detail(memory_id=memory_id))["item"]["metadata"]
@@ -97,14 +97,14 @@ async def test_bug_update_stored_type_and_status_without_lower_casing(svc):
 
 
 async def test_bug_update_of_missing_record_reported_ok(svc):
-    """§1.4 update / §8.2.8: a missing id gave `ok:true, updated:0`."""
+    """A missing id gave `ok:true, updated:0`."""
     envelope = await run(svc, "update -id mem-does-not-exist -title 新标题")
     assert envelope["ok"] is False and envelope["executed"] == 1
     assert "找不到这些记忆" in envelope["error"] and "mem-does-not-exist" in envelope["error"]
 
 
 async def test_bug_update_of_soft_deleted_record_succeeded_silently(svc, write_counter):
-    """§7 suggested case: a soft-deleted record must not be updatable silently."""
+    """A soft-deleted record must not be updatable silently."""
     memory_id = await seed(svc, "张三", "张三住在北京")
     step(await run(svc, f"delete -id {memory_id}"))
     before = await write_counter.snapshot()
@@ -114,13 +114,13 @@ async def test_bug_update_of_soft_deleted_record_succeeded_silently(svc, write_c
 
 
 async def test_bug_delete_of_unknown_ids_reported_ok(svc):
-    """§1.4 delete: unknown ids gave `deleted:0` with `ok:true`."""
+    """Unknown ids gave `deleted:0` with `ok:true`."""
     envelope = await run(svc, "delete -ids mem-x,mem-y")
     assert envelope["ok"] is False and "mem-x" in envelope["error"]
 
 
 async def test_bug_read_silently_dropped_unknown_ids(svc):
-    """§1.4 read: unknown or soft-deleted ids vanished from the answer without a word."""
+    """Unknown or soft-deleted ids vanished from the answer without a word."""
     memory_id = await seed(svc, "张三", "张三住在北京")
     result = step(await run(svc, f"read -ids {memory_id},mem-ghost"))
     assert result["missing"] == ["mem-ghost"]
@@ -129,7 +129,7 @@ async def test_bug_read_silently_dropped_unknown_ids(svc):
 
 
 async def test_bug_errors_leaked_internal_exception_text():
-    """§1.5 / §8.1.5 [SEC]: raw exception text (paths, SQL) reached the model."""
+    """Raw exception text (paths, SQL) reached the model."""
 
     class BrokenService:
         async def search_memory_entries(self, **kwargs):
@@ -143,7 +143,7 @@ async def test_bug_errors_leaked_internal_exception_text():
 
 
 async def test_bug_search_hits_had_no_snippet_or_score_but_29_metadata_keys(svc):
-    """§1.4 search / §8.3: hits carried ~29 metadata keys and no content snippet or score."""
+    """Hits carried ~29 metadata keys and no content snippet or score."""
     await seed(svc, "张三", "张三是我的大学同学，喜欢打篮球")
     item = step(await run(svc, "search -q 大学同学"))["items"][0]
     assert set(item) == {"id", "title", "type", "score", "snippet"}
@@ -151,7 +151,7 @@ async def test_bug_search_hits_had_no_snippet_or_score_but_29_metadata_keys(svc)
 
 
 async def test_bug_invalid_step_after_valid_write_still_wrote(svc, write_counter):
-    """§1.5: a chain ran its valid prefix before reaching an unparsable step; now nothing runs."""
+    """A chain ran its valid prefix before reaching an unparsable step; now nothing runs."""
     before = await write_counter.snapshot()
     envelope = await run(svc, 'create -title 甲 -content 内容 -triple_tags "a|b|c" && unknown -x 1 && delete -id m1')
     assert envelope["ok"] is False and envelope["executed"] == 0
@@ -160,7 +160,7 @@ async def test_bug_invalid_step_after_valid_write_still_wrote(svc, write_counter
 
 
 async def test_bug_chain_failure_did_not_say_earlier_steps_took_effect(svc):
-    """§1.5: completed segments were not rolled back, and the answer did not say so."""
+    """Completed segments were not rolled back, and the answer did not say so."""
     memory_id = await seed(svc, "张三", "张三住在北京")
     envelope = await run(svc, f"archive -id {memory_id} && read -id mem-ghost && delete -id {memory_id}")
     assert envelope["ok"] is False and envelope["executed"] == 2
@@ -171,7 +171,7 @@ async def test_bug_chain_failure_did_not_say_earlier_steps_took_effect(svc):
 
 
 async def test_bug_event_times_only_accepted_epoch_seconds(svc):
-    """§1.4 create / §8.3: there was no date parsing; unparsable values became 0.0 silently."""
+    """There was no date parsing; unparsable values became 0.0 silently."""
     result = step(await run(svc, 'create -type event -title 开会 -content 周会 -triple_tags "会议|工作|休假" '
                                  "-start_at 2024-05-01 -end_at 1714600000"))
     metadata = (await svc.get_memory_detail(memory_id=result["id"]))["item"]["metadata"]
@@ -181,14 +181,14 @@ async def test_bug_event_times_only_accepted_epoch_seconds(svc):
 
 
 async def test_bug_update_empty_title_silently_kept_the_old_title(svc):
-    """§1.4 update: an empty `-title` silently kept the old title; now it is an explicit error."""
+    """An empty `-title` silently kept the old title; now it is an explicit error."""
     memory_id = await seed(svc, "张三", "张三住在北京")
     envelope = await run(svc, f"update -id {memory_id} -title ''")
     assert envelope["ok"] is False and "-title 不能为空" in envelope["error"]
 
 
 async def test_bug_bare_triple_tags_and_wrong_shape(svc):
-    """§1.3: a bare `-triple_tags` became "true"; a two-part value must be rejected with the shorthand shown."""
+    """A bare `-triple_tags` became "true"; a two-part value must be rejected with the shorthand shown."""
     bare = await run(svc, "search -triple_tags")
     assert bare["ok"] is False and "-triple_tags 缺少值" in bare["error"]
     shape = await run(svc, 'search -triple_tags "a|b"')
@@ -198,14 +198,14 @@ async def test_bug_bare_triple_tags_and_wrong_shape(svc):
 
 
 async def test_bug_unclosed_quote_answered_with_shlex_english(svc):
-    """§1.7: an unbalanced quote answered "No closing quotation"."""
+    """An unbalanced quote answered "No closing quotation"."""
     envelope = await run(svc, 'search -q "张三')
     assert envelope["ok"] is False and "No closing" not in envelope["error"]
     assert "引号 \" 没有闭合" in envelope["error"]
 
 
 async def test_bug_folder_flags_were_accepted_and_dropped(svc):
-    """§7 case 3: `-folder` on create was dropped; now it files the memory, and search rejects it."""
+    """`-folder` on create was dropped; now it files the memory, and search rejects it."""
     result = step(await run(svc, 'create -title 周报 -content 周五交 -triple_tags "周报|工作|休假" -folder 工作'))
     assert (await svc.get_memory_detail(memory_id=result["id"]))["item"]["metadata"]["folder_id"] == "工作"
     envelope = await run(svc, "search -q 周报 -folder_id 工作")
@@ -213,7 +213,7 @@ async def test_bug_folder_flags_were_accepted_and_dropped(svc):
 
 
 async def test_bug_help_required_building_a_service():
-    """§1.1 [BUG]: every call built (and leaked) a service; `help` must never touch storage."""
+    """Every call built (and leaked) a service; `help` must never touch storage."""
 
     class Exploding:
         def __getattr__(self, name):

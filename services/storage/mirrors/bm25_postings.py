@@ -1,11 +1,10 @@
 """An in-memory copy of the keyword index that ranks exactly as FTS5's ``bm25()`` does, at a fraction of its cost.
 
-Why: at 100k memories FTS5 spent ~5 ms of CPU per keyword search computing ``bm25()`` for the rows a query
-matches (walking the same doclists without ranking took 0.5 ms): per matched row it decodes position lists and
-looks up the row's size in ``%_docsize``. Here the postings are numpy arrays (row id, column-weighted term
-frequency) and a query is a few vectorised operations: on the 100k bench store, with every term of the latency
-queries (~30k postings each), 1.7 ms p50 alone and 3.0 ms inside the service; the FTS5 route keeps a query's rarest
-terms within ``retrieval.keyword_posting_budget`` (4,000 postings) and still cost 5 ms. So no term is dropped here.
+Why: in a large store most of FTS5's time per keyword search goes to computing ``bm25()`` for the rows a query
+matches, not to walking the doclists: per matched row it decodes position lists and looks up the row's size in
+``%_docsize``. Here the postings are numpy arrays (row id, column-weighted term frequency) and a query is a few
+vectorised operations, cheaper with every term than the FTS5 route with only the rarest terms it keeps within
+``retrieval.keyword_posting_budget``. So no term is dropped here (figures: ``docs/BENCHMARKS.md``, keyword route).
 
 The score is FTS5's bm25 formula (``fts5_aux.c``):
 
@@ -19,8 +18,8 @@ The score is FTS5's bm25 formula (``fts5_aux.c``):
   rows the same way). Per-store row and token counts are kept as rows change, so this costs no recount;
 * a prefix term ``stem*`` (``logic.inflection``) is one phrase: its frequency sums every word it covers.
 
-Soft-deleted records keep their keyword row (as in FTS5) and are filtered by the caller (``eligible``); so N, avgdl
-and the idf are those FTS5 would compute, and a search returns the same scores (``tests/services/test_keyword_mirror.py``
+Soft-deleted records keep their keyword row (as in FTS5) and are filtered by the caller (``eligible``); so N, avgdl and
+the idf are those FTS5 would compute, and a search returns the same scores (``tests/services/test_keyword_mirror.py``
 compares them on every query).
 
 This module is the data structure only. It is filled from and kept in step with the ``booku_memory_fts`` table by
@@ -37,9 +36,8 @@ import bisect
 import math
 import unicodedata
 from array import array
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -53,7 +51,7 @@ BM25_B = 0.75
 IDF_FLOOR = 1e-6
 # The delta is merged into the base when it holds more postings than this share of the base (or than
 # COMPACT_MIN_POSTINGS, whichever is larger): a query converts a changed term's delta to arrays, and the merge
-# costs ~1.2 s of CPU at 100k memories (5.6M postings), so it runs about once per 10k rows written at that size.
+# rewrites the whole base, so it runs only once per many rows written.
 COMPACT_SHARE = 0.1
 COMPACT_MIN_POSTINGS = 50_000
 
@@ -132,10 +130,9 @@ class KeywordIndex:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def build(cls, rows: Iterable[KeywordRowText]) -> "KeywordIndex":
+    def build(cls, rows: Iterable[KeywordRowText]) -> KeywordIndex:
         """An index of ``rows`` (every row of the table, in any order), built in bulk: the per-token work is
-        ``map`` and ``array.extend`` in C, the grouping one numpy sort (7–11 s for the 100k bench store, 7.7M
-        tokens, on this project's slow 2-core machine; it runs in a thread while FTS5 answers)."""
+        ``map`` and ``array.extend`` in C, the grouping one numpy sort (it runs in a thread while FTS5 answers)."""
         index = cls()
         ids = _TermIds(index._term_of)
         terms = array("i")
@@ -178,7 +175,7 @@ class KeywordIndex:
         One sort of int64 keys (term, rid and a 16-bit weight packed) rather than a two-key lexsort and gathers.
         """
         span = int(rids.max()) + 1 if len(rids) else 1
-        # In place: each temporary array of 8 bytes per token costs ~0.4 s at 100k memories on this machine.
+        # In place: each temporary array of 8 bytes per token would cost a pass over every posting.
         keys = terms.astype(np.int64)
         keys *= span
         keys += rids

@@ -1,15 +1,14 @@
 """The columns ranking reads of every live record (``record_columns.CANDIDATE_COLUMNS``) and its tags, in memory.
 
-Why: a retrieval weighs the ~150 candidates its routes found before it reads the full rows of the ten it keeps.
-Reading their ranking columns in SQL cost 3.6 ms of the reader thread per read at 100k memories (measured alone on
-the 100k bench store, 150 random ids: each is an index lookup by memory id into rows scattered over an 800 MB
-file, and the question test and the head are computed from the whole text), the tags of 60 vector hits another
-0.9–1.7 ms, and an EPA retrieval reads both twice. Held here, a read is a dictionary lookup per id.
+Why: a retrieval weighs the hundred or more candidates its routes found before it reads the full rows of the ten it
+keeps. Reading their ranking columns in SQL is an index lookup by memory id per candidate into rows scattered over
+a large file (and the question test and the head are computed from the whole text), the tags of the vector hits
+another read, and an EPA retrieval reads both twice. Held here, a read is a dictionary lookup per id.
 
-Kept by ``storage.mirrors.keyword_mirror`` with the keyword index it rides on: loaded from the same snapshot, and brought up
-to the committed table by the same journal before every read. Every write of a record's text, tags or store rewrites
-its keyword row, which journals it; triggers (migrations 0012 and 0013) journal every other change of a column held
-here, by whichever code, connection or process makes it. A record this copy does not hold (written since the last
+Kept by ``storage.mirrors.keyword_mirror`` with the keyword index it rides on: loaded from the same snapshot, and
+brought up to the committed table by the same journal before every read. Every write of a record's text, tags or store
+rewrites its keyword row, which journals it; triggers (migrations 0012 and 0013) journal every other change of a column
+held here, by whichever code, connection or process makes it. A record this copy does not hold (written since the last
 journal read, deleted, or without a keyword row) is read in SQL by the caller, so a miss costs time, never a wrong
 answer.
 """
@@ -18,6 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any, cast
 
 from ..record_columns import CANDIDATE_KEYS, TAG_GROUPS, decode_candidate
@@ -79,7 +79,7 @@ class CandidateRows:
             else:
                 self._tags.pop(memory_id, None)
 
-    def lookup(self, memory_ids: Iterable[str], tags_for: set[str] | None
+    def lookup(self, memory_ids: Iterable[str], tags_for: AbstractSet[str] | None
                ) -> tuple[dict[str, CandidateRow], list[str]]:
         """The rows held of ``memory_ids`` as ``RecordRepository.candidates`` returns them (fresh dicts, the
         relation ids as a list; the four tag lists for the ids in ``tags_for``), and the ids not held, in order."""

@@ -1,9 +1,8 @@
 """Keeps the in-memory keyword index (``mirrors.bm25_postings``) in step with ``booku_memory_fts`` and searches it.
 
 * **Loading.** At start, a thread of its own reads every keyword row and the journal's last seq in one read
-  transaction (a consistent snapshot) on a connection of its own, and builds the index (9–17 s at 100k memories
-  on this project's machine, 2–3 s of it the candidate rows; a store under ``LOAD_BEFORE_START_ROWS`` rows is
-  loaded before start-up returns).
+  transaction (a consistent snapshot) on a connection of its own, and builds the index (seconds for a large store;
+  a store under ``LOAD_BEFORE_START_ROWS`` rows is loaded before start-up returns).
   Until it is ready, and whenever it is not, searches take the FTS5 route (``RecordRepository.keyword_search``):
   the in-memory index is an optimisation, never a condition for answering.
 * **Filtering.** With each row, the index keeps its record's memory id, bucket, status and deletion flag
@@ -33,9 +32,10 @@ import asyncio
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..database import Database, aiosqlite_core, placeholders
 from ..record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
@@ -50,7 +50,7 @@ JOURNAL_TABLE = "booku_keyword_journal"
 JOURNAL_INSERT_SQL = f"INSERT INTO {JOURNAL_TABLE} (rid) VALUES (?)"
 JOURNAL_RESET_RID = -1
 # More pending journal entries than this at a search: reload in the background rather than apply them one by one
-# (a bulk import by another process; applying costs ~0.1 ms of Python per row, measured at 100k).
+# (a bulk import by another process: applying costs Python per row, a reload costs one bulk build).
 SYNC_LIMIT = 2000
 # A store with fewer keyword rows than this is loaded before start-up returns (under a second), so a small
 # store ranks the same way from its first search; a bigger one loads in the background.
@@ -96,7 +96,7 @@ class _Stale(Exception):
     """The index cannot be brought up to date from the journal: reload it."""
 
 
-def _hold_record(rid: int, row: Sequence[Any] | None, states: RecordStates,
+def _hold_record(rid: int, row: tuple[Any, ...] | None, states: RecordStates,
                  candidates: CandidateRows | None) -> str | None:
     """Hold the record of keyword row ``rid`` (its ``ROWS_SQL`` row, or None when the row is gone) in ``states``
     and ``candidates``; returns its memory id when ``candidates`` now holds it (a live record)."""
@@ -105,7 +105,7 @@ def _hold_record(rid: int, row: Sequence[Any] | None, states: RecordStates,
     if candidates is None:
         return None
     live = row is not None and row[5] is not None and not row[_IS_DELETED]
-    return candidates.set(previous_id, row[_CANDIDATE] if live else None)
+    return candidates.set(previous_id, row[_CANDIDATE] if row is not None and live else None)
 
 
 def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates,
@@ -292,11 +292,13 @@ class MemoryKeywordIndex:
 
         For a retrieval's second read of candidates (EPA pass 2's new hits), a few milliseconds after its first
         read followed the journal: the rows are those of that moment, so one retrieval weighs every candidate as
-        of one moment, and the hop to the reader's thread is saved on the critical path (~0.7 ms under load). The
+        of one moment, and the hop to the reader's thread is saved on the critical path. The
         caller reads the ids not held with ``candidates``. Safe beside a journal being applied on the reader's
         thread: each row and each tag tuple is replaced whole, so a lookup sees a record's old or new row."""
         loaded = self._loaded_with_candidates()
-        return None if loaded is None else loaded.candidates.lookup(memory_ids, tags_for)
+        if loaded is None or loaded.candidates is None:
+            return None
+        return loaded.candidates.lookup(memory_ids, tags_for)
 
     def _loaded_with_candidates(self) -> _Loaded | None:
         """The loaded index when it holds candidate rows and they are to be used, else None."""
@@ -327,17 +329,18 @@ def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], sto
         top = loaded.index.search(terms, depth=limit, stores=store_tokens,
                                   eligible=loaded.states.admitted(state_test))
         memory_ids = loaded.states.memory_ids
-        hits = [(memory_ids[rid], score) for rid, score in zip(top.rids.tolist(), top.scores.tolist())]
+        hits: list[tuple[str, float]] = [
+            (memory_ids[rid], score) for rid, score in zip(top.rids.tolist(), top.scores.tolist())]
         return MemoryKeywordHits(hits, top.frequencies, loaded.index.rows, top)
     top = loaded.index.search(terms, depth=depths[-1], stores=store_tokens)  # scored once; checked in slices
     ranked = list(zip(top.rids.tolist(), top.scores.tolist()))
-    hits: list[tuple[str, float]] = []
+    hits = []
     for depth in depths:
         rids = [rid for rid, _ in ranked[:depth]]
         if not rids:
             break
         # NOT INDEXED: look the rows up by rid. Left to itself, SQLite preferred an index matching the filters
-        # (store, bucket, status) and walked every row of the store (~30 ms at 100k memories).
+        # (store, bucket, status) and walked every row of the store.
         passing = dict(raw.execute(
             f"SELECT r.rid, r.memory_id FROM booku_memory_records r NOT INDEXED "
             f"WHERE r.rid IN ({placeholders(len(rids))}) AND {where}", [*rids, *params]).fetchall())

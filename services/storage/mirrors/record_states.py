@@ -2,18 +2,18 @@
 status and deletion flag.
 
 Why: a retrieval's keyword route keeps the best rows that its filter admits (readable stores, the buckets and
-statuses its tiers allow, not deleted). Checking that in SQL meant looking up ~150 rows scattered over the store's
-file by rid: 1–4 ms of the reader thread per search at 100k memories. Held here, the check is one numpy gather over
+statuses its tiers allow, not deleted). Checking that in SQL means looking up a hundred or more rows scattered over
+the store's file by rid, on the reader thread. Held here, the check is one numpy gather over
 the scored rows, done before the best rows are taken (so no deeper retry when the filter drops many of them).
 
-Kept in step with ``booku_memory_records`` by ``storage.mirrors.keyword_mirror``: it is loaded with the keyword rows, and a
-trigger (migration 0012) journals every change of bucket, status or deletion flag, so a row is re-read whenever
+Kept in step with ``booku_memory_records`` by ``storage.mirrors.keyword_mirror``: it is loaded with the keyword rows,
+and a trigger (migration 0012) journals every change of bucket, status or deletion flag, so a row is re-read whenever
 its text or its state changes, whichever connection or process changed it.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -41,11 +41,12 @@ class RecordStates:
             grown = np.full(max(rid + 1, 2 * len(self._state), 1024), _NONE, np.int16)
             grown[:len(self._state)] = self._state
             self._state = grown
-        if state is None or state[0] is None:
+        memory_id = None if state is None else state[0]
+        if state is None or memory_id is None:
             self.memory_ids.pop(rid, None)
             self._state[rid] = _NONE
             return
-        memory_id, bucket, status, is_deleted = state
+        _, bucket, status, is_deleted = state
         key = (str(bucket), str(status), bool(is_deleted))
         self._state[rid] = self._codes.setdefault(key, len(self._codes))
         self.memory_ids[rid] = memory_id
