@@ -201,7 +201,8 @@ class MemorySearch:
             try:
                 await self._vector_route(query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense,
                                          embeddings, tiers_by_id, candidates, [*keyword_hits, *time_ids])
-                await self._score_time_route(query_vec, time_ids, tiers, candidates, dense, embeddings)
+                await self._score_by_meaning(query_vec, [*keyword_hits, *time_ids], tiers, candidates, dense,
+                                             embeddings)
             except VectorIndexUnavailableError as exc:  # broke after the first pass: the keyword route answers
                 for partial in (candidates, dense, embeddings, tiers_by_id):
                     partial.clear()
@@ -345,16 +346,20 @@ class MemorySearch:
         return vectors
 
 
-    async def _score_time_route(self, query_vec: np.ndarray, time_ids: list[str], tiers: list[str],
+    async def _score_by_meaning(self, query_vec: np.ndarray, found_ids: list[str], tiers: list[str],
                                 candidates: dict[str, dict[str, Any]], dense: dict[str, float],
                                 embeddings: dict[str, np.ndarray]) -> None:
-        """Cosine of the time route's memories that the vector route did not return, so they rank by meaning too.
+        """Exact cosine of the keyword and time routes' memories that the vector route did not return, so every
+        candidate ranks by meaning as well as by words or time.
 
+        Why: in a big store the approximate (HNSW) search misses memories whose words the keyword route found,
+        and a candidate without a dense score stood at the vector route's floor, below every memory that merely
+        resembled the query. Reading their stored vectors is exact and bounded by the keyword route's pool.
         A memory whose vector is not readable yet (still staged by the write-behind flusher) keeps no dense score
-        and ranks on its time match alone. These scores carry no tag bonus: the time route reads no tags.
+        and ranks on its words or time alone. These scores carry no tag bonus: those routes read no tags.
         """
         by_store: dict[str, list[str]] = {}
-        for memory_id in time_ids:
+        for memory_id in dict.fromkeys(found_ids):
             row = candidates.get(memory_id)
             if row is not None and memory_id not in dense:
                 by_store.setdefault(row["store_key"], []).append(memory_id)
