@@ -200,9 +200,8 @@ class MemorySearch:
         if query_vec is not None:
             try:
                 await self._vector_route(query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense,
-                                         embeddings, tiers_by_id, candidates, [*keyword_hits, *time_ids])
-                await self._score_by_meaning(query_vec, [*keyword_hits, *time_ids], tiers, candidates, dense,
-                                             embeddings)
+                                         embeddings, tiers_by_id, candidates, [*keyword_hits, *time_ids],
+                                         time_ids=set(time_ids))
             except VectorIndexUnavailableError as exc:  # broke after the first pass: the keyword route answers
                 for partial in (candidates, dense, embeddings, tiers_by_id):
                     partial.clear()
@@ -346,28 +345,20 @@ class MemorySearch:
         return vectors
 
 
-    async def _score_by_meaning(self, query_vec: np.ndarray, found_ids: list[str], tiers: list[str],
-                                candidates: dict[str, dict[str, Any]], dense: dict[str, float],
-                                embeddings: dict[str, np.ndarray]) -> None:
-        """Exact cosine of the keyword and time routes' memories that the vector route did not return, so every
-        candidate ranks by meaning as well as by words or time.
-
-        Why: in a big store the approximate (HNSW) search misses memories whose words the keyword route found,
-        and a candidate without a dense score stood at the vector route's floor, below every memory that merely
-        resembled the query. Reading their stored vectors is exact and bounded by the keyword route's pool.
-        A memory whose vector is not readable yet (still staged by the write-behind flusher) keeps no dense score
-        and ranks on its words or time alone. These scores carry no tag bonus: those routes read no tags.
-        """
+    async def _stored_vectors(self, memory_ids: list[str], candidates: dict[str, dict[str, Any]],
+                              tiers: list[str]) -> dict[str, np.ndarray]:
+        """The stored vectors of ``memory_ids`` (candidates with a row), read per store; an id whose vector is not
+        readable yet (still staged by the write-behind flusher) is absent."""
         by_store: dict[str, list[str]] = {}
-        for memory_id in dict.fromkeys(found_ids):
+        for memory_id in memory_ids:
             row = candidates.get(memory_id)
-            if row is not None and memory_id not in dense:
+            if row is not None:
                 by_store.setdefault(row["store_key"], []).append(memory_id)
+        found: dict[str, np.ndarray] = {}
         for store_key, ids in by_store.items():
-            found = await self.rt.vectors.get_embeddings(store_key, ids, tiers=tiers)
-            for memory_id, vector in found.items():
-                embeddings[memory_id] = np.asarray(vector, dtype=np.float32)
-                dense[memory_id] = float(np.dot(embeddings[memory_id], query_vec))
+            for memory_id, vector in (await self.rt.vectors.get_embeddings(store_key, ids, tiers=tiers)).items():
+                found[memory_id] = np.asarray(vector, dtype=np.float32)
+        return found
 
     async def _first_pass(self, query_text: str, tiers: list[str], pool: int
                           ) -> tuple[np.ndarray | None, list[Any], str]:
@@ -384,8 +375,9 @@ class MemorySearch:
         return query_vec, pass1, ""
 
     async def _vector_route(self, query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense, embeddings,
-                            tiers_by_id, candidates, keyword_ids) -> None:
-        """EPA over the first pass's hits; fills ``dense``, ``embeddings``, ``tiers_by_id`` and ``candidates``
+                            tiers_by_id, candidates, keyword_ids, *, time_ids: set[str] = frozenset()) -> None:
+        """EPA over the first pass's hits, then the exact cosine of the ``keyword_ids`` (keyword and time routes)
+        that the vector search did not return; fills ``dense``, ``embeddings``, ``tiers_by_id`` and ``candidates``
         (the slim rows of the vector hits and of ``keyword_ids``, read in one query)."""
         params = self.epa_params
         stores = list(self.scope.readable_store_keys)
@@ -400,6 +392,7 @@ class MemorySearch:
         result.resonance = has_resonance(query_text, triplet)
         result.beta = compute_beta(params, result.logic_depth, result.resonance)
         hits = pass1
+        scored_by = query_vec  # the vector the kept hits' similarities are to: the reshaped one after pass 2
         # Each hit's tags as sets, built once: pass 2 mostly finds the pass-1 hits again, and building them was a
         # third of the EPA step's Python time when reshaping and the tag bonus each built their own.
         tags_by_id = {h.memory_id: candidate_tags(candidates.get(h.memory_id)) for h in pass1} if with_tags else {}
@@ -411,10 +404,15 @@ class MemorySearch:
                     [h.similarity for h in pass1], params, result.beta,
                 )
             if reshaped.reshaped:
+                scored_by = reshaped.vector / max(float(np.linalg.norm(reshaped.vector)), 1e-12)
                 hits = await self.rt.query_vectors(reshaped.vector, store_keys=stores, tiers=tiers, limit=pool,
                                                    with_embeddings=True)
-                # Hits new to this pass, or keyword candidates read without tags, need their tags now.
+                # Hits new to this pass, or keyword candidates read without tags, need their tags now; so do the
+                # keyword and time candidates this pass missed, which are scored by cosine below.
+                found_here = {h.memory_id for h in hits}
                 fresh = [h.memory_id for h in hits if "tags" not in candidates.get(h.memory_id, {})]
+                fresh += [memory_id for memory_id in dict.fromkeys(keyword_ids) if memory_id not in found_here
+                          and memory_id in candidates and "tags" not in candidates[memory_id]]
                 if fresh:
                     # As of the first read a few milliseconds ago: one moment for every candidate of this
                     # retrieval, and no hop to the reader on the critical path unless some are not held.
@@ -431,6 +429,27 @@ class MemorySearch:
             dense[hit.memory_id] = float(hit.similarity) + bonus
             embeddings[hit.memory_id] = hit.embedding
             tiers_by_id[hit.memory_id] = hit.tier
+        # The keyword and time routes' memories that the vector search did not return are scored by exact cosine
+        # with the vector that search used (and the same tag bonus). Why: in a big store the approximate (HNSW) search misses memories whose words
+        # the keyword route found, and a candidate without a dense score stood at the vector route's floor, below
+        # every memory that merely resembled the query. A keyword candidate keeps a dense score only when it beats
+        # that floor, so it ranks exactly as before when the search missed nothing (it was simply beyond the
+        # pool); a time-route candidate always keeps its score, having no words to rank by. Reading the stored
+        # vectors is exact and bounded by the other routes' pools. A memory whose vector is not readable yet keeps
+        # no dense score and ranks on its words or time alone.
+        missed = [memory_id for memory_id in dict.fromkeys(keyword_ids) if memory_id not in dense]
+        stored = await self._stored_vectors(missed, candidates, tiers) if missed else {}
+        untagged = [memory_id for memory_id in stored if "tags" not in candidates[memory_id]]
+        if with_tags and untagged:
+            candidates.update(await self.rt.records.candidates(untagged, with_tags=True, as_of_last_read=True))
+        floor = min(dense.values(), default=-np.inf)
+        for memory_id, vector in stored.items():
+            bonus = tag_bonus(candidate_tags(candidates.get(memory_id)), query_tags, params, result.beta) \
+                if with_tags else 0.0
+            score = float(np.dot(vector, scored_by)) + bonus
+            if score > floor or memory_id in time_ids:
+                dense[memory_id] = score
+                embeddings[memory_id] = vector
 
     @staticmethod
     def _passes(record: dict[str, Any], flt: RecordFilter) -> bool:
