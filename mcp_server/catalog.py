@@ -1,7 +1,7 @@
 """The MCP tool list: every table tool (the companion tools and recall), plus memory_command and temporary_memo.
 
 Nothing here restates a manual or re-implements a tool. The table tools are ``tools.llm_tool_specs()``
-(``services/companion/tool_specs.COMPANION_TOOLS`` + recall), so a tool added to that table is served here without a
+(``services/companion/tool_table.COMPANION_TOOLS`` + recall), so a tool added to that table is served here without a
 change, and they run through ``tools.run_host_tool``, the very function behind the host's tools: same scope rules,
 same AI side for letters, same text (a companion result's ``text``; recall's JSON within the output budget).
 ``memory_command`` and ``temporary_memo`` use the host tools' schemas and runners, their answers rendered with
@@ -21,7 +21,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaError
 
-from ..services.companion.tool_specs import ToolSpec, json_schema
+from ..services.companion.tool_table import ToolSpec, json_schema
 from ..services.errors import BookuError
 from ..services.memory_service import BookuMemoryService
 from ..services.scope import Scope

@@ -20,7 +20,6 @@ from ..services.companion.plans import PLAN_STATUSES
 from ..services.companion.rendering import ASPECT_LABELS
 from ..services.companion.self_knowledge import WITNESS_DATES_REQUIRED
 from ..services.errors import BookuError, NotFoundError, ValidationError
-from . import stores
 from .deps import DashboardServices, dashboard_services, page_auth, store_selection
 from .rendering import render, root_path
 
@@ -114,7 +113,7 @@ async def plans_page(request: Request, services: Services, status: Annotated[str
 async def plan_status_submit(request: Request, plan_id: str, services: Services) -> Response:
     """Set a plan's state through ``trace(plan_id, status=...)`` in the plan's own store."""
     form = await request.form()
-    found = await stores.memory_stores(services.runtime.db, [plan_id], services.selection.selected)
+    found = await services.locator.memory_stores([plan_id], services.selection.selected)
     if plan_id not in found:
         raise NotFoundError(f"未找到计划: {plan_id}")
     try:

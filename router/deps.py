@@ -19,11 +19,11 @@ from typing import Any, Protocol
 
 from fastapi import Depends, HTTPException, Request
 
+from ..services.chat_scope import admin_scope
 from ..services.errors import NotFoundError, ValidationError
 from ..services.scope import SHARED_STORE, Scope
-from ..services.scoping import admin_scope
-from . import stores
-from .stores import OwnerMap
+from ..services.store_keys import OwnerMap
+from ..services.store_locator import StoreLocator
 
 DASHBOARD_ACTOR = "dashboard"
 STORE_PARAM = "store"
@@ -143,7 +143,7 @@ async def store_selection(request: Request) -> StoreSelection:
     """
     runtime = current_runtime(request)
     owners = owner_map(runtime)
-    available = await stores.stores_in_use(runtime.db, owners)
+    available = await StoreLocator(runtime.db).stores_in_use(owners)
     requested = [value for value in request.query_params.getlist(STORE_PARAM)]
     if requested:
         selection = resolve_selection(available, owners.default_store, requested, strict=True)
@@ -164,6 +164,7 @@ class DashboardServices:
     def __init__(self, runtime: DashboardRuntime, selection: StoreSelection) -> None:
         self.runtime = runtime
         self.selection = selection
+        self.locator = StoreLocator(runtime.db)
 
     @property
     def memory(self) -> Any:
@@ -181,21 +182,21 @@ class DashboardServices:
 
     async def memory_for(self, memory_id: str) -> Any:
         """A memory service that may change ``memory_id`` (its own store); 404 when it is not in the selection."""
-        found = await stores.memory_stores(self.runtime.db, [memory_id], self.selection.selected)
+        found = await self.locator.memory_stores([memory_id], self.selection.selected)
         if memory_id not in found:
             raise NotFoundError(f"未找到记忆: {memory_id}")
         return self.memory_in(found[memory_id])
 
     async def store_of_memory(self, memory_id: str) -> str | None:
         """The store a memory lives in, if it is one of the selected stores (shown on its detail page)."""
-        return (await stores.memory_stores(self.runtime.db, [memory_id], self.selection.selected)).get(memory_id)
+        return (await self.locator.memory_stores([memory_id], self.selection.selected)).get(memory_id)
 
     async def memory_groups(self, memory_ids: list[str]) -> list[tuple[Any, list[str]]]:
         """The ids grouped by store, each group with a service writing to that store.
 
         Ids outside the selection go with the default write store, whose service reports them as ``missing``.
         """
-        found = await stores.memory_stores(self.runtime.db, memory_ids, self.selection.selected)
+        found = await self.locator.memory_stores(memory_ids, self.selection.selected)
         groups: dict[str, list[str]] = {}
         for memory_id in memory_ids:
             groups.setdefault(found.get(memory_id, self.selection.write_store), []).append(memory_id)
@@ -203,7 +204,7 @@ class DashboardServices:
 
     async def knowledge_for(self, document_id: str) -> Any:
         """A knowledge service that may delete ``document_id``; 404 when it is not in the selection."""
-        store_key = await stores.document_store(self.runtime.db, document_id, self.selection.selected)
+        store_key = await self.locator.document_store(document_id, self.selection.selected)
         if store_key is None:
             raise NotFoundError(f"未找到文档: {document_id}")
         return self.runtime.knowledge_service(self.selection.scope(store_key))
@@ -211,7 +212,7 @@ class DashboardServices:
     async def memory_for_audit(self, audit_id: int) -> tuple[Any, str]:
         """A memory service writing to the store of one audit row, and the row's memory id; 404 outside the
         selection."""
-        location = await stores.audit_location(self.runtime.db, audit_id, self.selection.selected)
+        location = await self.locator.audit_location(audit_id, self.selection.selected)
         if location is None:
             raise NotFoundError(f"审计记录 {audit_id} 不存在")
         store_key, memory_id = location
@@ -219,7 +220,7 @@ class DashboardServices:
 
     async def memory_for_batch(self, batch_id: str) -> list[tuple[str, Any]]:
         """``(store, service)`` for every selected store holding rows of ``batch_id``; 404 when there are none."""
-        found = await stores.batch_stores(self.runtime.db, batch_id, self.selection.selected)
+        found = await self.locator.batch_stores(batch_id, self.selection.selected)
         if not found:
             raise NotFoundError(f"批次 {batch_id} 没有可恢复的审计记录")
         return [(store_key, self.memory_in(store_key)) for store_key in found]

@@ -19,8 +19,8 @@ from fastapi.responses import RedirectResponse, Response
 
 from ..services.errors import BookuError, ValidationError
 from ..services.knowledge_files import SUPPORTED_SUFFIXES
-from ..services.recall import CATEGORIES, DEFAULT_QUOTAS, PEER_SCOPES
 from ..services.scope import AUTHORITIES
+from ..services.typed_recall import CATEGORIES, DEFAULT_QUOTAS, PEER_SCOPES
 from . import operations
 from .auth import CSRF_FORM_FIELD, LOGIN_CSRF_COOKIE, SESSION_COOKIE, keys_equal
 from .deps import (
@@ -37,8 +37,8 @@ from .deps import (
     resolve_selection,
     store_selection,
 )
-from .gate import large_body
 from .forms import read_form
+from .gate import large_body
 from .memory_form import PERSON_TYPES, memory_form_errors
 from .operations import AuditFilters, MemoryFilters
 from .payloads import (
@@ -50,7 +50,13 @@ from .payloads import (
     read_upload,
     recall_form_arguments,
 )
-from .rendering import AUDIT_ACTIONS, datetime_local_value, location_without, render, root_path
+from .rendering import (
+    AUDIT_ACTIONS,
+    datetime_local_value,
+    location_without,
+    render,
+    root_path,
+)
 
 public_router = APIRouter()
 # Authentication first: the store selection reads the database and must not run for anonymous requests.

@@ -85,7 +85,7 @@ ACTION_LABELS: dict[str, str] = {
     **EVENT_ACTIONS,
     **REVISION_ACTIONS,
 }
-# The actions the audit log records (``services/memory_writes.py``, ``storage/records.py``), for its filter.
+# The actions the audit log records (``services/memory_writes.py``, ``storage/record_writes.py``), for its filter.
 AUDIT_ACTIONS: tuple[str, ...] = (
     "create", "update", "merge", "delete", "restore", "revert", "archive", "move", "promote", "expire",
     "hard_delete", "undo", "undo_create", "undo_delete", "knowledge_ingest", "knowledge_update", "knowledge_remove",

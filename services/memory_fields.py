@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from .errors import ValidationError
 from .logic.tags import TagTriplet, normalise_tags, triplet_from_lists
@@ -228,7 +229,7 @@ def build_draft(
     )
 
 
-def record_item(record: dict[str, Any], *, full: bool = False, snippet_chars: int = 280) -> dict[str, Any]:
+def record_item(record: Mapping[str, Any], *, full: bool = False, snippet_chars: int = 280) -> dict[str, Any]:
     """The standard output element: id, title, content_snippet, is_truncated, metadata (+ content when full)."""
     snippet, truncated = make_snippet(record.get("content", ""), snippet_chars)
     metadata = {key: record.get(key) for key in METADATA_KEYS}

@@ -13,34 +13,66 @@ and are filtered out of the keyword route before its best rows are taken, so the
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
-from typing import Any, Sequence
+from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import EmbeddingUnavailableError, ValidationError, VectorIndexUnavailableError
+from .errors import (
+    EmbeddingUnavailableError,
+    ValidationError,
+    VectorIndexUnavailableError,
+)
 from .logic.blas import single_threaded_blas
 from .logic.dedup import select_distinct
 from .logic.epa import (
-    EpaParams, QueryTags, compute_beta, has_resonance, logic_depth, reshape_query_detailed, tag_bonus,
+    EpaParams,
+    QueryTags,
+    compute_beta,
+    has_resonance,
+    logic_depth,
+    reshape_query_detailed,
+    tag_bonus,
 )
 from .logic.fusion import (
-    FusedHit, FusionParams, fuse_routes, keyword_challenge, order_by_currency, settle_keyword_challenge,
+    FusedHit,
+    FusionParams,
+    fuse_routes,
+    keyword_challenge,
+    order_by_currency,
+    settle_keyword_challenge,
 )
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
-from .logic.relevance import SMALL_TALK, WORD_COVERAGE, background_similarity, effective_margin, relevant_hits
+from .logic.relevance import (
+    SMALL_TALK,
+    WORD_COVERAGE,
+    background_similarity,
+    effective_margin,
+    relevant_hits,
+)
 from .logic.safe_regex import compile_safe_regex
-from .logic.segmentation import CoverageWeigher, document_idf, query_terms, terms_reliability
+from .logic.segmentation import (
+    CoverageWeigher,
+    document_idf,
+    query_terms,
+    terms_reliability,
+)
 from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
 from .logic.supersession import asks_about_the_past, says_now, without_now_words
 from .logic.tags import CandidateTags, TagTriplet, stored_tags
-from .logic.time_anchor import ZONE_SLACK_SECONDS, parse_time_anchors, time_matches, time_windows
+from .logic.time_anchor import ZONE_SLACK_SECONDS, Anchor, parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
 from .scope import Scope
-from .storage.records import RecordFilter, Visible
+from .storage.record_filter import RecordFilter, Visible
+from .storage.rows import CandidateRow, RecordRow
+from .storage.vector_index import VectorHit
+
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
 GREP_FIELDS = ("title", "summary", "content", "tags", "metadata", "name", "why_remembered")
 
@@ -56,11 +88,65 @@ class RankedHit:
 @dataclass
 class RankingResult:
     hits: list[RankedHit]
-    records: dict[str, dict[str, Any]]
+    records: dict[str, RecordRow]
     logic_depth: float = 0.0
     resonance: bool = False
     beta: float = 0.0
     degraded: str = ""
+
+
+@dataclass
+class RetrievalState:
+    """What one retrieval knows so far: the steps of ``MemorySearch.rank`` read it and fill it in turn, so that
+    each step names what it needs instead of passing the routes' containers from hand to hand."""
+
+    query_text: str
+    triplet: TagTriplet
+    limit: int
+    pool: int  # how many hits each route returns
+    flt: RecordFilter
+    tiers: list[str]  # the vector partitions the query may see
+    zone: tzinfo
+    anchors: list[Anchor]  # the dates the query names
+    all_terms: list[str]
+    search_terms: list[str]  # the query's terms without "now" words, with their inflections
+    reliability: float  # how far the keyword route can be trusted for these terms
+    fusion: FusionParams
+    query_vec: np.ndarray | None = None
+    keyword_hits: dict[str, float] = field(default_factory=dict)  # id → BM25 of the keyword route
+    time_ids: list[str] = field(default_factory=list)  # the time route's memories the keyword route missed
+    candidates: dict[str, CandidateRow] = field(default_factory=dict)  # slim rows of every route's hits
+    dense: dict[str, float] = field(default_factory=dict)  # id → cosine plus tag bonus
+    searched_vec: np.ndarray | None = None  # the unit vector the vector hits' cosines are to (reshaped by pass 2)
+    embeddings: dict[str, np.ndarray] = field(default_factory=dict)
+    tiers_by_id: dict[str, str] = field(default_factory=dict)  # id → partition of its vector
+    time_matches: dict[str, float] = field(default_factory=dict)
+    answers: dict[str, str] = field(default_factory=dict)  # id of an answer → id of the question before it
+    result: RankingResult = field(default_factory=lambda: RankingResult(hits=[], records={}))
+
+    @property
+    def sql_hit_ids(self) -> list[str]:
+        """The keyword and time routes' hits, which passed every filter in SQL."""
+        return [*self.keyword_hits, *self.time_ids]
+
+    def ranked_candidates(self) -> dict[str, CandidateRow]:
+        """The rows of every route's hits, in route order (vector, keyword, time)."""
+        ranked = dict.fromkeys([*self.dense, *self.keyword_hits, *self.time_ids])
+        return {memory_id: row for memory_id in ranked if (row := self.candidates.get(memory_id)) is not None}
+
+    def routed_rows(self) -> dict[str, CandidateRow]:
+        """``candidates`` narrowed to the routes' hits, in the order they were read."""
+        ranked = set(self.dense).union(self.keyword_hits, self.time_ids)
+        return {memory_id: row for memory_id, row in self.candidates.items() if memory_id in ranked}
+
+    def content_heads(self) -> dict[str, str | None]:
+        """id → the start of each routed candidate's text, where a speaker label stands."""
+        return {memory_id: row.get("content_head") for memory_id, row in self.routed_rows().items()}
+
+    def forget_vector_route(self) -> None:
+        """Drops what the vector route gathered, when the vector index broke after the first pass."""
+        for partial in (self.candidates, self.dense, self.embeddings, self.tiers_by_id):
+            partial.clear()
 
 
 def searchable_filter(scope: Scope, *, include_archived: bool, include_knowledge: bool,
@@ -92,7 +178,7 @@ def tiers_for(*, include_archived: bool, include_knowledge: bool, include_memori
 
 
 # Small-talk vectors per (model, dimension): fixed texts, so one copy per process serves every runtime.
-_SMALL_TALK_VECTORS: dict[tuple[str, int], np.ndarray] = {}
+_SMALL_TALK_VECTORS: dict[tuple[str, int | None], np.ndarray] = {}
 
 
 def calibration(order, dense: dict[str, float]) -> float:
@@ -110,7 +196,7 @@ def calibration(order, dense: dict[str, float]) -> float:
     return max(anchor, 0.0) / top
 
 
-def candidate_tags(record: dict[str, Any] | None) -> CandidateTags | None:
+def candidate_tags(record: CandidateRow | None) -> CandidateTags | None:
     if record is None:
         return None
     return stored_tags(record.get("core_tags"), record.get("diffusion_tags"), record.get("opposing_tags"),
@@ -118,7 +204,7 @@ def candidate_tags(record: dict[str, Any] | None) -> CandidateTags | None:
 
 
 class MemorySearch:
-    def __init__(self, runtime, scope: Scope) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope) -> None:
         self.rt = runtime
         self.scope = scope
 
@@ -146,11 +232,38 @@ class MemorySearch:
     ) -> RankingResult:
         """The hybrid EPA ranking shared by retrieve_memories, search_memory_entries and the dashboard.
 
+        Each step reads and fills one ``RetrievalState``: the routes gather candidates, the vector hits are scored
+        by meaning, the routes are fused and reordered, the irrelevant dropped, near-copies left out and the full
+        rows of the kept hits read.
+
         ``count_activation``: bump the activation of the memories returned (``records.bump_activation``), on the
         writer's thread while the reader reads their rows: every retrieval ended with the two one after the other.
         ``min_score``: the relevance floor (``logic.relevance``); ``None`` = ``retrieval.min_score``, 0 = off.
         """
-        pool = max(limit * 3, self.rt.config.retrieval.candidate_pool)
+        state = self._begin(query_text, limit=limit, triplet=triplet, flt_extra=flt_extra,
+                            include_archived=include_archived, include_knowledge=include_knowledge,
+                            include_memories=include_memories)
+        pass1 = await self._run_routes(state)
+        await self._score_by_meaning(state, pass1)
+        await self._read_route_candidates(state)
+        await self._read_time_matches(state)
+        fused = self._fuse(state)
+        fused = await self._settle_keyword_challenge(fused, state.search_terms, state.reliability, state.fusion)
+        fused = await self._lift_speakers(fused, query_text, state.search_terms, state.content_heads(),
+                                          state.fusion)
+        fused = self._order_by_currency(state, fused)
+        fused = await self._drop_irrelevant(state, fused, min_score)
+        if fused:
+            await self._keep_distinct(state, fused, count_activation)
+        return state.result
+
+    def _begin(self, query_text: str, *, limit: int, triplet: TagTriplet, flt_extra: RecordFilter | None,
+               include_archived: bool, include_knowledge: bool, include_memories: bool) -> RetrievalState:
+        """The state a retrieval starts from: its filter, partitions, pool size, query terms and time anchors.
+
+        A date the query names ("5月2日", "昨天") lifts the memories of that time (``logic.time_anchor``); when it
+        names definite days, those days' memories are read as a third route, so they compete even when neither
+        the words nor the meaning of the query found them."""
         flt = searchable_filter(self.scope, include_archived=include_archived, include_knowledge=include_knowledge,
                                 include_memories=include_memories)
         if flt_extra is not None:
@@ -161,126 +274,146 @@ class MemorySearch:
             flt.folder_id = flt_extra.folder_id
             flt.extra_sql = [*flt.extra_sql, *flt_extra.extra_sql]
             flt.extra_params = [*flt.extra_params, *flt_extra.extra_params]
-        result = RankingResult(hits=[], records={})
-        candidates: dict[str, dict[str, Any]] = {}
-        dense: dict[str, float] = {}
-        embeddings: dict[str, np.ndarray] = {}
-        tiers_by_id: dict[str, str] = {}
         tiers = tiers_for(include_archived=include_archived, include_knowledge=include_knowledge,
                           include_memories=include_memories)
-        # The keyword route (SQLite thread) runs while the query is embedded and the first vector pass runs (model
-        # and Chroma threads): on two cores the shorter of the two is hidden behind the longer. The vector task is
-        # created first so that it runs first: its query-vector lookup in the embedding cache (on the reader
-        # connection, before any model call) is queued ahead of the keyword search on that connection's thread,
-        # not behind it. Queued behind it, the lookup waited for the whole search (~5 ms at 100k memories) and the
-        # vector route could not start until the keyword route was done.
-        # A date the query names ("5月2日", "昨天") lifts the memories of that time (``logic.time_anchor``); when it
-        # names definite days, those days' memories are read as a third route, so they compete even when neither
-        # the words nor the meaning of the query found them.
         zone = self.rt.time_zone.zone
         time_weight = self.rt.config.retrieval.time_anchor_weight
         anchors = parse_time_anchors(query_text, datetime.now(zone)) if time_weight > 0 else []
         all_terms = query_terms(query_text)
         terms = without_now_words(all_terms)
-        search_terms = with_inflections(terms)
+        return RetrievalState(
+            query_text=query_text, triplet=triplet, limit=limit,
+            pool=max(limit * 3, self.rt.config.retrieval.candidate_pool), flt=flt, tiers=tiers, zone=zone,
+            anchors=anchors, all_terms=all_terms, search_terms=with_inflections(terms),
+            reliability=terms_reliability(terms), fusion=FusionParams(time_weight=time_weight),
+        )
+
+    async def _run_routes(self, state: RetrievalState) -> list[VectorHit]:
+        """Runs the keyword and time routes and the first vector pass side by side; fills ``keyword_hits``,
+        ``time_ids``, ``query_vec`` and ``degraded``, and returns the first pass's hits.
+
+        The keyword route (SQLite thread) runs while the query is embedded and the first vector pass runs (model and
+        Chroma threads): on two cores the shorter of the two is hidden behind the longer. The vector task is created
+        first so that it runs first: its query-vector lookup in the embedding cache (on the reader connection, before
+        any model call) is queued ahead of the keyword search on that connection's thread, not behind it, where it
+        would wait for the whole search and hold back the vector route."""
         try:
             async with asyncio.TaskGroup() as group:
-                first_task = group.create_task(self._first_pass(query_text, tiers, pool))
-                keyword_task = group.create_task(self.rt.records.search_terms(search_terms, flt, limit=pool))
+                first_task = group.create_task(self._first_pass(state.query_text, state.tiers, state.pool))
+                keyword_task = group.create_task(
+                    self.rt.records.search_terms(state.search_terms, state.flt, limit=state.pool))
                 time_task = group.create_task(
-                    self.rt.records.rows_in_time_windows(time_windows(anchors, zone, ZONE_SLACK_SECONDS),
-                                                         memories_only(flt), limit=pool))
+                    self.rt.records.rows_in_time_windows(time_windows(state.anchors, state.zone, ZONE_SLACK_SECONDS),
+                                                         memories_only(state.flt), limit=state.pool))
         except BaseExceptionGroup as failed:  # callers expect the route's own error, not a group
             raise failed.exceptions[0] from None
-        keyword_hits = dict(keyword_task.result())
+        state.keyword_hits = dict(keyword_task.result())
         # The windows were widened to every zone's calendar; each memory's own day decides (``time_anchor``).
-        on_the_day = time_matches(anchors, {row["memory_id"]: row for row in time_task.result()}, zone)
-        time_ids = [memory_id for memory_id in on_the_day if memory_id not in keyword_hits]
-        query_vec, pass1, result.degraded = first_task.result()
-        if query_vec is not None:
-            try:
-                await self._vector_route(query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense,
-                                         embeddings, tiers_by_id, candidates, [*keyword_hits, *time_ids],
-                                         time_ids=set(time_ids))
-            except VectorIndexUnavailableError as exc:  # broke after the first pass: the keyword route answers
-                for partial in (candidates, dense, embeddings, tiers_by_id):
-                    partial.clear()
-                result.degraded = str(exc)
-        if not candidates and (keyword_hits or time_ids):
-            candidates = await self.rt.records.candidates([*keyword_hits, *time_ids], with_tags=False)
+        on_the_day = time_matches(state.anchors, {row["memory_id"]: row for row in time_task.result()}, state.zone)
+        state.time_ids = [memory_id for memory_id in on_the_day if memory_id not in state.keyword_hits]
+        state.query_vec, pass1, state.result.degraded = first_task.result()
+        return pass1
 
-        # Keyword and time-route hits passed every filter in SQL; vector hits passed ``_passes``. All are ranked
-        # without their full rows, which are read for the kept results only.
-        # Memories written next to a strong hit rise toward it (``logic.neighbours``): rid is the write order.
-        ranked_ids = dict.fromkeys([*dense, *keyword_hits, *time_ids])
-        positions = {memory_id: ((row["store_key"], row["bucket"]), row["rid"])
-                     for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
-        dated = {memory_id: row for memory_id in ranked_ids
-                 if (row := candidates.get(memory_id)) is not None and row["bucket"] == "memory"}
-        zones = await self.rt.records.time_zones(dated) if anchors else {}
-        matches = time_matches(anchors, {memory_id: {**row, "time_zone": zones.get(memory_id, "")}
-                                         for memory_id, row in dated.items()}, zone)
-        params = FusionParams(time_weight=time_weight)
-        # The memory written right after one that ends with a question is usually its answer: it follows it; and a
-        # memory's own text shape (asking or telling, short or long) weighs in (``logic.shape``).
-        asking = [memory_id for memory_id in positions if candidates[memory_id]["question_share"] is not None]
+    async def _score_by_meaning(self, state: RetrievalState, pass1: list[VectorHit]) -> None:
+        """The vector route (EPA) and the cosine of the keyword and time routes' memories it missed, when a query
+        vector could be had. When the vector index breaks after the first pass, what they gathered is dropped and
+        the keyword route answers alone."""
+        if state.query_vec is None:
+            return
+        try:
+            await self._vector_route(state, state.query_vec, pass1)
+        except VectorIndexUnavailableError as exc:
+            state.forget_vector_route()
+            state.result.degraded = str(exc)
+
+    async def _read_route_candidates(self, state: RetrievalState) -> None:
+        """The slim rows of the keyword and time routes' hits when the vector route did not read them.
+
+        Keyword and time-route hits passed every filter in SQL; vector hits passed ``_passes``. All are ranked
+        without their full rows, which are read for the kept results only."""
+        if not state.candidates and state.sql_hit_ids:
+            state.candidates = await self.rt.records.candidates(state.sql_hit_ids, with_tags=False)
+
+    def _fuse(self, state: RetrievalState) -> list[FusedHit]:
+        """The routes fused (``logic.fusion.fuse_routes``) with the date, write-order and text-shape steps.
+
+        Memories written next to a strong hit rise toward it (``logic.neighbours``): rid is the write order. The
+        memory written right after one that ends with a question is usually its answer: it follows it; and a
+        memory's own text shape (asking or telling, short or long) weighs in (``logic.shape``)."""
+        ranked = state.ranked_candidates()
+        positions = {memory_id: ((row["store_key"], row["bucket"]), row["rid"]) for memory_id, row in ranked.items()}
+        asking = [memory_id for memory_id, row in ranked.items() if row["question_share"] is not None]
         shapes = {memory_id: TextShape(row["question_share"] or 0.0, int(row["content_chars"] or 0))
-                  for memory_id in ranked_ids if (row := candidates.get(memory_id)) is not None}
-        reliability = terms_reliability(terms)
-        answers = answers_to_questions(positions, asking, params.neighbour_radius)
-        fused = fuse_routes(dense, keyword_hits, keyword_reliability=reliability, params=params,
-                            neighbours=write_neighbours(positions, params.neighbour_radius), time_matches=matches,
-                            answers=answers, shapes=shapes)
-        fused = await self._settle_keyword_challenge(fused, search_terms, reliability, params)
-        # What the person the query names said rises, never past rank 1 nor past a memory that matches the
-        # question's content clearly better (``logic.speaker``).
-        fused = await self._lift_speakers(fused, query_text, search_terms, {
-            memory_id: row.get("content_head") for memory_id, row in candidates.items() if memory_id in ranked_ids},
-            params)
-        # A memory a later one replaced stands below it, or above it when the question asks about the past.
-        successor_of = {memory_id: row["superseded_by"] for memory_id, row in candidates.items()
-                        if row.get("superseded_by") and memory_id in ranked_ids}
-        if successor_of:
-            fused = order_by_currency(fused, successor_of, past=asks_about_the_past(query_text),
-                                      now=says_now(all_terms))
-        # Last, what matches by none of meaning, words, time or context is dropped instead of filling ``limit``.
+                  for memory_id, row in ranked.items()}
+        state.answers = answers_to_questions(positions, asking, state.fusion.neighbour_radius)
+        return fuse_routes(state.dense, state.keyword_hits, keyword_reliability=state.reliability,
+                           params=state.fusion, neighbours=write_neighbours(positions, state.fusion.neighbour_radius),
+                           time_matches=state.time_matches, answers=state.answers, shapes=shapes)
+
+    async def _read_time_matches(self, state: RetrievalState) -> None:
+        """How well each ranked memory's time matches the dates the query names, weighed in its own time zone."""
+        dated = {memory_id: row for memory_id, row in state.ranked_candidates().items() if row["bucket"] == "memory"}
+        zones = await self.rt.records.time_zones(dated) if state.anchors else {}
+        state.time_matches = time_matches(state.anchors, {memory_id: {**row, "time_zone": zones.get(memory_id, "")}
+                                                          for memory_id, row in dated.items()}, state.zone)
+
+    @staticmethod
+    def _order_by_currency(state: RetrievalState, fused: list[FusedHit]) -> list[FusedHit]:
+        """A memory a later one replaced stands below it, or above it when the question asks about the past."""
+        successor_of = {memory_id: row["superseded_by"] for memory_id, row in state.routed_rows().items()
+                        if row.get("superseded_by")}
+        if not successor_of:
+            return fused
+        return order_by_currency(fused, successor_of, past=asks_about_the_past(state.query_text),
+                                 now=says_now(state.all_terms))
+
+    async def _drop_irrelevant(self, state: RetrievalState, fused: list[FusedHit],
+                               min_score: float | None) -> list[FusedHit]:
+        """Last, what matches by none of meaning, words, time or context is dropped instead of filling ``limit``."""
         margin = effective_margin(min_score, self.rt.config.retrieval.min_score,
                                   getattr(self.rt.embedder, "model_id", None))
-        if margin > 0:
-            fused = await self._relevant(fused[:max(limit * 3, 1)], margin, query_vec, search_terms, keyword_hits,
-                                         answers)
-        if not fused:
-            return result
-        scale = calibration(fused, dense)
+        if margin <= 0:
+            return fused
+        return await self._relevant(fused[:max(state.limit * 3, 1)], margin, state.query_vec, state.search_terms,
+                                    state.keyword_hits, state.answers)
+
+    async def _keep_distinct(self, state: RetrievalState, fused: list[FusedHit], count_activation: bool) -> None:
+        """Fills ``state.result`` with the best ``limit`` hits that are no near-copy of a better one
+        (``logic.dedup.select_distinct``), their full rows and their scores on the similarity scale."""
+        scale = calibration(fused, state.dense)
         ids = [hit.id for hit in fused]
-        time_set = set(time_ids)  # found in SQL like keyword hits: eligible even without a vector
         dim = self.rt.vectors.dimension or 1
         matrix = np.zeros((len(ids), dim), dtype=np.float32)
         for row, memory_id in enumerate(ids):
-            if memory_id in embeddings:
-                matrix[row] = embeddings[memory_id]
+            if memory_id in state.embeddings:
+                matrix[row] = state.embeddings[memory_id]
         scores = np.array([hit.score for hit in fused], dtype=np.float64)
-        keep = select_distinct(scores, matrix, limit, self.rt.config.retrieval.deduplication_threshold,
-                               keyword_mask=np.array([memory_id in keyword_hits or memory_id in time_set
+        found_in_sql = set(state.time_ids)  # found in SQL like keyword hits: eligible even without a vector
+        keep = select_distinct(scores, matrix, state.limit, self.rt.config.retrieval.deduplication_threshold,
+                               keyword_mask=np.array([memory_id in state.keyword_hits or memory_id in found_in_sql
                                                       for memory_id in ids]))
-        kept_ids = [ids[index] for index in keep]
-        reading = self.rt.records.get_many(kept_ids)
-        if count_activation:
-            recalled = [memory_id for memory_id in kept_ids
-                        if (row := candidates.get(memory_id)) is not None and row["bucket"] == "memory"]
-            result.records, _ = await asyncio.gather(reading, self.rt.records.bump_activation(recalled))
-        else:
-            result.records = await reading
+        state.result.records = await self._read_kept(state, [ids[index] for index in keep], count_activation)
         for index in keep:
             hit = fused[index]
-            record = result.records.get(hit.id)
+            record = state.result.records.get(hit.id)
             if record is None:  # deleted since it was ranked
                 continue
-            tier = tiers_by_id.get(hit.id) or ("knowledge" if record["bucket"] == "knowledge" else
-                                               "live" if record["status"] == "active" else "archive")
+            tier = state.tiers_by_id.get(hit.id) or ("knowledge" if record["bucket"] == "knowledge" else
+                                                     "live" if record["status"] == "active" else "archive")
             parts = {**hit.parts, "fused": float(hit.score)}
-            result.hits.append(RankedHit(hit.id, float(hit.score) * scale, parts, tier))
-        return result
+            state.result.hits.append(RankedHit(hit.id, float(hit.score) * scale, parts, tier))
+
+    async def _read_kept(self, state: RetrievalState, kept_ids: list[str],
+                         count_activation: bool) -> dict[str, RecordRow]:
+        """The full rows of the kept hits; with ``count_activation``, their memories' activation is bumped on the
+        writer's thread while the reader reads them."""
+        reading = self.rt.records.get_many(kept_ids)
+        if not count_activation:
+            return await reading
+        recalled = [memory_id for memory_id in kept_ids
+                    if (row := state.candidates.get(memory_id)) is not None and row["bucket"] == "memory"]
+        records, _ = await asyncio.gather(reading, self.rt.records.bump_activation(recalled))
+        return records
 
     async def _settle_keyword_challenge(self, fused: list[FusedHit], terms: Sequence[str], reliability: float,
                                         params: FusionParams) -> list[FusedHit]:
@@ -337,7 +470,7 @@ class MemorySearch:
     async def _small_talk_vectors(self) -> np.ndarray:
         """The vectors of ``relevance.SMALL_TALK`` under this runtime's embedder, embedded once per model (a
         model's vectors of fixed texts never change; the embedding cache keeps them across restarts)."""
-        key = (getattr(self.rt.embedder, "model_id", ""), self.rt.vectors.dimension)
+        key: tuple[str, int | None] = (getattr(self.rt.embedder, "model_id", ""), self.rt.vectors.dimension)
         vectors = _SMALL_TALK_VECTORS.get(key)
         if vectors is None:
             vectors = np.asarray(await self.rt.embedder.embed_documents(list(SMALL_TALK)), dtype=np.float32)
@@ -345,23 +478,46 @@ class MemorySearch:
         return vectors
 
 
-    async def _stored_vectors(self, memory_ids: list[str], candidates: dict[str, dict[str, Any]],
-                              tiers: list[str]) -> dict[str, np.ndarray]:
-        """The stored vectors of ``memory_ids`` (candidates with a row), read per store; an id whose vector is not
-        readable yet (still staged by the write-behind flusher) is absent."""
+    async def _score_missed_hits(self, state: RetrievalState, query_tags: QueryTags, params: EpaParams) -> None:
+        """Exact cosine (with the vector the search used, and the same tag bonus) of the keyword and time routes'
+        memories that the vector search did not return.
+
+        Why: in a big store the approximate (HNSW) search misses memories whose words the keyword route found, and
+        a candidate without a dense score stood at the vector route's floor, below every memory that merely
+        resembled the query. A keyword candidate keeps its score only when it beats that floor, so it ranks exactly
+        as before when the search missed nothing (it was simply beyond the pool); a time-route candidate always
+        keeps it, having no words to rank by. Reading the stored vectors is exact and bounded by the other routes'
+        pools. A memory whose vector is not readable yet (still staged by the write-behind flusher) keeps no dense
+        score and ranks on its words or time alone.
+        """
+        searched = state.query_vec if state.searched_vec is None else state.searched_vec
+        if searched is None:
+            return
         by_store: dict[str, list[str]] = {}
-        for memory_id in memory_ids:
-            row = candidates.get(memory_id)
-            if row is not None:
+        for memory_id in dict.fromkeys(state.sql_hit_ids):
+            row = state.candidates.get(memory_id)
+            if row is not None and memory_id not in state.dense:
                 by_store.setdefault(row["store_key"], []).append(memory_id)
-        found: dict[str, np.ndarray] = {}
+        with_tags = not state.triplet.is_empty
+        untagged = [memory_id for ids in by_store.values() for memory_id in ids
+                    if "tags" not in state.candidates[memory_id]]
+        if with_tags and untagged:  # pass 2 read them when it ran; without it they were read without tags
+            state.candidates.update(await self.rt.records.candidates(untagged, with_tags=True, as_of_last_read=True))
+        floor = min(state.dense.values(), default=-np.inf)
+        time_ids = set(state.time_ids)
         for store_key, ids in by_store.items():
-            for memory_id, vector in (await self.rt.vectors.get_embeddings(store_key, ids, tiers=tiers)).items():
-                found[memory_id] = np.asarray(vector, dtype=np.float32)
-        return found
+            found = await self.rt.vectors.get_embeddings(store_key, ids, tiers=state.tiers)
+            for memory_id, stored in found.items():
+                vector = np.asarray(stored, dtype=np.float32)
+                bonus = tag_bonus(candidate_tags(state.candidates.get(memory_id)), query_tags, params,
+                                  state.result.beta) if with_tags else 0.0
+                score = float(np.dot(vector, searched)) + bonus
+                if score > floor or memory_id in time_ids:
+                    state.embeddings[memory_id] = vector
+                    state.dense[memory_id] = score
 
     async def _first_pass(self, query_text: str, tiers: list[str], pool: int
-                          ) -> tuple[np.ndarray | None, list[Any], str]:
+                          ) -> tuple[np.ndarray | None, list[VectorHit], str]:
         """The query vector and the first vector pass, or ``(None, [], why)`` when no vector can be had."""
         if not self.rt.embedding_available():
             return None, [], self.rt.degraded_reason()
@@ -374,85 +530,73 @@ class MemorySearch:
             return None, [], str(exc)
         return query_vec, pass1, ""
 
-    async def _vector_route(self, query_vec, pass1, query_text, triplet, pool, tiers, flt, result, dense, embeddings,
-                            tiers_by_id, candidates, keyword_ids, *, time_ids: set[str] = frozenset()) -> None:
-        """EPA over the first pass's hits, then the exact cosine of the ``keyword_ids`` (keyword and time routes)
-        that the vector search did not return; fills ``dense``, ``embeddings``, ``tiers_by_id`` and ``candidates``
-        (the slim rows of the vector hits and of ``keyword_ids``, read in one query)."""
+    async def _vector_route(self, state: RetrievalState, query_vec: np.ndarray, pass1: list[VectorHit]) -> None:
+        """EPA over the first pass's hits, then the memories of the other routes it missed (``_score_missed_hits``);
+        fills the state's ``dense``, ``embeddings``, ``tiers_by_id``,
+        ``candidates`` (the slim rows of the vector hits and of the keyword and time routes' hits, read in one
+        query) and the result's ``logic_depth``, ``resonance`` and ``beta``."""
         params = self.epa_params
-        stores = list(self.scope.readable_store_keys)
+        result, candidates, triplet = state.result, state.candidates, state.triplet
         with_tags = not triplet.is_empty
         vector_ids = [h.memory_id for h in pass1]
-        candidates.update(await self.rt.records.candidates([*vector_ids, *keyword_ids], with_tags=with_tags,
+        candidates.update(await self.rt.records.candidates([*vector_ids, *state.sql_hit_ids], with_tags=with_tags,
                                                            tags_only_for=vector_ids))
         pass1 = [h for h in pass1 if h.memory_id in candidates and h.embedding is not None]
-        evidence = np.stack([h.embedding for h in pass1]) if pass1 else np.zeros((0, len(query_vec)))
+        evidence = np.stack([h.embedding for h in pass1 if h.embedding is not None]) if pass1 \
+            else np.zeros((0, len(query_vec)))
         with single_threaded_blas():
             result.logic_depth = logic_depth(query_vec, evidence)
-        result.resonance = has_resonance(query_text, triplet)
+        result.resonance = has_resonance(state.query_text, triplet)
         result.beta = compute_beta(params, result.logic_depth, result.resonance)
-        hits = pass1
-        scored_by = query_vec  # the vector the kept hits' similarities are to: the reshaped one after pass 2
-        # Each hit's tags as sets, built once: pass 2 mostly finds the pass-1 hits again, and building them was a
-        # third of the EPA step's Python time when reshaping and the tag bonus each built their own.
+        # Each hit's tags as sets, built once: pass 2 mostly finds the pass-1 hits again, and reshaping and the tag
+        # bonus would otherwise each build their own.
         tags_by_id = {h.memory_id: candidate_tags(candidates.get(h.memory_id)) for h in pass1} if with_tags else {}
         query_tags = QueryTags.of(triplet)  # the query's groups as sets, for the reshaping and the tag bonus
-        if with_tags and pass1:
-            with single_threaded_blas():
-                reshaped = reshape_query_detailed(
-                    query_vec, evidence, [tags_by_id[h.memory_id] for h in pass1], query_tags,
-                    [h.similarity for h in pass1], params, result.beta,
-                )
-            if reshaped.reshaped:
-                scored_by = reshaped.vector / max(float(np.linalg.norm(reshaped.vector)), 1e-12)
-                hits = await self.rt.query_vectors(reshaped.vector, store_keys=stores, tiers=tiers, limit=pool,
-                                                   with_embeddings=True)
-                # Hits new to this pass, or keyword candidates read without tags, need their tags now; so do the
-                # keyword and time candidates this pass missed, which are scored by cosine below.
-                found_here = {h.memory_id for h in hits}
-                fresh = [h.memory_id for h in hits if "tags" not in candidates.get(h.memory_id, {})]
-                fresh += [memory_id for memory_id in dict.fromkeys(keyword_ids) if memory_id not in found_here
-                          and memory_id in candidates and "tags" not in candidates[memory_id]]
-                if fresh:
-                    # As of the first read a few milliseconds ago: one moment for every candidate of this
-                    # retrieval, and no hop to the reader on the critical path unless some are not held.
-                    candidates.update(await self.rt.records.candidates(fresh, with_tags=True, as_of_last_read=True))
+        hits = await self._second_pass(state, query_vec, evidence, pass1, tags_by_id, query_tags, params) \
+            if with_tags and pass1 else pass1
         for hit in hits:
             record = candidates.get(hit.memory_id)
-            if record is None or hit.embedding is None or not self._passes(record, flt):
+            if record is None or hit.embedding is None or not self._passes(record, state.flt):
                 continue
             if with_tags:
                 tags = tags_by_id[hit.memory_id] if hit.memory_id in tags_by_id else candidate_tags(record)
                 bonus = tag_bonus(tags, query_tags, params, result.beta)
             else:
                 bonus = 0.0
-            dense[hit.memory_id] = float(hit.similarity) + bonus
-            embeddings[hit.memory_id] = hit.embedding
-            tiers_by_id[hit.memory_id] = hit.tier
-        # The keyword and time routes' memories that the vector search did not return are scored by exact cosine
-        # with the vector that search used (and the same tag bonus). Why: in a big store the approximate (HNSW) search misses memories whose words
-        # the keyword route found, and a candidate without a dense score stood at the vector route's floor, below
-        # every memory that merely resembled the query. A keyword candidate keeps a dense score only when it beats
-        # that floor, so it ranks exactly as before when the search missed nothing (it was simply beyond the
-        # pool); a time-route candidate always keeps its score, having no words to rank by. Reading the stored
-        # vectors is exact and bounded by the other routes' pools. A memory whose vector is not readable yet keeps
-        # no dense score and ranks on its words or time alone.
-        missed = [memory_id for memory_id in dict.fromkeys(keyword_ids) if memory_id not in dense]
-        stored = await self._stored_vectors(missed, candidates, tiers) if missed else {}
-        untagged = [memory_id for memory_id in stored if "tags" not in candidates[memory_id]]
-        if with_tags and untagged:
-            candidates.update(await self.rt.records.candidates(untagged, with_tags=True, as_of_last_read=True))
-        floor = min(dense.values(), default=-np.inf)
-        for memory_id, vector in stored.items():
-            bonus = tag_bonus(candidate_tags(candidates.get(memory_id)), query_tags, params, result.beta) \
-                if with_tags else 0.0
-            score = float(np.dot(vector, scored_by)) + bonus
-            if score > floor or memory_id in time_ids:
-                dense[memory_id] = score
-                embeddings[memory_id] = vector
+            state.dense[hit.memory_id] = float(hit.similarity) + bonus
+            state.embeddings[hit.memory_id] = hit.embedding
+            state.tiers_by_id[hit.memory_id] = hit.tier
+        await self._score_missed_hits(state, query_tags, params)
+
+    async def _second_pass(self, state: RetrievalState, query_vec: np.ndarray, evidence: np.ndarray,
+                           pass1: list[VectorHit], tags_by_id: dict[str, CandidateTags | None],
+                           query_tags: QueryTags, params: EpaParams) -> list[VectorHit]:
+        """The query reshaped by the tag triplet and searched again (EPA pass 2), or ``pass1`` when the evidence
+        does not reshape it. Reads the tags of the hits new to this pass into ``state.candidates``."""
+        with single_threaded_blas():
+            reshaped = reshape_query_detailed(
+                query_vec, evidence, [tags_by_id[h.memory_id] for h in pass1], query_tags,
+                [h.similarity for h in pass1], params, state.result.beta,
+            )
+        if not reshaped.reshaped:
+            return pass1
+        hits = await self.rt.query_vectors(reshaped.vector, store_keys=list(self.scope.readable_store_keys),
+                                           tiers=state.tiers, limit=state.pool, with_embeddings=True)
+        state.searched_vec = reshaped.vector / max(float(np.linalg.norm(reshaped.vector)), 1e-12)
+        # Hits new to this pass, or keyword candidates read without tags, need their tags now; so do the keyword
+        # and time candidates this pass missed, which ``_score_missed_hits`` scores with the tag bonus.
+        found_here = {h.memory_id for h in hits}
+        fresh = [h.memory_id for h in hits if "tags" not in state.candidates.get(h.memory_id, {})]
+        fresh += [memory_id for memory_id in dict.fromkeys(state.sql_hit_ids) if memory_id not in found_here
+                  and memory_id in state.candidates and "tags" not in state.candidates[memory_id]]
+        if fresh:
+            # As of the first read a few milliseconds ago: one moment for every candidate of this retrieval, and
+            # no hop to the reader on the critical path unless some are not held.
+            state.candidates.update(await self.rt.records.candidates(fresh, with_tags=True, as_of_last_read=True))
+        return hits
 
     @staticmethod
-    def _passes(record: dict[str, Any], flt: RecordFilter) -> bool:
+    def _passes(record: CandidateRow, flt: RecordFilter) -> bool:
         """Structured filters for vector hits (the partitions already enforce store, tier and deletion)."""
         if flt.memory_types is not None and record["memory_type"] not in flt.memory_types:
             return False
@@ -538,10 +682,10 @@ class MemorySearch:
                            if rid not in seen]
             related = await self.rt.records.get_many(related_ids)
             for rid in related_ids:
-                record = related.get(rid)
-                if record and record["store_key"] in self.scope.readable_store_keys and rid not in seen \
-                        and len(entries) < top_n:
-                    item = record_item(record, snippet_chars=self.rt.config.retrieval.snippet_chars)
+                related_record = related.get(rid)
+                if related_record and related_record["store_key"] in self.scope.readable_store_keys \
+                        and rid not in seen and len(entries) < top_n:
+                    item = record_item(related_record, snippet_chars=self.rt.config.retrieval.snippet_chars)
                     item["related"] = True
                     entries.append(item)
                     seen.add(rid)

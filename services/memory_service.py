@@ -7,22 +7,39 @@ host creates one per ``get_service`` call. Writes live in ``memory_writes``, rea
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import NotFoundError, ValidationError, VectorIndexUnavailableError
 from .logic.tags import triplet_from_lists
 from .logic.text import normalise_folder_id
 from .memory_fields import (
-    MEMORY_TYPES, STATUSES, build_draft, checked_content, checked_event_range, checked_ids, checked_limit,
+    DISPOSITION_STATUSES,
+    KNOWLEDGE_TYPES,
+    MEMORY_TYPES,
+    PROCEDURE_TYPES,
+    STATUSES,
+    build_draft,
+    checked_content,
+    checked_event_range,
+    checked_ids,
+    checked_limit,
     checked_min_score,
-    checked_person_id, checked_title, choose, clean_text_list, finite_timestamp, normalise_bucket, record_item,
-    KNOWLEDGE_TYPES, PROCEDURE_TYPES, DISPOSITION_STATUSES,
+    checked_person_id,
+    checked_title,
+    choose,
+    clean_text_list,
+    finite_timestamp,
+    normalise_bucket,
+    record_item,
 )
 from .memory_search import MemorySearch
 from .memory_writes import MemoryWriter
 from .scope import AUTHORITIES, Scope
-from .storage.records import RecordFilter
+from .storage.record_filter import RecordFilter
 from .text_input import guarded_text_inputs
+
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
 
 @guarded_text_inputs
@@ -33,7 +50,7 @@ class BookuMemoryService:
     service_description = "Booku 长期记忆核心服务：记忆增删改查、EPA 混合检索、生命周期与历史版本"
     version = "2.0.0"
 
-    def __init__(self, runtime=None, *, scope: Scope | None = None, plugin: Any = None) -> None:
+    def __init__(self, runtime: BookuRuntime | None = None, *, scope: Scope | None = None, plugin: Any = None) -> None:
         self._runtime = runtime
         self._scope = scope
         if plugin is not None and runtime is None:
@@ -41,7 +58,7 @@ class BookuMemoryService:
 
     # ------------------------------------------------------------ plumbing
     @property
-    def runtime(self):
+    def runtime(self) -> BookuRuntime:
         if self._runtime is None:
             raise RuntimeError("Booku 运行时尚未启动")
         return self._runtime
@@ -554,7 +571,7 @@ class BookuMemoryService:
         "stats"}``. ``actor_peer_id`` (the current speaker, ``platform:id``) comes from trusted host data; it
         defaults to the scope's ``extra["actor_peer_id"]``.
         """
-        from .recall import TypedRecall
+        from .typed_recall import TypedRecall
 
         peer = actor_peer_id or self.scope.extra.get("actor_peer_id")
         return await TypedRecall(self.runtime, self.scope).recall(

@@ -23,15 +23,20 @@ from .errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.merge import merge_texts
 from .logic.novelty import novelty_energy
-from .logic.supersession import Decision, Thresholds, best_supersession, decide, fact_cues
+from .logic.supersession import (
+    Decision,
+    Thresholds,
+    best_supersession,
+    decide,
+    fact_cues,
+)
 from .logic.text import compose_embedding_text, keyword_title
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
-from .storage.records import (
-    KeywordRow, RecordFilter, WritePlan, deferred_keyword_rows_plan, presegment, run_plan_in_transaction,
-    savepoint_plan,
-)
+from .storage.keyword_rows import KeywordRow, deferred_keyword_rows_plan, presegment
+from .storage.record_filter import RecordFilter
 from .storage.vector_index import VectorHit, tier_of
+from .storage.write_plans import WritePlan, run_plan_in_transaction, savepoint_plan
 
 EXACT_DUPLICATE_SIMILARITY = 0.9999
 REVERTIBLE_COLUMNS = (
@@ -197,13 +202,13 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
 def _batch_plan(runtime, batch: list[PendingUpsert], hits_of: dict[int, list[VectorHit]],
                 neighbour_ids: Sequence[str], *,
                 limit: int) -> WritePlan[tuple[list[Any], list[tuple[PendingUpsert, dict[str, Any]]]]]:
-    """Every write of a group commit, in queue order, as one plan (see ``storage.records.run_plan``).
+    """Every write of a group commit, in queue order, as one plan (see ``storage.write_plans.run_plan``).
 
     Returns (one outcome per job: a ``WriteOutcome`` or the exception it failed with; the jobs that created
     a record, with that record). The neighbours' rows are read first, inside the transaction (slim rows: the merge
     decision reads a few columns of each; its chosen target is re-read in full), and updated as the batch goes,
     so each write judges against the versions the earlier writes of its batch left. The keyword-index rows of the
-    writes that succeeded are written last, after every savepoint (``storage.records.deferred_keyword_rows_plan``).
+    writes that succeeded are written last, after every savepoint (``storage.keyword_rows.deferred_keyword_rows_plan``).
     """
     records = (yield from runtime.records.merge_candidates_plan(neighbour_ids)) if neighbour_ids else {}
     outcomes: list[Any] = []

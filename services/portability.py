@@ -10,10 +10,13 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .storage.database import dump_table, insert_rows_ignoring_existing
 from .storage.file_modes import open_private_for_writing
+
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
 Progress = Callable[[int, int, str], None]
 FORMAT = "booku-memory-export"
@@ -41,7 +44,7 @@ def _quiet(done: int, total: int, label: str) -> None:
     return None
 
 
-async def export_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet) -> dict[str, int]:
+async def export_jsonl(runtime: BookuRuntime, path: str | Path, *, progress: Progress = _quiet) -> dict[str, int]:
     path = Path(path)
     total = await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records", (), 0)
     counts = {"record": 0}
@@ -65,7 +68,7 @@ async def export_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet
     return counts
 
 
-async def import_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet) -> dict[str, int]:
+async def import_jsonl(runtime: BookuRuntime, path: str | Path, *, progress: Progress = _quiet) -> dict[str, int]:
     path = Path(path)
     lines = path.read_text(encoding="utf-8").splitlines()
     if not lines or json.loads(lines[0]).get("format") != FORMAT:
@@ -110,7 +113,7 @@ async def import_jsonl(runtime, path: str | Path, *, progress: Progress = _quiet
     return imported
 
 
-async def reindex(runtime, *, progress: Progress = _quiet, batch: int = 256) -> dict[str, Any]:
+async def reindex(runtime: BookuRuntime, *, progress: Progress = _quiet, batch: int = 256) -> dict[str, Any]:
     """Rebuild the FTS index and every vector with the current embedding model, through the runtime's one rebuild
     job at a time (``services.index_recovery``): the keyword route serves meanwhile, never a half-built index."""
     return await runtime.index_recovery.reindex(progress=progress, batch=batch)

@@ -28,8 +28,8 @@ from .storage.file_modes import private_dir
 from .storage.memos import MemoRepository
 from .storage.outbox import SyncReport, VectorSync
 from .storage.records import RecordRepository
-from .time_zone import deployment_zone
 from .storage.vector_index import VectorHit, VectorIndex
+from .time_zone import deployment_zone
 
 logger = logging.getLogger(__name__)
 
@@ -456,7 +456,7 @@ class BookuRuntime:
     # ------------------------------------------------------------ maintenance
     async def run_maintenance(self) -> dict[str, Any]:
         """One maintenance pass: expire memos, run the emergent lifecycle, retry pending vectors, trim the keyword
-        journal (``storage.keyword_memory``)."""
+        journal (``storage.mirrors.keyword_mirror``)."""
         from .companion import refresh_decay
 
         purged = await self.memos.purge_expired()

@@ -18,8 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from ..services.companion.tool_specs import ToolParam, ToolSpec
-from ..services.memory_search import GREP_FIELDS
+from ..services.companion.tool_table import ToolParam, ToolSpec
 from ..services.memory_fields import (
     DISPOSITION_STATUSES,
     KNOWLEDGE_TYPES,
@@ -27,6 +26,7 @@ from ..services.memory_fields import (
     PROCEDURE_TYPES,
     STATUSES,
 )
+from ..services.memory_search import GREP_FIELDS
 from .llm_tool_specs import is_comma_list, llm_tool_specs, param_choices, param_types
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..config import BookuConfig
 from ..services.companion.service import BookuCompanionService
-from ..services.companion.tool_specs import ToolSpec
+from ..services.companion.tool_table import ToolSpec
 from ..services.errors import BookuError
 from .command_lexer import CommandError, ParsedCommand
 from .command_spec import FlagKind

@@ -1,8 +1,8 @@
 """The LLM-facing operations beyond ``memory_command``'s own sub-commands: every companion tool plus typed recall.
 
 One table serves three surfaces: the ``memory_command`` sub-commands (``command_spec``), the host tools
-(``plugin.py``) and the manual. The companion tools are ``services/companion/tool_specs.COMPANION_TOOLS`` as they
-are at import time, so a tool added there (plans, letters, feel, I …) becomes a sub-command and a host tool with no
+(``host_adapter/tools.py``) and the manual. The companion tools are
+``services/companion/tool_table.COMPANION_TOOLS`` as they are at import time, so a tool added there (plans, letters, feel, I …) becomes a sub-command and a host tool with no
 change here. ``recall`` is described in the same ``ToolSpec`` shape, its defaults read from
 ``BookuMemoryService.recall`` itself so the description can never advertise a default the service does not use.
 
@@ -16,10 +16,10 @@ import inspect
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..services.companion import tool_specs as companion_specs
-from ..services.companion.tool_specs import REQUIRED, ToolParam, ToolSpec
+from ..services.companion import tool_table as companion_specs
+from ..services.companion.tool_table import REQUIRED, ToolParam, ToolSpec
 from ..services.memory_service import BookuMemoryService
-from ..services.recall import CATEGORIES, DEFAULT_QUOTAS, MAX_QUOTA, PEER_SCOPES
+from ..services.typed_recall import CATEGORIES, DEFAULT_QUOTAS, MAX_QUOTA, PEER_SCOPES
 
 RECALL_MAX_CHARS = 200_000
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..logic.decay import archive_due, days_since_activity, decay_score
 from ..scope import WriteContext
@@ -21,13 +22,16 @@ from .kinds import COMPANION_SOURCE, is_exempt
 from .settings import companion_settings
 from .store import CompanionStore
 
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
+
 logger = logging.getLogger(__name__)
 
 DECAY_ACTOR = "booku-decay"
 DECAY_CAUSE = "decay_below_threshold"
 
 
-def record_score(record: dict[str, Any], params, now: float) -> float:
+def record_score(record: Mapping[str, Any], params, now: float) -> float:
     """The live decay score of a record dict (see ``logic.decay``)."""
     return decay_score(
         importance=record.get("importance") or 5,
@@ -41,7 +45,7 @@ def record_score(record: dict[str, Any], params, now: float) -> float:
     )
 
 
-async def refresh_decay(runtime, *, now: float | None = None) -> dict[str, Any]:
+async def refresh_decay(runtime: BookuRuntime, *, now: float | None = None) -> dict[str, Any]:
     """One decay pass over all stores.
 
     Returns ``{"checked", "archived", "archived_ids", "lowest_score", "batch_id", "ran_at"}`` and stores the same

@@ -17,12 +17,18 @@ import time
 from typing import Any
 
 from ..logic.text import compose_embedding_text
-from ..storage.records import RecordFilter
+from ..storage.record_filter import RecordFilter
 from . import fields as f
 from .decay_engine import record_score
 from .kinds import KIND_SQL
 from .relatedness import keyword_share, similarities
-from .rendering import UNTRUSTED_NOTE, fit_budget, memory_item, omitted_notice, render_block
+from .rendering import (
+    UNTRUSTED_NOTE,
+    fit_budget,
+    memory_item,
+    omitted_notice,
+    render_block,
+)
 
 FEEL_MIN_SIMILARITY = 0.65  # seed: 相似度 >= 0.65 才算命中
 # Keyword fallback: share of the query's terms a feeling must contain (2 of 2, 2 of 3, 3 of 5).

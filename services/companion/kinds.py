@@ -12,7 +12,9 @@ row here still gives them their label and their line in pulse.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ValidationError
 
@@ -62,13 +64,13 @@ KINDS: dict[str, KindSpec] = {
 FEEL_DOMAIN = "feel"
 
 
-def kind_of(record: dict) -> str:
+def kind_of(record: Mapping[str, Any]) -> str:
     """The kind of a record (unknown or missing values read as ``memory``)."""
     value = (record.get("extra") or {}).get(KIND_KEY)
     return value if value in KINDS else DEFAULT_KIND
 
 
-def spec_of(record: dict) -> KindSpec:
+def spec_of(record: Mapping[str, Any]) -> KindSpec:
     return KINDS[kind_of(record)]
 
 
@@ -83,6 +85,6 @@ def checked_kind(value: str) -> KindSpec:
     return KINDS[value]
 
 
-def is_exempt(record: dict) -> bool:
+def is_exempt(record: Mapping[str, Any]) -> bool:
     """Pinned, protected and anchor memories, and kinds that do not decay, never decay."""
     return bool(record.get("pinned") or record.get("protected") or record.get("anchor")) or not spec_of(record).decays

@@ -21,9 +21,10 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ValidationError
 from ..logic.text import compose_embedding_text
@@ -32,6 +33,10 @@ from . import fields as f
 from .letter_store import LetterRow, LetterStore
 from .relatedness import keyword_share, similarities
 from .rendering import UNTRUSTED_NOTE, format_time
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
+    from ..scope import Scope
 
 SIDES = ("user", "ai")
 SIDE_LABELS = {"user": "用户", "ai": "AI"}
@@ -196,7 +201,7 @@ def render_letter(item: dict[str, Any]) -> str:
 class LetterBook:
     """letter_write / letter_lock_update / letter_read for one scope, one side and one clock."""
 
-    def __init__(self, runtime, scope, *, side: str, clock) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope, *, side: str, clock: Callable[[], float]) -> None:
         self.rt = runtime
         self.scope = scope
         self.side = checked_side(side)

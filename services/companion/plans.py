@@ -11,17 +11,26 @@ words), the answer says so, but nothing closes a plan except an explicit ``trace
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import NotFoundError, ValidationError
 from ..logic.text import compose_embedding_text, extract_title
-from ..storage.records import RecordFilter
+from ..storage.record_filter import RecordFilter
 from . import fields as f
 from .extensions import DreamContext, DreamSection
 from .kinds import KIND_SQL, KINDS, kind_of, spec_of
 from .relatedness import keyword_share, similarities
-from .rendering import PLAN_DEFAULT_WEIGHT, SELF_KEY, display_name, format_time, memory_item
+from .rendering import (
+    PLAN_DEFAULT_WEIGHT,
+    SELF_KEY,
+    display_name,
+    format_time,
+    memory_item,
+)
 from .writes import NEUTRAL_AROUSAL, NEUTRAL_IMPORTANCE, NEUTRAL_VALENCE, MomentDraft
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 PLAN_STATUSES = KINDS["plan"].statuses
 # A new event "looks like it completes" a plan when it is this close semantically, or contains this share of the
@@ -57,7 +66,7 @@ def _active_filter(store_keys: Sequence[str], *extra_sql: str, params: Sequence[
                         extra_params=list(params))
 
 
-async def active_plans(runtime, store_keys: Sequence[str]) -> list[dict[str, Any]]:
+async def active_plans(runtime: BookuRuntime, store_keys: Sequence[str]) -> list[dict[str, Any]]:
     """Active plans of the stores, heaviest first (then oldest first)."""
     records = await runtime.records.list_records(_active_filter(store_keys), limit=ACTIVE_PLANS_LIMIT,
                                                  order_by="r.created_at, r.rid")

@@ -10,26 +10,41 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..logic.tags import TagTriplet
 from ..memory_search import MemorySearch
 from ..scope import Scope
-from ..storage.records import RecordFilter
+from ..storage.record_filter import RecordFilter
 from . import fields as f
 from .decay_engine import record_score
 from .extensions import DreamContext, dream_sections
 from .fields import DateRange
 from .kinds import FEEL_DOMAIN, KINDS, kinds_where
 from .rendering import (
-    UNTRUSTED_NOTE, catalog_line, fit_budget, format_time, memory_item, omitted_notice, render_block,
+    UNTRUSTED_NOTE,
+    catalog_line,
+    fit_budget,
+    format_time,
+    memory_item,
+    omitted_notice,
+    render_block,
 )
 from .selection import Selection
 from .settings import (
-    ANCHOR_LIMIT, DREAM_MAX_ITEMS, DREAM_WINDOW_HOURS, PULSE_MAX_LINES, SURFACING_POOL, CompanionSettings,
+    ANCHOR_LIMIT,
+    DREAM_MAX_ITEMS,
+    DREAM_WINDOW_HOURS,
+    PULSE_MAX_LINES,
+    SURFACING_POOL,
+    CompanionSettings,
 )
 from .store import CompanionStore
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 ALL_STATUSES = ("active", "archived", "expired")
 STORED_SCORE_ORDER = "r.decay_score IS NOT NULL, r.decay_score DESC, r.updated_at DESC, r.rid DESC"
@@ -39,7 +54,8 @@ DREAM_GUIDE = ("可据此操作：放下的 → trace(bucket_id, resolved=1) 沉
 
 
 class CompanionReader:
-    def __init__(self, runtime, scope: Scope, settings: CompanionSettings, *, service: Any = None) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope, settings: CompanionSettings, *,
+                 service: Any = None) -> None:
         self.rt = runtime
         self.scope = scope
         self.settings = settings
@@ -47,7 +63,7 @@ class CompanionReader:
         self.store = CompanionStore(runtime.db)
 
     # ------------------------------------------------------------ plumbing
-    def _score(self, record: dict[str, Any], now: float) -> float:
+    def _score(self, record: Mapping[str, Any], now: float) -> float:
         return record_score(record, self.settings.decay, now)
 
     async def _listing(self, selection: Selection, *, limit: int, order_by: str = STORED_SCORE_ORDER,

@@ -8,12 +8,15 @@ record here is a cache hit, not a model call. Nothing here reads or writes a sto
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from ..errors import EmbeddingUnavailableError
 from ..logic.segmentation import keyword_coverage, query_terms, tokenize
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class Similarities:
     degraded: str = ""
 
 
-async def similarities(runtime, text: str, others: Sequence[str], *, query: bool) -> Similarities:
+async def similarities(runtime: BookuRuntime, text: str, others: Sequence[str], *, query: bool) -> Similarities:
     """Cosine of ``text`` against each of ``others`` (passages). ``query=True`` embeds ``text`` as a search query.
 
     Falls back to ``Similarities(None, reason)`` instead of raising when the embedder is unavailable.

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from .kinds import KINDS, kind_of
 from .speech import render_with_speakers, speaker_lines
@@ -40,7 +41,7 @@ def display_name(record: dict[str, Any]) -> str:
     return (record.get("name") or "").strip() or record.get("title") or "未命名记忆"
 
 
-def memory_item(record: dict[str, Any], score: float, *, quotes: bool = False) -> dict[str, Any]:
+def memory_item(record: Mapping[str, Any], score: float, *, quotes: bool = False) -> dict[str, Any]:
     """The dict every companion read returns per memory; ``content`` is the full stored text, verbatim."""
     extra = record.get("extra") or {}
     item = {

@@ -6,6 +6,7 @@ vector route, which never see SQL. Both are built from the same fields, so the t
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,7 +71,7 @@ class Selection:
             clauses.append(f"r.pinned = {1 if self.pinned else 0}")
         return clauses, params
 
-    def matches(self, record: dict[str, Any]) -> bool:
+    def matches(self, record: Mapping[str, Any]) -> bool:
         """The same rules as ``sql`` for a record dict."""
         if kind_of(record) not in self.kinds:
             return False

@@ -25,7 +25,7 @@ from ..errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from ..logic.segmentation import query_terms
 from ..logic.text import compose_embedding_text, extract_title
 from ..memory_fields import checked_limit
-from ..storage.records import RecordFilter
+from ..storage.record_filter import RecordFilter
 from . import fields as f
 from .decay_engine import record_score
 from .extensions import DreamContext, DreamSection

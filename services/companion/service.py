@@ -2,7 +2,7 @@
 
 One method per tool; every method returns a dict with the data and a compact Chinese ``text`` rendering meant for an
 LLM. The LLM tools, ``memory_command`` and the MCP server all call these methods (their parameter tables live in
-``tool_specs.py``). Like the memory service, this is a cheap view on the runtime: build one per call if you like.
+``tool_table.py``). Like the memory service, this is a cheap view on the runtime: build one per call if you like.
 Reads live in ``reads.py``, writes in ``writes.py``; part 2 in ``plans.py``, ``letters.py``, ``feel.py`` and
 ``self_knowledge.py``; see docs/COMPANION.md for every rule.
 """
@@ -15,7 +15,12 @@ from typing import Any, Callable
 from ..errors import ValidationError
 from ..scope import Scope
 from ..text_input import guarded_text_inputs
-from .extensions import GrowSplitter, MemoryTagger, register_dream_section, register_write_observer
+from .extensions import (
+    GrowSplitter,
+    MemoryTagger,
+    register_dream_section,
+    register_write_observer,
+)
 from .feel import feel as feel_search
 from .fields import checked_bucket_id, checked_flag
 from .letter_store import LetterStore

@@ -1,7 +1,7 @@
 """Embeddings borrowed from the host framework's own embedding model.
 
-The host adapter (``plugin.py``) builds ``request_fn`` from the host's ``llm_api`` and hands it in; this module
-never imports the host, so the package still imports and tests run without it. The host API has no query/passage
+The host adapter (``host_adapter/models.py``) builds ``request_fn`` from the host's ``llm_api`` and hands it in;
+this module never imports the host, so the package still imports and tests run without it. The host API has no query/passage
 distinction, so both modes send the same request. The host retries internally for a long time (≈20 s) before it
 gives up; whatever it raises is reported as ``EmbeddingUnavailableError`` so the caller can degrade to keywords.
 """

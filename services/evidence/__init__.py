@@ -13,13 +13,25 @@ Public surface (see docs in each module):
 
 from .audit_events import EVENT_ACTIONS, REVISION_ACTIONS
 from .capture import record_host_message
-from .chat_model import ChatModel, ChatModelUnavailableError, HostChatModel, OpenAICompatibleChatModel, build_chat_model
+from .chat_model import (
+    ChatModel,
+    ChatModelUnavailableError,
+    HostChatModel,
+    OpenAICompatibleChatModel,
+    build_chat_model,
+)
 from .hub import EvidenceHub, attach_evidence, evidence_hub
-from .recall import CHAT_HISTORY_NOTICE, EPISODE_NOTICE, render_results
 from .review import ReviewService, review_batch
 from .scheduler import DreamingScheduler
+from .search import CHAT_HISTORY_NOTICE, EPISODE_NOTICE, render_results
 from .service import EvidenceService
-from .settings import CONFIG_KEYS, DreamingSettings, EvidenceSettings, dreaming_settings, evidence_settings
+from .settings import (
+    CONFIG_KEYS,
+    DreamingSettings,
+    EvidenceSettings,
+    dreaming_settings,
+    evidence_settings,
+)
 
 __all__ = [
     "CHAT_HISTORY_NOTICE", "CONFIG_KEYS", "EPISODE_NOTICE", "EVENT_ACTIONS", "REVISION_ACTIONS", "ChatModel", "ChatModelUnavailableError",

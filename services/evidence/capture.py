@@ -14,9 +14,9 @@ import math
 import time
 from typing import Any
 
+from ..chat_scope import scope_for_chat
 from ..errors import ValidationError
 from ..scope import WriteContext
-from ..scoping import scope_for_chat
 from .audit_events import write_event
 from .hub import evidence_hub
 from .vectors import CHAT_TIER

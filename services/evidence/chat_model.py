@@ -102,7 +102,7 @@ class OpenAICompatibleChatModel:
 
 
 class HostChatModel:
-    """Adapter for the host's light LLM profile: ``complete_fn(messages) -> reply text`` injected by plugin.py."""
+    """Adapter for the host's light LLM profile: ``complete_fn(messages) -> reply text`` (host_adapter/models.py)."""
 
     def __init__(self, complete_fn: HostChatFn, *, model_id: str = "host/utils_small") -> None:
         self._complete = complete_fn

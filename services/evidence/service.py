@@ -15,9 +15,9 @@ from ..text_input import guarded_text_inputs
 from .episodes import EpisodeStage
 from .hub import EvidenceHub, evidence_hub
 from .proposals import ProposalStage
-from .recall import EPISODE_NOTICE, EvidenceSearch
 from .retraction import Retraction
 from .review import public_message
+from .search import EPISODE_NOTICE, EvidenceSearch
 
 
 def public_episode(episode: dict[str, Any]) -> dict[str, Any]:

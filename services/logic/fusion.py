@@ -93,7 +93,7 @@ conversations 3–9 with the Chinese sets as a guard, checked on 0–2):
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,16 +146,16 @@ class FusedHit:
     λ; ``None`` when the route did not return the item) and ``keyword_weight`` (λ of this query).
     """
 
-    id: Hashable
+    id: str
     score: float
     parts: dict[str, Any] = field(default_factory=dict)
 
-    def as_tuple(self) -> tuple[Hashable, float, dict[str, Any]]:
+    def as_tuple(self) -> tuple[str, float, dict[str, Any]]:
         """``(id, fused_score, parts)``, the shape callers serialise."""
         return self.id, self.score, self.parts
 
 
-def _standardise(scores: Mapping[Hashable, float]) -> tuple[dict[Hashable, float], float]:
+def _standardise(scores: Mapping[str, float]) -> tuple[dict[str, float], float]:
     """z-scores of a route's finite scores and that route's floor (lowest z); degenerate routes → 1 / floor 0."""
     finite = {key: float(value) for key, value in scores.items() if value is not None and math.isfinite(value)}
     if not finite:
@@ -176,16 +176,16 @@ def keyword_weight(keyword_reliability: float, params: FusionParams) -> float:
 
 
 def fuse_routes(
-    dense: Mapping[Hashable, float],
-    keyword: Mapping[Hashable, float],
+    dense: Mapping[str, float],
+    keyword: Mapping[str, float],
     *,
     keyword_reliability: float = 1.0,
     params: FusionParams = FusionParams(),
     limit: int | None = None,
-    neighbours: Mapping[Hashable, Sequence[Hashable]] | None = None,
-    time_matches: Mapping[Hashable, float] | None = None,
-    answers: Mapping[Hashable, Hashable] | None = None,
-    shapes: Mapping[Hashable, TextShape] | None = None,
+    neighbours: Mapping[str, Sequence[str]] | None = None,
+    time_matches: Mapping[str, float] | None = None,
+    answers: Mapping[str, str] | None = None,
+    shapes: Mapping[str, TextShape] | None = None,
 ) -> list[FusedHit]:
     """Fuse the two routes' hits into one list, best first (method in the module docstring).
 
@@ -207,17 +207,17 @@ def fuse_routes(
         weight = 0.0
     else:
         weight = keyword_weight(keyword_reliability, params)
-    order: dict[Hashable, int] = {}
+    order: dict[str, int] = {}
     for key in [*dense_z, *keyword_z, *(time_matches or {})]:
         order.setdefault(key, len(order))
     time_of = time_matches or {}
     shape_of = shapes or {}
-    route_parts: dict[Hashable, tuple[float, float, float]] = {}
+    route_parts: dict[str, tuple[float, float, float]] = {}
     for key in order:
         vector_part = (1.0 - weight) * (dense_z.get(key, dense_floor) - dense_floor) if dense_z else 0.0
         keyword_part = weight * (keyword_z.get(key, keyword_floor) - keyword_floor) if keyword_z else 0.0
         route_parts[key] = (vector_part, keyword_part, params.time_weight * time_of.get(key, 0.0))
-    lifts: dict[Hashable, float] = {}
+    lifts: dict[str, float] = {}
     if neighbours:
         lifts = neighbour_lift({key: sum(parts) for key, parts in route_parts.items()}, neighbours,
                                params.neighbour_weight)
@@ -274,8 +274,8 @@ class KeywordChallenge:
     by; ``fused_gap``: how far the incumbent leads the challenger in fused score.
     """
 
-    challenger: Hashable
-    incumbent: Hashable
+    challenger: str
+    incumbent: str
     keyword_lead: float
     fused_gap: float
 
@@ -308,7 +308,7 @@ def keyword_challenge(hits: Sequence[FusedHit], keyword_reliability: float,
 
 
 def settle_keyword_challenge(hits: Sequence[FusedHit], challenge: KeywordChallenge, terms: Sequence[str],
-                             texts: Mapping[Hashable, str | None], weights: Mapping[str, float]) -> list[FusedHit]:
+                             texts: Mapping[str, str | None], weights: Mapping[str, float]) -> list[FusedHit]:
     """``hits`` with the challenger first (``lead_with``) when its text covers the query's ``terms``, weighed by
     ``weights`` (``segmentation.document_idf``), strictly better than the incumbent's; otherwise unchanged (a tie
     keeps the fused order). ``texts``: id → the segmented text the keyword index holds for it."""
@@ -323,7 +323,7 @@ LEAD_MARGIN = 0.01
 calibrated top score hardly moves and every other hit keeps its fused score and order."""
 
 
-def lead_with(hits: Sequence[FusedHit], key: Hashable) -> list[FusedHit]:
+def lead_with(hits: Sequence[FusedHit], key: str) -> list[FusedHit]:
     """``hits`` with ``key`` moved to rank 1 by a ``lead`` part (its score ends ``LEAD_MARGIN`` above the former
     best, so the parts still sum to the score); the others keep their order. Unchanged when ``key`` is already
     first or absent."""
@@ -337,13 +337,13 @@ def lead_with(hits: Sequence[FusedHit], key: Hashable) -> list[FusedHit]:
 
 
 def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[Hashable]], k: int = 60
-) -> list[tuple[Hashable, float]]:
+    rankings: Sequence[Sequence[str]], k: int = 60
+) -> list[tuple[str, float]]:
     """Classic RRF: ``Σ 1/(k + rank)`` over the rankings (rank from 1). Returns ``(id, score)`` best first.
 
     Kept as the measured baseline of ``bench/retrieval_quality.py``; the service uses ``fuse_routes``.
     """
-    scores: dict[Hashable, float] = {}
+    scores: dict[str, float] = {}
     for ranking in rankings:
         for rank, key in enumerate(ranking, start=1):
             scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
@@ -355,7 +355,7 @@ CURRENT_LEAD_WINDOW = 5
 question is about, and its successor takes rank 1 (``order_by_currency``)."""
 
 
-def order_by_currency(hits: Sequence[FusedHit], successor_of: Mapping[Hashable, str], *,
+def order_by_currency(hits: Sequence[FusedHit], successor_of: Mapping[str, str], *,
                       past: bool, now: bool = False) -> list[FusedHit]:
     """Step 9: a superseded memory (``successor_of``: its id → the id of the memory that replaced it) and its
     successor, when both were found, trade places if needed so that the successor leads for questions about now

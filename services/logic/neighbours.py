@@ -27,8 +27,8 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 
 def write_neighbours(
-    positions: Mapping[Hashable, tuple[Hashable, int]], radius: int = 2
-) -> dict[Hashable, list[Hashable]]:
+    positions: Mapping[str, tuple[Hashable, int]], radius: int = 2
+) -> dict[str, list[str]]:
     """Candidates written within ``radius`` positions of each other in the same partition.
 
     ``positions``: id → ``(partition, position)``, e.g. ``((store_key, bucket), rid)``; positions only need to grow
@@ -37,14 +37,14 @@ def write_neighbours(
     """
     if radius < 1:
         return {}
-    groups: dict[Hashable, list[tuple[int, Hashable]]] = defaultdict(list)
+    groups: dict[Hashable, list[tuple[int, str]]] = defaultdict(list)
     for key, (partition, position) in positions.items():
         groups[partition].append((int(position), key))
-    result: dict[Hashable, list[Hashable]] = {}
+    result: dict[str, list[str]] = {}
     for members in groups.values():
         members.sort(key=lambda item: item[0])
         for index, (position, key) in enumerate(members):
-            close: list[tuple[int, Hashable]] = []
+            close: list[tuple[int, str]] = []
             for step in (-1, 1):
                 other = index + step
                 while 0 <= other < len(members) and abs(members[other][0] - position) <= radius:
@@ -58,8 +58,8 @@ def write_neighbours(
 
 
 def neighbour_lift(
-    scores: Mapping[Hashable, float], neighbours: Mapping[Hashable, Sequence[Hashable]], weight: float
-) -> dict[Hashable, float]:
+    scores: Mapping[str, float], neighbours: Mapping[str, Sequence[str]], weight: float
+) -> dict[str, float]:
     """How much each candidate rises toward its best neighbour: ``weight · max(0, best neighbour − own score)``.
 
     ``scores``: id → score, higher is better (the fused scores, floor 0). A neighbour missing from ``scores`` counts
@@ -67,7 +67,7 @@ def neighbour_lift(
     Returns id → lift (≥ 0) for every id of ``scores``.
     """
     share = min(max(float(weight), 0.0), 1.0)
-    lifts: dict[Hashable, float] = {}
+    lifts: dict[str, float] = {}
     for key, score in scores.items():
         best = max((scores.get(other, 0.0) for other in neighbours.get(key, ())), default=0.0)
         lifts[key] = share * max(0.0, best - score)
@@ -75,17 +75,17 @@ def neighbour_lift(
 
 
 def answers_to_questions(
-    positions: Mapping[Hashable, tuple[Hashable, int]], asking: Iterable[Hashable], radius: int = 2
-) -> dict[Hashable, Hashable]:
+    positions: Mapping[str, tuple[Hashable, int]], asking: Iterable[str], radius: int = 2
+) -> dict[str, str]:
     """answer id → question id: for each candidate that ends with a question, the first candidate written after it
     (same partition, within ``radius`` positions), which in a conversation is the turn that answers it."""
     asks = set(asking)
     if radius < 1 or not asks:
         return {}
-    groups: dict[Hashable, list[tuple[int, Hashable]]] = defaultdict(list)
+    groups: dict[Hashable, list[tuple[int, str]]] = defaultdict(list)
     for key, (partition, position) in positions.items():
         groups[partition].append((int(position), key))
-    answers: dict[Hashable, Hashable] = {}
+    answers: dict[str, str] = {}
     for members in groups.values():
         members.sort(key=lambda item: item[0])
         for (position, key), (next_position, next_key) in zip(members, members[1:]):
@@ -94,14 +94,14 @@ def answers_to_questions(
     return answers
 
 
-def answer_lift(scores: Mapping[Hashable, float], answers: Mapping[Hashable, Hashable],
-                margin: float) -> dict[Hashable, float]:
+def answer_lift(scores: Mapping[str, float], answers: Mapping[str, str],
+                margin: float) -> dict[str, float]:
     """How much each answer rises to sit just behind its question: ``max(0, score(question) − margin − own)``.
 
     Applied to the scores after ``neighbour_lift``: the answer ends at most ``margin`` below its question, never
     above it, so the question (which carries the query's words) keeps its place and the answer follows it.
     """
-    lifts: dict[Hashable, float] = {}
+    lifts: dict[str, float] = {}
     for answer, question in answers.items():
         if answer in scores and question in scores:
             lifts[answer] = max(0.0, scores[question] - max(margin, 0.0) - scores[answer])

@@ -27,7 +27,7 @@ Relevance by words is a keyword hit that covers most of the query's terms, weigh
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -51,8 +51,11 @@ SMALL_TALK = (
 
 
 class _Hit(Protocol):
-    id: Hashable
-    parts: dict[str, Any]
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def parts(self) -> dict[str, Any]: ...
 
 
 def effective_margin(requested: float | None, configured: float, model_id: str | None) -> float:
@@ -74,7 +77,7 @@ def background_similarity(query_vec: np.ndarray, small_talk: np.ndarray) -> floa
 
 
 def relevant_hits(hits: Sequence[_Hit], *, margin: float, background: float | None,
-                  word_matches: Iterable[Hashable], answers: Mapping[Hashable, Hashable]) -> list[Any]:
+                  word_matches: Iterable[str], answers: Mapping[str, str]) -> list[Any]:
     """``hits`` (order kept) without those that match by none of meaning, words, time or context.
 
     ``margin``: how far above the query's ``background`` (``background_similarity``; ``None`` without a query

@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .fusion import LEAD_MARGIN, FusedHit
@@ -113,7 +113,7 @@ def names_label(query: str, label: str) -> bool:
     return re.search(r"(?<![^\W_])" + re.escape(label) + r"(?![^\W_])", text) is not None
 
 
-def speaking(query: str, heads: Mapping[Hashable, str | None]) -> set[Hashable]:
+def speaking(query: str, heads: Mapping[str, str | None]) -> set[str]:
     """Ids of ``heads`` (id → the start of its text) whose speaker label the query names.
 
     Each distinct prefix is read as a name once: a conversation store has a handful of speakers, so a retrieval's
@@ -139,18 +139,18 @@ def content_terms(terms: Sequence[str], labels: Iterable[str]) -> list[str]:
     return [term for term in terms if not names(term)]
 
 
-def _rivals(hits: Sequence[FusedHit], speakers: set[Hashable]) -> list[FusedHit]:
+def _rivals(hits: Sequence[FusedHit], speakers: set[str]) -> list[FusedHit]:
     """The hits at ranks 2 to ``RIVAL_RANKS`` + 1 that do not speak."""
     return [hit for hit in hits[1:RIVAL_RANKS + 1] if hit.id not in speakers]
 
 
-def _moves(hits: Sequence[FusedHit], speakers: set[Hashable], weight: float) -> bool:
+def _moves(hits: Sequence[FusedHit], speakers: set[str], weight: float) -> bool:
     """True when ``speaker_lift`` may move anything: some hit but not every hit speaks and the weight is positive."""
     present = sum(1 for hit in hits if hit.id in speakers)
     return weight > 0 and 0 < present < len(hits)
 
 
-def contested(hits: Sequence[FusedHit], speakers: set[Hashable], weight: float) -> set[Hashable]:
+def contested(hits: Sequence[FusedHit], speakers: set[str], weight: float) -> set[str]:
     """Ids whose content coverage the gate of ``speaker_lift`` reads: the rivals and every speaking hit (not rank
     1) whose lift could pass one of them; empty when nothing can pass a rival, so that no text need be read."""
     if not _moves(hits, speakers, weight):
@@ -167,8 +167,8 @@ class SpeakerLiftPlan:
     the ``contested`` ids whose content coverage gates the lift, and the query's ``content_terms`` to weigh it by.
     The caller reads the contested rows' text only when ``needs_coverage``."""
 
-    speakers: set[Hashable]
-    contested: set[Hashable]
+    speakers: set[str]
+    contested: set[str]
     content_terms: list[str]
 
     @property
@@ -177,7 +177,7 @@ class SpeakerLiftPlan:
 
 
 def plan_speaker_lift(query: str, terms: Sequence[str], hits: Sequence[FusedHit],
-                      heads: Mapping[Hashable, str | None], weight: float) -> SpeakerLiftPlan:
+                      heads: Mapping[str, str | None], weight: float) -> SpeakerLiftPlan:
     """The pure part of step 8 that the service and the bench share: who speaks (``speaking``), who is contested
     (``contested``) and the query's terms without the named speakers' names (``content_terms``)."""
     speakers = speaking(query, heads)
@@ -185,14 +185,14 @@ def plan_speaker_lift(query: str, terms: Sequence[str], hits: Sequence[FusedHit]
     return SpeakerLiftPlan(speakers, contested(hits, speakers, weight), content_terms(terms, labels))
 
 
-def content_coverage(terms: Sequence[str], texts: Mapping[Hashable, str | None],
-                     weights: Mapping[str, float]) -> dict[Hashable, float]:
+def content_coverage(terms: Sequence[str], texts: Mapping[str, str | None],
+                     weights: Mapping[str, float]) -> dict[str, float]:
     """Each text's idf-weighted coverage of ``terms`` (``content_terms`` output; ``segmentation.term_coverage``)."""
     weigh = CoverageWeigher(terms, weights)
     return {key: weigh(text) for key, text in texts.items()}
 
 
-def _ceiling(hit: FusedHit, rivals: Sequence[FusedHit], coverage: Mapping[Hashable, float], ceiling: float) -> float:
+def _ceiling(hit: FusedHit, rivals: Sequence[FusedHit], coverage: Mapping[str, float], ceiling: float) -> float:
     """``ceiling`` lowered below every rival above ``hit`` whose coverage exceeds ``CLEAR_LEAD`` times its own."""
     own = coverage.get(hit.id, 0.0)
     for rival in rivals:
@@ -201,8 +201,8 @@ def _ceiling(hit: FusedHit, rivals: Sequence[FusedHit], coverage: Mapping[Hashab
     return ceiling
 
 
-def speaker_lift(hits: Sequence[FusedHit], speakers: set[Hashable], weight: float,
-                 coverage: Mapping[Hashable, float] | None = None) -> list[FusedHit]:
+def speaker_lift(hits: Sequence[FusedHit], speakers: set[str], weight: float,
+                 coverage: Mapping[str, float] | None = None) -> list[FusedHit]:
     """``hits`` (best first) with every speaking hit but rank 1 lifted by ``weight``, capped ``LEAD_MARGIN`` below
     rank 1, as a ``speaker`` part; the rest keep their score, order among equals is kept. Unchanged when no hit or
     every hit speaks, or ``weight`` ≤ 0.

@@ -23,6 +23,7 @@ from ..scope import WriteContext
 from .database import Database, placeholders
 from .record_columns import TAG_GROUPS
 from .records import RecordRepository
+from .rows import RecordRow
 
 DOCUMENT_COLUMNS = (
     "document_id, owner_uid, store_key, title, source, source_path, content_hash, chunk_count, version, "
@@ -134,7 +135,7 @@ class DocumentRepository:
         )
         return rows[0] if rows else None
 
-    async def chunks(self, document_id: str) -> list[dict[str, Any]]:
+    async def chunks(self, document_id: str) -> list[RecordRow]:
         """The live chunk records of a document (with tags), in document order."""
         rows = await self.db.fetch_all(
             "SELECT memory_id FROM booku_memory_records WHERE document_id = ? AND bucket = 'knowledge' "
@@ -145,7 +146,7 @@ class DocumentRepository:
         found = await self.records.get_many(ids)
         return [found[memory_id] for memory_id in ids if memory_id in found]
 
-    async def recent_chunks(self, *, store_keys: Sequence[str], limit: int) -> list[dict[str, Any]]:
+    async def recent_chunks(self, *, store_keys: Sequence[str], limit: int) -> list[RecordRow]:
         """Live knowledge chunks, most recently updated first (with tags)."""
         if not store_keys:
             return []

@@ -28,8 +28,9 @@ from ..embedding.cached import text_hash
 from ..errors import EmbeddingUnavailableError
 from ..logic.text import compose_embedding_text
 from .database import Database, placeholders
-from .records import PlanStatement, RecordRepository, WritePlan, run_plan_in_transaction
+from .records import RecordRepository
 from .vector_index import TIERS, VectorHit, VectorIndex, tier_of
+from .write_plans import PlanStatement, WritePlan, run_plan_in_transaction
 
 logger = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Facts about the record table's columns that the SQL repository (``storage.records``) and the in-memory copy of
-the ranking columns (``storage.candidate_rows``) share, kept here so that neither has to import the other (the
+the ranking columns (``storage.mirrors.candidate_rows``) share, kept here so that neither has to import the other (the
 repository imports the keyword index, which holds the copy).
 """
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator
 
-import pytest
-
 import booku_memory
+import pytest
+from booku_memory.services.chat_scope import admin_scope
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
-from booku_memory.services.evidence import attach_evidence, dreaming_settings, evidence_settings
-from booku_memory.services.scoping import admin_scope
+from booku_memory.services.evidence import (
+    attach_evidence,
+    dreaming_settings,
+    evidence_settings,
+)
 
 from .support import ScriptedChatModel
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.evidence import (
     EvidenceService,
@@ -13,7 +13,6 @@ from booku_memory.services.evidence import (
     evidence_settings,
     record_host_message,
 )
-from booku_memory.services.scoping import scope_for_chat
 
 from .conftest import ALICE_STORE, ALICE_STREAM, BOB_STORE, BOB_STREAM, T0, human
 from .support import say

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.cached import text_hash
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.evidence import (
@@ -16,7 +16,6 @@ from booku_memory.services.evidence import (
 )
 from booku_memory.services.evidence.vectors import CHAT_TIER
 from booku_memory.services.scope import Scope
-from booku_memory.services.scoping import scope_for_chat
 
 from .conftest import ALICE_STORE, ALICE_STREAM, BOB_STORE, T0, human
 from .support import find_message, say

@@ -4,11 +4,10 @@ reason; a half-finished approval is finished, not repeated; flags after a retrac
 from __future__ import annotations
 
 import pytest
-
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.evidence import EvidenceService, ReviewService, review_batch
 from booku_memory.services.evidence.proposals import owner_scope
-from booku_memory.services.scoping import scope_for_chat
 
 from .conftest import ALICE_STORE, ALICE_STREAM, BOB_STORE, T0, human
 from .support import find_message, say

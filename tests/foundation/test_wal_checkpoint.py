@@ -16,7 +16,10 @@ from typing import AsyncIterator
 
 from booku_memory.services.storage import database as database_module
 from booku_memory.services.storage.database import Database
-from booku_memory.services.storage.records import PlanStatement, run_plan_in_transaction
+from booku_memory.services.storage.write_plans import (
+    PlanStatement,
+    run_plan_in_transaction,
+)
 
 WAIT_LIMIT_SECONDS = 30  # only a guard against a hung test; the checkpoint normally follows within milliseconds
 BLOB_CHARS = 60_000  # ~15 pages of 4 KiB per transaction, so 80 transactions pass SQLite's default of 1,000 pages

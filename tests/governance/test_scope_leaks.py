@@ -3,12 +3,14 @@
 Runs in both retrieval modes: vectors available (hybrid) and vectors unavailable (keyword only).
 """
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.config import load_config
-from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
-from booku_memory.services.scoping import scope_for_chat
+from booku_memory.services.chat_scope import scope_for_chat
+from booku_memory.services.embedding.deterministic import (
+    DeterministicTestEmbedder,
+    UnavailableEmbedder,
+)
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"}}
 SECTION = load_config(QUIET).scope

@@ -10,11 +10,12 @@ import sqlite3
 
 import booku_memory
 from booku_memory.config import load_config
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.logic.segmentation import build_fts_query
-from booku_memory.services.scoping import scope_for_chat
 from booku_memory.services.storage.database import available_migrations, split_sql
-from booku_memory.services.storage.records import KEYWORD_REBUILD_META_KEY, RecordFilter
+from booku_memory.services.storage.keyword_rows import KEYWORD_REBUILD_META_KEY
+from booku_memory.services.storage.record_filter import RecordFilter
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"}}
 SECTION = load_config(QUIET).scope

@@ -5,13 +5,12 @@ store) was shown from 0.709 to 0.607, because bm25's N, document frequencies and
 every store. Checked on both keyword routes: the in-memory index and FTS5 (the index off or still loading).
 """
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.config import load_config
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import UnavailableEmbedder
 from booku_memory.services.memory_search import searchable_filter
-from booku_memory.services.scoping import scope_for_chat
 
 SECTION = load_config({"scope": {"mode": "per_chat"}}).scope
 ALICE = scope_for_chat(SECTION, platform="qq", chat_type="private", stream_id="s-alice")

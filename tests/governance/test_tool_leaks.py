@@ -4,13 +4,15 @@ Both owners hold memories, companion records, plans and letters with the same wo
 owner's ids and for a marker word only the other owner's texts contain, in hybrid and keyword-only modes.
 """
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.config import load_config
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
-from booku_memory.services.scoping import scope_for_chat
+from booku_memory.services.embedding.deterministic import (
+    DeterministicTestEmbedder,
+    UnavailableEmbedder,
+)
 from booku_memory.tools import render_for_llm, run_memory_command
 from booku_memory.tools.command_spec import command_names
 

@@ -23,9 +23,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from booku_memory.manifest_tools import PACKAGE_DIR, component_signatures
-from booku_memory.services.companion.tool_specs import spec_by_name
+from booku_memory.services.companion.tool_table import spec_by_name
 
 BOOT_SCRIPT = Path(__file__).with_name("neomofox_boot.py")
 RESULT_MARKER = "BOOKU_HOST_RESULT "

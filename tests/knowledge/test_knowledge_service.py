@@ -6,14 +6,13 @@ import asyncio
 import re
 from pathlib import Path
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.logic.segmentation import build_fts_query
 from booku_memory.services.scope import Scope
-from booku_memory.services.storage.records import RecordFilter
+from booku_memory.services.storage.record_filter import RecordFilter
 
 GUIDE_MD = """# Booku 部署指南
 

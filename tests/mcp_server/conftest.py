@@ -24,11 +24,10 @@ from typing import Any, AsyncIterator
 
 import httpx2
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
-
 from booku_memory.mcp_server.entry import TEST_EMBEDDER_ENV
 from booku_memory.mcp_server.settings import TOKEN_ENV, TOKEN_FILE_NAME
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 QUIET_TOML = "[maintenance]\nenabled = false\n\n[startup_ingest]\nenabled = false\n"
 QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
@@ -167,20 +166,20 @@ MEMORY_ID = re.compile(r"\[(mem-[0-9a-f]+)\]")
 
 def letters_missing_reason() -> str:
     """Why the letter checks cannot run yet ("" when the letter tools are in the shared table)."""
-    from booku_memory.services.companion.tool_specs import COMPANION_TOOLS
+    from booku_memory.services.companion.tool_table import COMPANION_TOOLS
 
     names = {spec.name for spec in COMPANION_TOOLS}
     missing = [name for name in LETTER_TOOLS if name not in names]
     if not missing:
         return ""
-    return (f"信件工具 {'、'.join(missing)} 还不在 services/companion/tool_specs.py 的 COMPANION_TOOLS 中"
+    return (f"信件工具 {'、'.join(missing)} 还不在 services/companion/tool_table.py 的 COMPANION_TOOLS 中"
             "（陪伴记忆第二部分尚未合入）；它们一进表就会被 MCP 自动提供，届时本检查自动运行")
 
 
 async def check_memory_round_trip(session: ClientSession) -> str:
     """List the tools, open the eyes with a zero-argument breath, hold a moment, find it with breath_search and see
     it surface in breath. Returns the held memory's id."""
-    from booku_memory.services.companion.tool_specs import COMPANION_TOOLS
+    from booku_memory.services.companion.tool_table import COMPANION_TOOLS
 
     tools = {tool.name: tool for tool in (await session.list_tools()).tools}
     assert list(tools) == [spec.name for spec in COMPANION_TOOLS] + EXTRA_TOOLS

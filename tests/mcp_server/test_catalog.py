@@ -6,15 +6,19 @@ import json
 import stat
 from types import SimpleNamespace
 
-import pytest
-from mcp import Client
-from mcp.shared.exceptions import MCPError
-
 import booku_memory
+import pytest
 from booku_memory.cli import build_parser
-from booku_memory.mcp_server import build_server, build_tools, ensure_token, mcp_scope, mcp_settings, runtime_tool_call
+from booku_memory.mcp_server import (
+    build_server,
+    build_tools,
+    ensure_token,
+    mcp_scope,
+    mcp_settings,
+    runtime_tool_call,
+)
 from booku_memory.mcp_server.settings import McpSettings
-from booku_memory.services.companion.tool_specs import COMPANION_TOOLS, json_schema
+from booku_memory.services.companion.tool_table import COMPANION_TOOLS, json_schema
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ValidationError
 from booku_memory.tools import (
@@ -26,6 +30,8 @@ from booku_memory.tools import (
     run_temporary_memo,
     temporary_memo_tool_schema,
 )
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 SCOPE = mcp_scope(McpSettings(owner_uid="alice", store_key="private:mcp:alice"))

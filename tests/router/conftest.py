@@ -7,11 +7,10 @@ from typing import Any, AsyncIterator
 
 import httpx
 import pytest
-
 from booku_memory.config import load_config
 from booku_memory.router import DashboardSettings, create_dashboard_app
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.scope import Scope
-from booku_memory.services.scoping import scope_for_chat
 
 API_KEY = "test-dashboard-key-0123456789"
 TRIPLET = {"core_tags": ["朋友", "同学"], "diffusion_tags": ["学校"], "opposing_tags": ["陌生人"]}

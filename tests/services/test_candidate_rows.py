@@ -1,4 +1,4 @@
-"""The in-memory candidate rows (``storage.candidate_rows``) answer ``RecordRepository.candidates`` exactly as its SQL
+"""The in-memory candidate rows (``storage.mirrors.candidate_rows``) answer ``RecordRepository.candidates`` exactly as its SQL
 read does, follow every change whoever makes it, and leave retrieval unchanged.
 
 Each check compares the held rows with the SQL read of the same file (``keep_candidates`` switched off), and also
@@ -8,13 +8,15 @@ that lost them.
 
 import time
 
-import pytest
-
 import booku_memory
-from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder, UnavailableEmbedder
+import pytest
+from booku_memory.services.embedding.deterministic import (
+    DeterministicTestEmbedder,
+    UnavailableEmbedder,
+)
 from booku_memory.services.logic.shape import question_share
-from booku_memory.services.storage import keyword_memory
-from booku_memory.services.storage.candidate_rows import CandidateRows
+from booku_memory.services.storage.mirrors import keyword_mirror
+from booku_memory.services.storage.mirrors.candidate_rows import CandidateRows
 from booku_memory.services.storage.record_columns import CANDIDATE_KEYS
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
@@ -140,13 +142,13 @@ async def test_a_second_read_as_of_the_last_one_takes_held_rows_without_a_hop_an
         rows: CandidateRows = records.memory_keywords._loaded.candidates
         rows.set(ids[3], None)  # as if not held
         hops = []
-        original = keyword_memory.MemoryKeywordIndex.candidates
+        original = keyword_mirror.MemoryKeywordIndex.candidates
 
         async def counted(self, *args, **kwargs):
             hops.append(list(args[0]))
             return await original(self, *args, **kwargs)
 
-        monkeypatch.setattr(keyword_memory.MemoryKeywordIndex, "candidates", counted)
+        monkeypatch.setattr(keyword_mirror.MemoryKeywordIndex, "candidates", counted)
         second = await records.candidates([*ids, "no-such-id"], with_tags=True, as_of_last_read=True)
         assert hops == [[ids[3], "no-such-id"]]  # only the ids not held took the hop
         assert second == first
@@ -178,7 +180,7 @@ async def test_retrieval_is_the_same_with_and_without_held_rows(tmp_path, tagged
 async def test_more_changes_than_the_journal_applies_read_sql_then_reload(tmp_path, monkeypatch, lock_ignored) -> None:
     """A burst of changes beyond ``SYNC_LIMIT`` (a bulk import by another process) is not applied row by row: the
     read that finds it answers from SQL, the copy is dropped and reloaded, and then holds the new state."""
-    monkeypatch.setattr(keyword_memory, "SYNC_LIMIT", 3)
+    monkeypatch.setattr(keyword_mirror, "SYNC_LIMIT", 3)
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as first:
         ids = await write_corpus(first.get_service(booku_memory.MEMORY_SERVICE))
         records = first.runtime.records

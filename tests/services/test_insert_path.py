@@ -11,14 +11,14 @@ import asyncio
 import json
 from typing import Any, AsyncIterator
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.logic.segmentation import segment_for_index
 from booku_memory.services.scope import WriteContext
-from booku_memory.services.storage import records as records_module
-from booku_memory.services.storage.records import snapshot_of, store_token
+from booku_memory.services.storage import keyword_rows, write_plans
+from booku_memory.services.storage.keyword_rows import store_token
+from booku_memory.services.storage.record_rows import snapshot_of
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 EDITOR = WriteContext(authority="human", actor="editor", cause="整理", batch_id="batch-7")
@@ -28,7 +28,7 @@ EDITOR = WriteContext(authority="human", actor="editor", cause="整理", batch_i
 async def runtime(request, tmp_path, monkeypatch) -> AsyncIterator[Any]:
     if request.param == "per_statement":
         # The fallback for an aiosqlite without ``_execute``: every statement through the public API.
-        monkeypatch.setattr(records_module, "_one_hop_runner", lambda conn: None)
+        monkeypatch.setattr(write_plans, "_one_hop_runner", lambda conn: None)
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=DeterministicTestEmbedder()) as handle:
         yield handle.runtime
 
@@ -218,7 +218,7 @@ async def test_a_write_failing_inside_a_group_commit_fails_alone_and_leaves_no_r
             raise RuntimeError("分词失败（测试注入）")
         return segment_for_index(text)
 
-    monkeypatch.setattr(records_module, "segment_for_index", failing_segmentation)
+    monkeypatch.setattr(keyword_rows, "segment_for_index", failing_segmentation)
     service = runtime.memory_service()
     texts = ["今天去公园散步看到了很多樱花", "BOOM 这条写入会失败", "周末和朋友一起吃火锅很开心"]
     results = await asyncio.gather(*(service.upsert_memory(text) for text in texts), return_exceptions=True)

@@ -11,14 +11,13 @@ import asyncio
 import sqlite3
 import time
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.config import load_config
+from booku_memory.services.chat_scope import scope_for_chat
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.safe_regex import compile_safe_regex
-from booku_memory.services.scoping import scope_for_chat
 from booku_memory.services.storage.regex_grep import RegexBudgetExceeded, run_regex_grep
 from booku_memory.tools import run_memory_command
 
@@ -70,9 +69,8 @@ async def test_hostile_patterns_finish_at_once_while_other_chats_read(memory):
 
 
 async def test_hostile_pattern_over_memory_command_and_mcp(memory):
-    from mcp import Client
-
     from booku_memory.mcp_server import build_server, runtime_tool_call
+    from mcp import Client
 
     attacker, bystander = services(memory)
     answer = await asyncio.wait_for(

@@ -12,11 +12,14 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
+from booku_memory.services.chat_scope import admin_scope
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.evidence import HostChatModel, attach_evidence
-from booku_memory.services.evidence.unsure_pairs import PAIR_TASK_MARK, UnsurePairs, resolve_unsure_pair
-from booku_memory.services.scoping import admin_scope
+from booku_memory.services.evidence.unsure_pairs import (
+    PAIR_TASK_MARK,
+    UnsurePairs,
+    resolve_unsure_pair,
+)
 
 from .memory_support import MEMORY_SERVICE, STORE, TRIPLET, open_store
 

@@ -10,12 +10,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.logic.segmentation import segment_for_index
-from booku_memory.services.storage import records as records_module
+from booku_memory.services.storage import keyword_rows
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
@@ -32,7 +31,7 @@ def fail_on_boom(monkeypatch) -> None:
             raise RuntimeError("分词失败（测试注入）")
         return segment_for_index(text)
 
-    monkeypatch.setattr(records_module, "segment_for_index", failing_segmentation)
+    monkeypatch.setattr(keyword_rows, "segment_for_index", failing_segmentation)
 
 
 async def test_a_failing_write_does_not_stop_a_later_write_merging_into_an_earlier_one(runtime, monkeypatch):

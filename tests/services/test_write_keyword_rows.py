@@ -9,13 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any, AsyncIterator
 
-import pytest
-
 import booku_memory
+import pytest
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.logic.segmentation import segment_for_index
 from booku_memory.services.logic.text import keyword_title
-from booku_memory.services.storage import records as records_module
+from booku_memory.services.storage import keyword_rows
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
@@ -50,7 +49,7 @@ async def test_a_mixed_batch_leaves_one_keyword_row_per_record(runtime, monkeypa
             raise RuntimeError("分词失败（测试注入）")
         return segment_for_index(text)
 
-    monkeypatch.setattr(records_module, "segment_for_index", failing_segmentation)
+    monkeypatch.setattr(keyword_rows, "segment_for_index", failing_segmentation)
     texts = ["每天早上七点起床跑步五公里",  # merges into the record written before the batch
              "下个月要去杭州看西湖",  # created, then merged into by the last write of the batch
              "BOOM 这条写入会失败",

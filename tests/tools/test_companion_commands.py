@@ -15,12 +15,16 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-
 from booku_memory.config import load_config
 from booku_memory.manifest_tools import component_signatures
 from booku_memory.services.companion.service import BookuCompanionService
-from booku_memory.services.companion.tool_specs import COMPANION_TOOLS
-from booku_memory.tools import host_parameters, llm_tool_specs, run_host_tool, session_self_entries
+from booku_memory.services.companion.tool_table import COMPANION_TOOLS
+from booku_memory.tools import (
+    host_parameters,
+    llm_tool_specs,
+    run_host_tool,
+    session_self_entries,
+)
 from booku_memory.tools.command_lexer import parse_segment
 from booku_memory.tools.command_spec import TOOL_COMMANDS, command_by_name
 from booku_memory.tools.formatting import rendered_len
