@@ -21,8 +21,12 @@ an empty store, the figures ``bench/locomo_service.py`` gives, so the table show
 Caveat on the vector route: a distractor's vector is the normalised sum of its two sentences' real vectors
 (``common.synthetic_corpus``), not the model's vector of the joined text. Such averaged vectors sit nearer every
 query than real memories do (mean cosine with LoCoMo 3-4 questions 0.778, against 0.751 for single real turns), so
-the vector route loses more here than it would among 100k real memories. The keyword route's loss is real: the
-distractors' words are real text.
+the vector route loses more here than it would among 100k real memories. And each source sentence recurs in many
+distractors, so they form tight clusters whose HNSW neighbour lists (16 a node) hold one another: Chroma's
+approximate search then reaches the conversation's own memories, written after them, far less often than an exact
+search over the same vectors would. The service scores the keyword route's hits that the vector search missed by
+their stored vectors (``MemorySearch._score_missed_hits``), which recovers most of that. The keyword route's loss is
+real: the distractors' words are real text.
 
 Per keyword route (the in-memory index, which ranks every term, or an FTS5 posting budget:
 ``KeywordPlanner.posting_budget``, set on the open runtime with the in-memory index switched off; the planner's

@@ -118,6 +118,7 @@ class RetrievalState:
     time_ids: list[str] = field(default_factory=list)  # the time route's memories the keyword route missed
     candidates: dict[str, CandidateRow] = field(default_factory=dict)  # slim rows of every route's hits
     dense: dict[str, float] = field(default_factory=dict)  # id → cosine plus tag bonus
+    searched_vec: np.ndarray | None = None  # the unit vector the vector hits' cosines are to (reshaped by pass 2)
     embeddings: dict[str, np.ndarray] = field(default_factory=dict)
     tiers_by_id: dict[str, str] = field(default_factory=dict)  # id → partition of its vector
     time_matches: dict[str, float] = field(default_factory=dict)
@@ -318,14 +319,13 @@ class MemorySearch:
         return pass1
 
     async def _score_by_meaning(self, state: RetrievalState, pass1: list[VectorHit]) -> None:
-        """The vector route (EPA) and the cosine of the time route's memories, when a query vector could be had.
-        When the vector index breaks after the first pass, what they gathered is dropped and the keyword route
-        answers alone."""
+        """The vector route (EPA) and the cosine of the keyword and time routes' memories it missed, when a query
+        vector could be had. When the vector index breaks after the first pass, what they gathered is dropped and
+        the keyword route answers alone."""
         if state.query_vec is None:
             return
         try:
             await self._vector_route(state, state.query_vec, pass1)
-            await self._score_time_route(state, state.query_vec)
         except VectorIndexUnavailableError as exc:
             state.forget_vector_route()
             state.result.degraded = str(exc)
@@ -488,17 +488,36 @@ class MemorySearch:
             _SMALL_TALK_VECTORS[key] = vectors
         return vectors
 
-    async def _score_time_route(self, state: RetrievalState, query_vec: np.ndarray) -> None:
-        """Cosine of the time route's memories that the vector route did not return, so they rank by meaning too.
+    async def _score_missed_hits(self, state: RetrievalState, query_tags: QueryTags, params: EpaParams) -> None:
+        """Exact cosine (with the vector the search used, and the same tag bonus) of the keyword and time routes'
+        memories that the vector search did not return.
 
-        A memory whose vector is not readable yet (still staged by the write-behind flusher) keeps no dense score
-        and ranks on its time match alone. These scores carry no tag bonus: the time route reads no tags.
+        Why: in a big store the approximate (HNSW) search misses memories whose words the keyword route found, and
+        a candidate without a dense score stood at the vector route's floor, below every memory that merely
+        resembled the query. A keyword candidate keeps its score only when it beats that floor, so it ranks exactly
+        as before when the search missed nothing (it was simply beyond the pool); a time-route candidate always
+        keeps it, having no words to rank by. Reading the stored vectors is exact and bounded by the other routes'
+        pools. A memory whose vector is not readable yet (still staged by the write-behind flusher) keeps no dense
+        score and ranks on its words or time alone.
         """
-        found = await self._stored_vectors(state, [memory_id for memory_id in state.time_ids
-                                                   if memory_id not in state.dense])
-        for memory_id, vector in found.items():
-            state.embeddings[memory_id] = vector
-            state.dense[memory_id] = float(np.dot(vector, query_vec))
+        searched = state.query_vec if state.searched_vec is None else state.searched_vec
+        if searched is None:
+            return
+        missed = [memory_id for memory_id in dict.fromkeys(state.sql_hit_ids)
+                  if memory_id in state.candidates and memory_id not in state.dense]
+        with_tags = not state.triplet.is_empty
+        untagged = [memory_id for memory_id in missed if "tags" not in state.candidates[memory_id]]
+        if with_tags and untagged:  # pass 2 read them when it ran; without it they were read without tags
+            state.candidates.update(await self.rt.records.candidates(untagged, with_tags=True, as_of_last_read=True))
+        floor = min(state.dense.values(), default=-np.inf)
+        time_ids = set(state.time_ids)
+        for memory_id, vector in (await self._stored_vectors(state, missed)).items():
+            bonus = tag_bonus(candidate_tags(state.candidates.get(memory_id)), query_tags, params,
+                              state.result.beta) if with_tags else 0.0
+            score = float(np.dot(vector, searched)) + bonus
+            if score > floor or memory_id in time_ids:
+                state.embeddings[memory_id] = vector
+                state.dense[memory_id] = score
 
     async def _stored_vectors(self, state: RetrievalState, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """id → vector of ``ids`` (those with a candidate row), read from Chroma store by store. A vector not
@@ -529,7 +548,8 @@ class MemorySearch:
         return query_vec, pass1, ""
 
     async def _vector_route(self, state: RetrievalState, query_vec: np.ndarray, pass1: list[VectorHit]) -> None:
-        """EPA over the first pass's hits; fills the state's ``dense``, ``embeddings``, ``tiers_by_id``,
+        """EPA over the first pass's hits, then the memories of the other routes it missed (``_score_missed_hits``);
+        fills the state's ``dense``, ``embeddings``, ``tiers_by_id``,
         ``candidates`` (the slim rows of the vector hits and of the keyword and time routes' hits, read in one
         query) and the result's ``logic_depth``, ``resonance`` and ``beta``."""
         params = self.epa_params
@@ -563,6 +583,7 @@ class MemorySearch:
             state.dense[hit.memory_id] = float(hit.similarity) + bonus
             state.embeddings[hit.memory_id] = hit.embedding
             state.tiers_by_id[hit.memory_id] = hit.tier
+        await self._score_missed_hits(state, query_tags, params)
 
     async def _second_pass(self, state: RetrievalState, query_vec: np.ndarray, evidence: np.ndarray,
                            pass1: list[VectorHit], tags_by_id: dict[str, CandidateTags | None],
@@ -578,8 +599,13 @@ class MemorySearch:
             return pass1
         hits = await self.rt.query_vectors(reshaped.vector, store_keys=list(self.scope.readable_store_keys),
                                            tiers=state.tiers, limit=state.pool, with_embeddings=True)
-        # Hits new to this pass, or keyword candidates read without tags, need their tags now.
+        state.searched_vec = reshaped.vector / max(float(np.linalg.norm(reshaped.vector)), 1e-12)
+        # Hits new to this pass, or keyword candidates read without tags, need their tags now; so do the keyword
+        # and time candidates this pass missed, which ``_score_missed_hits`` scores with the tag bonus.
+        found_here = {h.memory_id for h in hits}
         fresh = [h.memory_id for h in hits if "tags" not in state.candidates.get(h.memory_id, {})]
+        fresh += [memory_id for memory_id in dict.fromkeys(state.sql_hit_ids) if memory_id not in found_here
+                  and memory_id in state.candidates and "tags" not in state.candidates[memory_id]]
         if fresh:
             # As of the first read a few milliseconds ago: one moment for every candidate of this retrieval, and
             # no hop to the reader on the critical path unless some are not held.
