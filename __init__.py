@@ -15,5 +15,13 @@ from .standalone import KNOWLEDGE_SERVICE, MEMORY_SERVICE, MemoryHandle, get_ser
 from .standalone import open_memory as open
 
 __version__ = "2.0.0"
-__all__ = ["open", "get_service", "MemoryHandle", "BookuError", "ValidationError", "MEMORY_SERVICE",
-           "KNOWLEDGE_SERVICE", "__version__"]
+__all__ = [
+    "open",
+    "get_service",
+    "MemoryHandle",
+    "BookuError",
+    "ValidationError",
+    "MEMORY_SERVICE",
+    "KNOWLEDGE_SERVICE",
+    "__version__",
+]

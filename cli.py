@@ -38,8 +38,9 @@ async def _with_memory(args: argparse.Namespace, job, *, check_model: bool = Tru
     from .services.embedding.deterministic import testing_embedder_from_env
     from .standalone import open_memory
 
-    async with open_memory(args.data_dir, _config(args), check_model=check_model, entry_point="cli",
-                           embedder=testing_embedder_from_env()) as memory:
+    async with open_memory(
+        args.data_dir, _config(args), check_model=check_model, entry_point="cli", embedder=testing_embedder_from_env()
+    ) as memory:
         return await job(memory)
 
 
@@ -69,10 +70,15 @@ def check_listen_host(host: str, *, allow_remote: bool) -> None:
     if is_loopback_host(host):
         return
     if not allow_remote:
-        raise ConfigError(f"监听地址 {host} 不是本机回环地址：管理后台只提供明文 HTTP，密钥和全部记忆会在网络上明文传输。"
-                          "请保持 127.0.0.1，或在前面放一个提供 TLS（HTTPS）的反向代理后加 --allow-remote 再启动")
-    print(f"警告：管理后台将在 {host} 上以明文 HTTP 对外提供服务。务必在前面放 TLS（HTTPS）反向代理，"
-          "并只让可信网络访问。", file=sys.stderr)
+        raise ConfigError(
+            f"监听地址 {host} 不是本机回环地址：管理后台只提供明文 HTTP，密钥和全部记忆会在网络上明文传输。"
+            "请保持 127.0.0.1，或在前面放一个提供 TLS（HTTPS）的反向代理后加 --allow-remote 再启动"
+        )
+    print(
+        f"警告：管理后台将在 {host} 上以明文 HTTP 对外提供服务。务必在前面放 TLS（HTTPS）反向代理，"
+        "并只让可信网络访问。",
+        file=sys.stderr,
+    )
 
 
 async def run_serve(args: argparse.Namespace) -> None:
@@ -90,8 +96,14 @@ async def run_serve(args: argparse.Namespace) -> None:
     port = args.port or config.dashboard.port
     check_listen_host(host, allow_remote=args.allow_remote)
     listener = claim_port(host, port)  # before anything is opened or printed: a busy port fails at once
-    async with open_memory(args.data_dir, config, entry_point="serve", accept_clients=True, connect=False,
-                           embedder=testing_embedder_from_env()) as memory:
+    async with open_memory(
+        args.data_dir,
+        config,
+        entry_point="serve",
+        accept_clients=True,
+        connect=False,
+        embedder=testing_embedder_from_env(),
+    ) as memory:
         runtime = memory.runtime
         api_key = ensure_api_key(runtime.data_dir, config)
         runtime.knowledge_service().schedule_startup_ingest()
@@ -102,8 +114,9 @@ async def run_serve(args: argparse.Namespace) -> None:
             print(f"注意：嵌入模型不可用，检索退化为关键词模式：{runtime.degraded_reason()}")
         # Wrong key guesses queued behind the throttle must not hold up a Ctrl+C: requests still running after
         # STOP_GRACE_SECONDS are cut off.
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info",
-                                               timeout_graceful_shutdown=STOP_GRACE_SECONDS))
+        server = uvicorn.Server(
+            uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=STOP_GRACE_SECONDS)
+        )
         await server.serve(sockets=[listener])
 
 
@@ -117,8 +130,7 @@ async def run_command(args: argparse.Namespace) -> Any:
 async def run_memo(args: argparse.Namespace) -> Any:
     async def job(memory):
         service = memory.get_service("booku_memory:service:booku_memory")
-        return await service.create_temporary_memo(content=args.content, expire_hours=args.hours,
-                                                   stream_id=args.stream)
+        return await service.create_temporary_memo(content=args.content, expire_hours=args.hours, stream_id=args.stream)
 
     return await _with_memory(args, job)
 
@@ -171,8 +183,9 @@ async def run_ingest(args: argparse.Namespace) -> Any:
         if args.path and args.title:
             return await knowledge.ingest_document(title=args.title, file_path=args.path, source="cli")
         if args.path:
-            return await knowledge.ingest_path(args.path, progress=lambda done, total, _: progress_bar(
-                done, total, "入库知识文件"))
+            return await knowledge.ingest_path(
+                args.path, progress=lambda done, total, _: progress_bar(done, total, "入库知识文件")
+            )
         return await knowledge.ingest_folders()
 
     return await _with_memory(args, job)
@@ -181,8 +194,9 @@ async def run_ingest(args: argparse.Namespace) -> Any:
 async def run_mcp(args: argparse.Namespace) -> None:
     from .mcp_server import serve
 
-    await serve(args.data_dir, _config(args), http=args.http, port=args.port, owner_uid=args.owner,
-                store_key=args.store)
+    await serve(
+        args.data_dir, _config(args), http=args.http, port=args.port, owner_uid=args.owner, store_key=args.store
+    )
 
 
 def run_manifest(args: argparse.Namespace) -> None:
@@ -206,8 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve = common(sub.add_parser("serve", help="启动记忆服务与管理后台"))
     serve.add_argument("--host", default=None, help="监听地址（默认 127.0.0.1）")
     serve.add_argument("--port", type=int, default=None, help="端口（默认 8765）")
-    serve.add_argument("--allow-remote", action="store_true",
-                       help="允许监听非回环地址（明文 HTTP：请务必在前面放 TLS 反向代理）")
+    serve.add_argument(
+        "--allow-remote", action="store_true", help="允许监听非回环地址（明文 HTTP：请务必在前面放 TLS 反向代理）"
+    )
     command = common(sub.add_parser("command", help="像 LLM 一样执行一条 memory_command"))
     command.add_argument("text", help='例如 "search -query 大学同学"')
     command.add_argument("--stream", default=None, help="聊天流 ID（临时备忘录用）")
@@ -234,8 +249,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-RUNNERS = {"serve": run_serve, "command": run_command, "memo": run_memo, "reindex": run_reindex,
-           "check": run_check, "export": run_export, "import": run_import, "ingest": run_ingest, "mcp": run_mcp}
+RUNNERS = {
+    "serve": run_serve,
+    "command": run_command,
+    "memo": run_memo,
+    "reindex": run_reindex,
+    "check": run_check,
+    "export": run_export,
+    "import": run_import,
+    "ingest": run_ingest,
+    "mcp": run_mcp,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -31,5 +31,7 @@ def claim_port(host: str, port: int, *, flag: str = "--port") -> socket.socket:
                 f"端口 {port} 已被占用（{host}:{port}），可能已有一个 Booku 或其他程序在运行。"
                 f"请先停止它，或用 {flag} 换一个端口，例如 {flag} {port + 1}"
             ) from exc
-        raise PortBusyError(f"无法监听 {host}:{port}：{exc.strerror or exc}。请检查地址，或用 {flag} 换一个端口") from exc
+        raise PortBusyError(
+            f"无法监听 {host}:{port}：{exc.strerror or exc}。请检查地址，或用 {flag} 换一个端口"
+        ) from exc
     return sock

@@ -78,7 +78,9 @@ def build_manifest(plugin_toml_path: str | Path = PLUGIN_TOML) -> dict[str, Any]
             raise ValidationError(f"[plugin].{key}={plugin[key]!r} 不是版本号，应形如 2.0.0 或 1.2.0-alpha.3")
 
     python_dependencies = plugin.get("python_dependencies", [])
-    if not isinstance(python_dependencies, list) or not all(isinstance(d, str) and d.strip() for d in python_dependencies):
+    if not isinstance(python_dependencies, list) or not all(
+        isinstance(d, str) and d.strip() for d in python_dependencies
+    ):
         raise ValidationError("[plugin].python_dependencies 必须是 pip 依赖字符串列表")
 
     dependencies = raw.get("dependencies", {})

@@ -36,21 +36,39 @@ class OwnerConnection:
     def __init__(self, owner: OwnerRecord) -> None:
         self.owner = owner
         # trust_env=False: a proxy configured for the user's browsing must never see loopback calls or the token.
-        self._http = httpx.AsyncClient(base_url=owner.address, headers={"Authorization": f"Bearer {owner.token}"},
-                                       timeout=httpx.Timeout(30.0, read=None), trust_env=False)
+        self._http = httpx.AsyncClient(
+            base_url=owner.address,
+            headers={"Authorization": f"Bearer {owner.token}"},
+            timeout=httpx.Timeout(30.0, read=None),
+            trust_env=False,
+        )
 
-    async def call(self, target: str, method: str, kwargs: dict[str, Any] | None = None, *,
-                   scope: Scope | None = None, progress: Progress | None = None) -> Any:
+    async def call(
+        self,
+        target: str,
+        method: str,
+        kwargs: dict[str, Any] | None = None,
+        *,
+        scope: Scope | None = None,
+        progress: Progress | None = None,
+    ) -> Any:
         """Run ``target.method(**kwargs)`` in the owner and return its result; ``progress`` receives the owner's
         progress reports as they come. Raises the owner's error under its own type."""
-        body = {"target": target, "method": method, "kwargs": kwargs or {}, "scope": scope_to_wire(scope),
-                "progress": progress is not None}
+        body = {
+            "target": target,
+            "method": method,
+            "kwargs": kwargs or {},
+            "scope": scope_to_wire(scope),
+            "progress": progress is not None,
+        }
         try:
             async with self._http.stream("POST", CALL_PATH, json=body) as response:
                 if response.status_code != 200:
                     await response.aread()
-                    raise OwnerCallError(f"{self.owner.describe()}拒绝了请求（HTTP {response.status_code}）："
-                                         f"{_error_message(response.text)}")
+                    raise OwnerCallError(
+                        f"{self.owner.describe()}拒绝了请求（HTTP {response.status_code}）："
+                        f"{_error_message(response.text)}"
+                    )
                 async for line in response.aiter_lines():
                     if not line.strip():
                         continue
@@ -63,8 +81,9 @@ class OwnerConnection:
                     else:
                         return message["result"]
         except httpx.HTTPError as exc:
-            raise OwnerCallError(f"无法连接数据目录的所有者{self.owner.describe()}（{type(exc).__name__}）；"
-                                 "它可能正在关闭，请稍后重试") from exc
+            raise OwnerCallError(
+                f"无法连接数据目录的所有者{self.owner.describe()}（{type(exc).__name__}）；它可能正在关闭，请稍后重试"
+            ) from exc
         raise OwnerCallError(f"{self.owner.describe()}在 {target}.{method} 返回结果前断开了连接，请重试")
 
     def _error(self, target: str, method: str, wire: dict[str, Any]) -> Exception:
@@ -110,8 +129,9 @@ class RemoteService:
 
     @property
     def runtime(self) -> Any:
-        raise BookuError(f"此服务连接的是数据目录的所有者{self._connection.owner.describe()}，本进程没有运行时；"
-                         "请只调用服务方法")
+        raise BookuError(
+            f"此服务连接的是数据目录的所有者{self._connection.owner.describe()}，本进程没有运行时；请只调用服务方法"
+        )
 
 
 def _proxy_method(target: str, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
@@ -159,8 +179,10 @@ class RemoteMemoryHandle:
 
     @property
     def runtime(self) -> Any:
-        raise BookuError(f"数据目录 {self.data_dir} 由{self.owner.describe()}持有，本进程是它的客户端，没有本地运行时；"
-                         "请通过 get_service(...) 的服务方法读写")
+        raise BookuError(
+            f"数据目录 {self.data_dir} 由{self.owner.describe()}持有，本进程是它的客户端，没有本地运行时；"
+            "请通过 get_service(...) 的服务方法读写"
+        )
 
     def get_service(self, signature: str, *, scope: Scope | None = None) -> Any:
         """A proxy of the service ``signature`` in ``scope`` (default: the scope given to ``open``)."""
@@ -175,22 +197,25 @@ class RemoteMemoryHandle:
 
     async def export_jsonl(self, path: str | Path, *, progress: Progress | None = None) -> dict[str, Any]:
         """``portability.export_jsonl`` run by the owner, writing ``path`` (relative to this process's directory)."""
-        return await self.connection.call("maintenance", "export_jsonl", {"path": str(Path(path).resolve())},
-                                          progress=progress)
+        return await self.connection.call(
+            "maintenance", "export_jsonl", {"path": str(Path(path).resolve())}, progress=progress
+        )
 
     async def import_jsonl(self, path: str | Path, *, progress: Progress | None = None) -> dict[str, Any]:
         """``portability.import_jsonl`` run by the owner, reading ``path`` (relative to this process's directory)."""
-        return await self.connection.call("maintenance", "import_jsonl", {"path": str(Path(path).resolve())},
-                                          progress=progress)
+        return await self.connection.call(
+            "maintenance", "import_jsonl", {"path": str(Path(path).resolve())}, progress=progress
+        )
 
-    async def run_memory_command(self, text: str, *, stream_id: str | None = None,
-                                 scope: Scope | None = None) -> dict[str, Any]:
+    async def run_memory_command(
+        self, text: str, *, stream_id: str | None = None, scope: Scope | None = None
+    ) -> dict[str, Any]:
         """The LLM's ``memory_command`` run by the owner; its answer dict."""
-        return await self.connection.call("command", "memory_command", {"text": text, "stream_id": stream_id},
-                                          scope=scope or self.default_scope)
+        return await self.connection.call(
+            "command", "memory_command", {"text": text, "stream_id": stream_id}, scope=scope or self.default_scope
+        )
 
-    async def call_mcp_tool(self, name: str, arguments: dict[str, Any] | None, *,
-                            scope: Scope) -> dict[str, Any]:
+    async def call_mcp_tool(self, name: str, arguments: dict[str, Any] | None, *, scope: Scope) -> dict[str, Any]:
         """One MCP tool call run by the owner: ``{"text", "is_error"}`` as the MCP server renders it."""
         return await self.connection.call("mcp_tool", name, {"arguments": arguments}, scope=scope)
 

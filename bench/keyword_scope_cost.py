@@ -33,9 +33,11 @@ from booku_memory.services.embedding.deterministic import UnavailableEmbedder  #
 from booku_memory.services.scope import Scope  # noqa: E402
 
 CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"}}
-WORDS = ("giraffe zoo keeper morning coffee tea lake garden museum painting concert ticket train station rain "
-         "birthday cake friend sister brother holiday beach mountain hiking camera book library chess piano "
-         "西湖 绿茶 咖啡 生日 蛋糕 朋友 旅行 爬山 电影 音乐 图书馆 火车 下雨 周末 公园 晚饭 医院 考试 工作 猫").split()
+WORDS = (
+    "giraffe zoo keeper morning coffee tea lake garden museum painting concert ticket train station rain "
+    "birthday cake friend sister brother holiday beach mountain hiking camera book library chess piano "
+    "西湖 绿茶 咖啡 生日 蛋糕 朋友 旅行 爬山 电影 音乐 图书馆 火车 下雨 周末 公园 晚饭 医院 考试 工作 猫"
+).split()
 
 
 def sentence(rng: random.Random) -> str:
@@ -71,8 +73,10 @@ async def run(stores: int, per_store: int, queries: int) -> None:
             every = tuple(f"private:bench:{number}" for number in range(stores))
             readers = {
                 "one store": memory.get_service(booku_memory.MEMORY_SERVICE, scope=store_scope(0)),
-                "every store": memory.get_service(booku_memory.MEMORY_SERVICE, scope=Scope(
-                    owner_uid="bench:all", readable_store_keys=every, writable_store_key=every[0])),
+                "every store": memory.get_service(
+                    booku_memory.MEMORY_SERVICE,
+                    scope=Scope(owner_uid="bench:all", readable_store_keys=every, writable_store_key=every[0]),
+                ),
             }
             texts = [" ".join(rng.sample(WORDS, 3)) for _ in range(queries)]
             rows = []

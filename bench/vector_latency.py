@@ -89,8 +89,9 @@ async def run_size(kind: str, size: int, queries: int, rebuild: bool) -> dict[st
     if rebuild or not meta_path.exists():
         shutil.rmtree(directory, ignore_errors=True)
     result: dict[str, Any] = {"size": size, "kind": kind}
-    async with booku_memory.open(directory, config=BENCH_CONFIG,
-                                 embedder=PrecomputedEmbedder(cache_path=None)) as memory:
+    async with booku_memory.open(
+        directory, config=BENCH_CONFIG, embedder=PrecomputedEmbedder(cache_path=None)
+    ) as memory:
         rt = memory.runtime
         store = rt.default_scope.writable_store_key
         ids = [f"v{i:07d}" for i in range(size)]
@@ -99,11 +100,16 @@ async def run_size(kind: str, size: int, queries: int, rebuild: bool) -> dict[st
         else:
             start = time.perf_counter()
             for offset in range(0, size, INSERT_BATCH):
-                await rt.vectors.upsert("live", store, ids[offset : offset + INSERT_BATCH],
-                                        stored[offset : offset + INSERT_BATCH])
+                await rt.vectors.upsert(
+                    "live", store, ids[offset : offset + INSERT_BATCH], stored[offset : offset + INSERT_BATCH]
+                )
             seconds = time.perf_counter() - start
-            result["insert"] = {"seconds": round(seconds, 1), "per_s": round(size / seconds, 1),
-                                "batch": INSERT_BATCH, "built_at": time.strftime("%Y-%m-%d %H:%M")}
+            result["insert"] = {
+                "seconds": round(seconds, 1),
+                "per_s": round(size / seconds, 1),
+                "batch": INSERT_BATCH,
+                "built_at": time.strftime("%Y-%m-%d %H:%M"),
+            }
             write_json(meta_path, result["insert"])
         counted = (await rt.vectors.count(store_keys=[store]))["live"]
         if counted != size:
@@ -119,13 +125,21 @@ async def run_size(kind: str, size: int, queries: int, rebuild: bool) -> dict[st
             for shift in range(len(variants)):
                 limit, with_embeddings = variants[(row + shift) % len(variants)]
                 start = time.perf_counter()
-                hits = await rt.vectors.query(vector, store_keys=[store], tiers=["live"], limit=limit,
-                                              with_embeddings=with_embeddings)
+                hits = await rt.vectors.query(
+                    vector, store_keys=[store], tiers=["live"], limit=limit, with_embeddings=with_embeddings
+                )
                 samples[(limit, with_embeddings)].append((time.perf_counter() - start) * 1000.0)
                 found = {int(h.memory_id[1:]) for h in hits[:10]}
                 recalls[(limit, with_embeddings)].append(len(found & set(exact_top[row].tolist())) / 10.0)
-        rows = [{"limit": limit, "with_embeddings": emb, **percentiles(samples[(limit, emb)]),
-                 "recall_at_10": float(np.mean(recalls[(limit, emb)]))} for limit, emb in variants]
+        rows = [
+            {
+                "limit": limit,
+                "with_embeddings": emb,
+                **percentiles(samples[(limit, emb)]),
+                "recall_at_10": float(np.mean(recalls[(limit, emb)])),
+            }
+            for limit, emb in variants
+        ]
         result["rows"] = rows
     result["disk_mb"] = round(dir_size_mb(directory), 1)
     result["peak_rss_mb"] = round(peak_rss_mb(), 1)
@@ -154,15 +168,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for r in results:
         for row in r["rows"]:
-            rows.append([f"{r['size']:,}", row["limit"], "yes" if row["with_embeddings"] else "no", row["n"],
-                         row["p50"], row["p95"], row["mean"], f"{100 * row['recall_at_10']:.1f}"])
-    print(markdown_table(["entries", "limit", "embeddings returned", "queries", "p50 ms", "p95 ms", "mean ms",
-                          "recall@10 vs exact %"], rows))
+            rows.append(
+                [
+                    f"{r['size']:,}",
+                    row["limit"],
+                    "yes" if row["with_embeddings"] else "no",
+                    row["n"],
+                    row["p50"],
+                    row["p95"],
+                    row["mean"],
+                    f"{100 * row['recall_at_10']:.1f}",
+                ]
+            )
+    print(
+        markdown_table(
+            [
+                "entries",
+                "limit",
+                "embeddings returned",
+                "queries",
+                "p50 ms",
+                "p95 ms",
+                "mean ms",
+                "recall@10 vs exact %",
+            ],
+            rows,
+        )
+    )
     print()
-    rows = [[f"{r['size']:,}", r["insert"]["seconds"], r["insert"]["per_s"], r["insert"]["built_at"], r["disk_mb"]]
-            for r in results]
+    rows = [
+        [f"{r['size']:,}", r["insert"]["seconds"], r["insert"]["per_s"], r["insert"]["built_at"], r["disk_mb"]]
+        for r in results
+    ]
     print(markdown_table(["entries", "insert s", "vectors/s (batches of 2,000)", "built", "on disk MB"], rows))
-    print(f"\n(total run time {(time.perf_counter() - started) / 60:.1f} min; peak RSS {results[-1]['peak_rss_mb']} MB)")
+    print(
+        f"\n(total run time {(time.perf_counter() - started) / 60:.1f} min; peak RSS {results[-1]['peak_rss_mb']} MB)"
+    )
     return 0
 
 

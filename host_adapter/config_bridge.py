@@ -30,8 +30,9 @@ class HostSection(SectionBase):
 
     data_dir: str = Field(
         default="data/booku_memory",
-        description=("数据目录：SQLite 数据库、向量索引、管理后台密钥和知识库文件夹都放在这里；"
-                     "相对路径以宿主的工作目录为基准"),
+        description=(
+            "数据目录：SQLite 数据库、向量索引、管理后台密钥和知识库文件夹都放在这里；相对路径以宿主的工作目录为基准"
+        ),
         tag="file",
     )
 

@@ -30,8 +30,10 @@ class MemoryAdminRouter(BaseRouter):
         plugin = self.plugin
         config: BookuConfig = plugin.booku_config
         settings = DashboardSettings.from_config(config, api_key=ensure_api_key(plugin.data_dir, config))
-        key_source = "配置 [dashboard] api_key 或环境变量" if configured_api_key(config) else (
-            f"文件 {Path(plugin.data_dir) / API_KEY_FILE_NAME}"
+        key_source = (
+            "配置 [dashboard] api_key 或环境变量"
+            if configured_api_key(config)
+            else (f"文件 {Path(plugin.data_dir) / API_KEY_FILE_NAME}")
         )
         logger.info(f"管理后台挂载在宿主 HTTP 服务的 {ROUTE_PATH}，登录密钥见{key_source}")
         dashboard = create_dashboard_app(plugin.running_runtime, settings=settings)

@@ -139,11 +139,14 @@ class ChatEvidenceHandler(BaseEventHandler):
         message_id = str(getattr(message, "message_id", "") or "") or f"sent-{uuid.uuid4().hex}"
         try:
             await record_host_message(
-                runtime, message_id=message_id, stream_id=str(getattr(message, "stream_id", "") or ""),
+                runtime,
+                message_id=message_id,
+                stream_id=str(getattr(message, "stream_id", "") or ""),
                 platform=str(getattr(message, "platform", "") or ""),
                 chat_type=str(getattr(message, "chat_type", "") or ""),
                 sender_id=str(getattr(message, "sender_id", "") or ""),
-                sender_name=str(getattr(message, "sender_name", "") or ""), text=text,
+                sender_name=str(getattr(message, "sender_name", "") or ""),
+                text=text,
                 sent_at=float(getattr(message, "time", 0) or time.time()),
                 direction="sent" if sent else "received",
             )

@@ -75,8 +75,13 @@ def build_tool_classes(config: BookuConfig) -> list[type[BaseTool]]:
             except BookuError as exc:
                 return False, render_for_llm({"action": self.tool_name, "ok": False, "error": str(exc)})
             result = await run_temporary_memo(
-                service, content=content, expire_hours=expire_hours, action=action, memo_id=memo_id or None,
-                allow_shorten=allow_shorten, stream_id=self.get_current_stream_id() or None,
+                service,
+                content=content,
+                expire_hours=expire_hours,
+                action=action,
+                memo_id=memo_id or None,
+                allow_shorten=allow_shorten,
+                stream_id=self.get_current_stream_id() or None,
             )
             return bool(result.get("ok")), render_for_llm(result)
 
@@ -94,12 +99,14 @@ def _execute_signature(parameters: list[HostParameter]) -> inspect.Signature:
         annotation = parameter.annotation
         if not parameter.required and parameter.default is None:
             annotation = Optional[annotation]  # noqa: UP045 (the annotation may be a string, which has no `|`)
-        declared.append(inspect.Parameter(
-            parameter.name,
-            inspect.Parameter.KEYWORD_ONLY,
-            default=inspect.Parameter.empty if parameter.required else parameter.default,
-            annotation=Annotated[annotation, parameter.description],
-        ))
+        declared.append(
+            inspect.Parameter(
+                parameter.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if parameter.required else parameter.default,
+                annotation=Annotated[annotation, parameter.description],
+            )
+        )
     return inspect.Signature(declared, return_annotation=tuple[bool, str])
 
 

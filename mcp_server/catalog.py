@@ -96,8 +96,12 @@ def _table_tool(spec: ToolSpec) -> McpTool:
 
 def _host_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The host tools' ``{"parameters", "required"}`` shape as a JSON Schema object."""
-    return {"type": "object", "properties": dict(schema["parameters"]), "required": list(schema["required"]),
-            "additionalProperties": False}
+    return {
+        "type": "object",
+        "properties": dict(schema["parameters"]),
+        "required": list(schema["required"]),
+        "additionalProperties": False,
+    }
 
 
 async def _run_memory_command(context: ToolContext, arguments: dict[str, Any]) -> ToolOutcome:
@@ -128,8 +132,15 @@ def build_tools(config: Any = None) -> list[McpTool]:
 
 # ----- argument checks ---------------------------------------------------------------------------------------------
 
-_JSON_TYPES = {"string": "字符串", "integer": "整数", "number": "数字", "boolean": "true 或 false",
-               "array": "列表", "object": "对象", "null": "null"}
+_JSON_TYPES = {
+    "string": "字符串",
+    "integer": "整数",
+    "number": "数字",
+    "boolean": "true 或 false",
+    "array": "列表",
+    "object": "对象",
+    "null": "null",
+}
 
 
 def _type_words(kind: Any) -> str:
@@ -163,8 +174,15 @@ def checked_arguments(tool: McpTool, arguments: Mapping[str, Any] | None) -> dic
     """The call's arguments after the schema check; ``null`` values count as "not given" (many clients send them
     for every optional parameter). Raises ``ValueError`` with a Chinese sentence when the arguments do not fit."""
     given = {name: value for name, value in (arguments or {}).items() if value is not None}
-    error = next(iter(sorted(Draft202012Validator(tool.input_schema).iter_errors(given),
-                             key=lambda e: (len(e.absolute_path), str(e.validator)))), None)
+    error = next(
+        iter(
+            sorted(
+                Draft202012Validator(tool.input_schema).iter_errors(given),
+                key=lambda e: (len(e.absolute_path), str(e.validator)),
+            )
+        ),
+        None,
+    )
     if error is not None:
         raise ValueError(_schema_error_message(error, tool.input_schema))
     return given

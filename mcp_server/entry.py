@@ -40,8 +40,15 @@ def _tool_call(memory: Any, scope: Scope) -> ToolCall:
     return remote_tool_call(memory, scope)
 
 
-async def serve(data_dir: str | Path, config: BookuConfig, *, http: bool = False, port: int | None = None,
-                owner_uid: str | None = None, store_key: str | None = None) -> None:
+async def serve(
+    data_dir: str | Path,
+    config: BookuConfig,
+    *,
+    http: bool = False,
+    port: int | None = None,
+    owner_uid: str | None = None,
+    store_key: str | None = None,
+) -> None:
     """Serve until the client disconnects (stdio) or the process is interrupted (HTTP).
 
     ``port``, ``owner_uid`` and ``store_key`` are the operator's command-line overrides of ``[mcp]``.
@@ -54,8 +61,9 @@ async def serve(data_dir: str | Path, config: BookuConfig, *, http: bool = False
         await serve_stdio(data_dir, config, settings, embedder=embedder)
 
 
-async def serve_stdio(data_dir: str | Path, config: BookuConfig, settings: McpSettings, *,
-                      embedder: Embedder | None = None) -> None:
+async def serve_stdio(
+    data_dir: str | Path, config: BookuConfig, settings: McpSettings, *, embedder: Embedder | None = None
+) -> None:
     """One MCP session over this process's stdin/stdout; returns when the client closes stdin.
 
     The SDK's ``stdio_server`` points fd 1 at stderr while it serves, so the transport is claimed before the
@@ -65,30 +73,40 @@ async def serve_stdio(data_dir: str | Path, config: BookuConfig, settings: McpSe
 
     scope = mcp_scope(settings)
     async with stdio_server() as (read_stream, write_stream):
-        async with open_memory(data_dir, config, embedder=embedder, scope=scope, entry_point="mcp",
-                               accept_clients=True) as memory:
-            _report(f"Booku Memory MCP（stdio）已启动：数据目录 {memory.data_dir}，"
-                    f"记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}", memory, stream=sys.stderr)
+        async with open_memory(
+            data_dir, config, embedder=embedder, scope=scope, entry_point="mcp", accept_clients=True
+        ) as memory:
+            _report(
+                f"Booku Memory MCP（stdio）已启动：数据目录 {memory.data_dir}，"
+                f"记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}",
+                memory,
+                stream=sys.stderr,
+            )
             server = build_server(memory.config, _tool_call(memory, scope))
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(data_dir: str | Path, config: BookuConfig, settings: McpSettings, *,
-                     embedder: Embedder | None = None) -> None:
+async def serve_http(
+    data_dir: str | Path, config: BookuConfig, settings: McpSettings, *, embedder: Embedder | None = None
+) -> None:
     """The streamable HTTP transport on ``127.0.0.1:<port>/mcp`` with a bearer token, until interrupted."""
     import uvicorn
 
     scope = mcp_scope(settings)
-    async with open_memory(data_dir, config, embedder=embedder, scope=scope, entry_point="mcp",
-                           accept_clients=True) as memory:
+    async with open_memory(
+        data_dir, config, embedder=embedder, scope=scope, entry_point="mcp", accept_clients=True
+    ) as memory:
         token = ensure_token(memory.data_dir, settings)
         app = http_app(build_server(memory.config, _tool_call(memory, scope)), token=token, port=settings.port)
         # Wrong tokens queued behind the guess throttle must not hold up a Ctrl+C.
-        server = uvicorn.Server(uvicorn.Config(app, host=HTTP_HOST, port=settings.port, log_level="warning",
-                                               timeout_graceful_shutdown=5))
-        lines = (f"Booku Memory MCP（streamable HTTP）已启动：{endpoint_url(settings.port)}\n"
-                 f"数据目录 {memory.data_dir}，记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}\n"
-                 f"请求头 Authorization: Bearer <令牌>，令牌{token_source(settings, memory.data_dir)}")
+        server = uvicorn.Server(
+            uvicorn.Config(app, host=HTTP_HOST, port=settings.port, log_level="warning", timeout_graceful_shutdown=5)
+        )
+        lines = (
+            f"Booku Memory MCP（streamable HTTP）已启动：{endpoint_url(settings.port)}\n"
+            f"数据目录 {memory.data_dir}，记忆主人 {scope.owner_uid}，记忆库 {scope.writable_store_key}\n"
+            f"请求头 Authorization: Bearer <令牌>，令牌{token_source(settings, memory.data_dir)}"
+        )
         announcer = asyncio.create_task(_announce_when_started(server, lines, memory))
         try:
             with _stop_on_signals(server):

@@ -55,5 +55,6 @@ def http_app(server: Server[Any], *, token: str, port: int) -> Starlette:
     name even before the token is checked.
     """
     auth = AuthSettings(issuer_url=AnyHttpUrl(f"http://{HTTP_HOST}:{port}"), resource_server_url=None)
-    return server.streamable_http_app(streamable_http_path=HTTP_PATH, host=HTTP_HOST, auth=auth,
-                                      token_verifier=StaticTokenVerifier(token))
+    return server.streamable_http_app(
+        streamable_http_path=HTTP_PATH, host=HTTP_HOST, auth=auth, token_verifier=StaticTokenVerifier(token)
+    )

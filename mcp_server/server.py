@@ -41,13 +41,17 @@ def build_server(config: Any, call: ToolCall) -> Server[Any]:
     """
     tools: dict[str, McpTool] = {tool.name: tool for tool in build_tools(config)}
 
-    async def list_tools(_ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None,
-                         ) -> types.ListToolsResult:
+    async def list_tools(
+        _ctx: ServerRequestContext[Any],
+        _params: types.PaginatedRequestParams | None,
+    ) -> types.ListToolsResult:
         # A fresh result per request: the SDK stamps cache fields onto the object it is handed.
-        return types.ListToolsResult(tools=[
-            types.Tool(name=tool.name, description=tool.description, input_schema=tool.input_schema)
-            for tool in tools.values()
-        ])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=tool.name, description=tool.description, input_schema=tool.input_schema)
+                for tool in tools.values()
+            ]
+        )
 
     async def run_tool(_ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = tools.get(params.name)
@@ -56,6 +60,11 @@ def build_server(config: Any, call: ToolCall) -> Server[Any]:
         outcome = await call(tool, params.arguments)
         return types.CallToolResult(content=[types.TextContent(text=outcome.text)], is_error=outcome.is_error)
 
-    return Server(SERVER_NAME, version=_package_version(), instructions=INSTRUCTIONS,
-                  on_list_tools=list_tools, on_call_tool=run_tool,
-                  get_tool_input_schema=lambda name: tools[name].input_schema if name in tools else None)
+    return Server(
+        SERVER_NAME,
+        version=_package_version(),
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=run_tool,
+        get_tool_input_schema=lambda name: tools[name].input_schema if name in tools else None,
+    )

@@ -47,8 +47,9 @@ def _checked_key(name: str, value: Any) -> str:
     return text
 
 
-def mcp_settings(config: Any, *, owner_uid: str | None = None, store_key: str | None = None,
-                 port: int | None = None) -> McpSettings:
+def mcp_settings(
+    config: Any, *, owner_uid: str | None = None, store_key: str | None = None, port: int | None = None
+) -> McpSettings:
     """Settings from a ``BookuConfig`` (missing ``[mcp]`` keys use the defaults above); the keyword arguments are
     the operator's command-line overrides and win over the config.
 
@@ -70,6 +71,11 @@ def mcp_settings(config: Any, *, owner_uid: str | None = None, store_key: str | 
 def mcp_scope(settings: McpSettings) -> Scope:
     """The one scope every call on an MCP connection runs in: the configured owner, reading and writing only the
     configured store, with the LLM tools' ``agent`` authority."""
-    return Scope(owner_uid=settings.owner_uid, readable_store_keys=(settings.store_key,),
-                 writable_store_key=settings.store_key, current_channel=MCP_CHANNEL, actor=MCP_ACTOR,
-                 authority="agent")
+    return Scope(
+        owner_uid=settings.owner_uid,
+        readable_store_keys=(settings.store_key,),
+        writable_store_key=settings.store_key,
+        current_channel=MCP_CHANNEL,
+        actor=MCP_ACTOR,
+        authority="agent",
+    )

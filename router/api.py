@@ -257,7 +257,7 @@ async def supersede_memory(memory_id: str, payload: SupersedeRequest, services: 
 
 @router.post("/memories/{memory_id}/unsupersede")
 async def unsupersede_memory(memory_id: str, services: Services) -> dict[str, Any]:
-    """"撤销取代": the memory counts as current again (audited)."""
+    """ "撤销取代": the memory counts as current again (audited)."""
     return await (await services.memory_for(memory_id)).unsupersede_memory(memory_id=memory_id)
 
 

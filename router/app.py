@@ -83,7 +83,7 @@ def _relative_path(scope: Scope) -> str:
     """The request path below the mount prefix (Starlette keeps the full path in ``scope["path"]``)."""
     path = str(scope.get("path", ""))
     prefix = str(scope.get("root_path", "")).rstrip("/")
-    return path[len(prefix):] if prefix and path.startswith(prefix) else path
+    return path[len(prefix) :] if prefix and path.startswith(prefix) else path
 
 
 def is_api_request(request: Request) -> bool:
@@ -113,8 +113,9 @@ def error_status(exc: BookuError) -> int:
     return 400
 
 
-def _error_response(request: Request, status_code: int, message: str,
-                    headers: Mapping[str, str] | None = None) -> Response:
+def _error_response(
+    request: Request, status_code: int, message: str, headers: Mapping[str, str] | None = None
+) -> Response:
     if is_v1_request(request):
         return JSONResponse({"status": "error", "error": message}, status_code=status_code, headers=headers)
     if is_api_request(request):
@@ -192,7 +193,9 @@ def create_dashboard_app(
     may not contain ``*``. Mount the returned app at any prefix: links follow ``root_path``.
     """
     if "*" in settings.allowed_origins:
-        raise ConfigError("dashboard.allowed_origins 不能包含 \"*\"：请列出允许访问后台的具体来源，如 http://127.0.0.1:8000")
+        raise ConfigError(
+            'dashboard.allowed_origins 不能包含 "*"：请列出允许访问后台的具体来源，如 http://127.0.0.1:8000'
+        )
     app = FastAPI(
         title="Booku Memory 管理后台",
         docs_url=None,

@@ -107,8 +107,9 @@ class SessionSigner:
         """A fresh cookie value and the session it encodes (new random CSRF token, the current ``epoch``)."""
         issued = time.time() if now is None else now
         session = Session(csrf_token=secrets.token_urlsafe(24), expires_at=issued + self.max_age_seconds, epoch=epoch)
-        payload = json.dumps({"csrf": session.csrf_token, "exp": session.expires_at, "ep": epoch},
-                             separators=(",", ":"))
+        payload = json.dumps(
+            {"csrf": session.csrf_token, "exp": session.expires_at, "ep": epoch}, separators=(",", ":")
+        )
         body = _b64encode(payload.encode("utf-8"))
         return f"{body}.{self._sign(body)}", session
 
@@ -126,8 +127,9 @@ class SessionSigner:
             return None
         try:
             payload = json.loads(_b64decode(body))
-            session = Session(csrf_token=str(payload["csrf"]), expires_at=float(payload["exp"]),
-                              epoch=int(payload.get("ep", -1)))
+            session = Session(
+                csrf_token=str(payload["csrf"]), expires_at=float(payload["exp"]), epoch=int(payload.get("ep", -1))
+            )
         except (ValueError, KeyError, TypeError, AttributeError):
             return None
         current = time.time() if now is None else now
@@ -173,8 +175,7 @@ class DashboardAuth:
     no session cookie is accepted (the key header still is).
     """
 
-    def __init__(self, api_key: str, session_hours: float,
-                 runtime_provider: Callable[[], Any] = lambda: None) -> None:
+    def __init__(self, api_key: str, session_hours: float, runtime_provider: Callable[[], Any] = lambda: None) -> None:
         if not api_key:
             raise ValueError("dashboard.api_key 不能为空：请在配置、环境变量中设置，或用 ensure_api_key() 生成")
         self.api_key = require_long_secret(api_key, "dashboard.api_key")

@@ -68,8 +68,9 @@ def replaying(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def call_with_body_limit(app: ASGIApp, scope: Scope, receive: Receive, send: Send, *, limit: int,
-                               too_large: TooLarge) -> None:
+async def call_with_body_limit(
+    app: ASGIApp, scope: Scope, receive: Receive, send: Send, *, limit: int, too_large: TooLarge
+) -> None:
     """Run ``app`` with its body cut off at ``limit`` bytes; past it, the client gets ``too_large()``'s answer."""
     received = 0
     exceeded = False

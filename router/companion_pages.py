@@ -66,8 +66,10 @@ def _text(form: Mapping[str, Any], name: str) -> str:
 def _require_permanent_confirmation(form: Mapping[str, Any], lock_type: str) -> None:
     """Permanent sealing cannot be undone by anyone, so the form must say it was meant (a checkbox, no script)."""
     if lock_type == "permanent" and form.get(PERMANENT_CONFIRM_FIELD) != "1":
-        raise ValidationError("lock_type=permanent 是终态：封存后谁都读不到正文（包括你自己），锁也不能再改；"
-                              "确定要这样做请勾选「我明白永久封存无法撤销」")
+        raise ValidationError(
+            "lock_type=permanent 是终态：封存后谁都读不到正文（包括你自己），锁也不能再改；"
+            "确定要这样做请勾选「我明白永久封存无法撤销」"
+        )
 
 
 # ---------------------------------------------------------------------------------------------------------- plans
@@ -87,20 +89,38 @@ async def _plans(services: DashboardServices) -> list[dict[str, Any]]:
         for plan in plans:
             plan["content"] = bodies.get(plan["id"], plan.get("title") or "")
     order = {status: rank for rank, status in enumerate(PLAN_STATUSES)}
-    plans.sort(key=lambda p: (order.get(p.get("plan_status", "active"), len(order)), -float(p.get("weight") or 0.0),
-                              float(p.get("created_at") or 0.0)))
+    plans.sort(
+        key=lambda p: (
+            order.get(p.get("plan_status", "active"), len(order)),
+            -float(p.get("weight") or 0.0),
+            float(p.get("created_at") or 0.0),
+        )
+    )
     return plans
 
 
-async def _plans_page(request: Request, services: DashboardServices, wanted: str, *, error: str = "",
-                      status_code: int = 200) -> Response:
+async def _plans_page(
+    request: Request, services: DashboardServices, wanted: str, *, error: str = "", status_code: int = 200
+) -> Response:
     plans = await _plans(services)
     counts = {status: sum(1 for p in plans if p.get("plan_status") == status) for status in PLAN_STATUSES}
     shown = [p for p in plans if not wanted or p.get("plan_status") == wanted]
-    return render(request, "companion_plans.html", {
-        "nav": "companion_plans", "plans": shown, "counts": counts, "total": len(plans), "wanted": wanted,
-        "statuses": PLAN_STATUSES, "status_labels": PLAN_STATUS_LABELS, "notice": _notice(request), "error": error,
-    }, status_code=status_code)
+    return render(
+        request,
+        "companion_plans.html",
+        {
+            "nav": "companion_plans",
+            "plans": shown,
+            "counts": counts,
+            "total": len(plans),
+            "wanted": wanted,
+            "statuses": PLAN_STATUSES,
+            "status_labels": PLAN_STATUS_LABELS,
+            "notice": _notice(request),
+            "error": error,
+        },
+        status_code=status_code,
+    )
 
 
 @router.get("/plans")
@@ -133,16 +153,35 @@ def _blank_letter() -> dict[str, str]:
     return {"title": "", "content": "", "user_name": "", "lock_type": "none", "unlock_date": ""}
 
 
-async def _letters_page(request: Request, services: DashboardServices, *, query: str = "",
-                        values: dict[str, str] | None = None, error: str = "", status_code: int = 200) -> Response:
+async def _letters_page(
+    request: Request,
+    services: DashboardServices,
+    *,
+    query: str = "",
+    values: dict[str, str] | None = None,
+    error: str = "",
+    status_code: int = 200,
+) -> Response:
     # Only the service decides what the user's side may read: locked items arrive without title and body.
     result = await companion_service(services).letter_read(query=query or None, limit=LETTER_PAGE_LIMIT)
-    return render(request, "companion_letters.html", {
-        "nav": "companion_letters", "letters": result.get("items") or [], "query": query,
-        "degraded": result.get("degraded") or "", "values": values or _blank_letter(), "lock_types": LOCK_TYPES,
-        "lock_labels": LOCK_LABELS, "unlock_hint": UNLOCK_FORMATS_HINT, "write_store": services.selection.write_store,
-        "notice": _notice(request), "error": error,
-    }, status_code=status_code)
+    return render(
+        request,
+        "companion_letters.html",
+        {
+            "nav": "companion_letters",
+            "letters": result.get("items") or [],
+            "query": query,
+            "degraded": result.get("degraded") or "",
+            "values": values or _blank_letter(),
+            "lock_types": LOCK_TYPES,
+            "lock_labels": LOCK_LABELS,
+            "unlock_hint": UNLOCK_FORMATS_HINT,
+            "write_store": services.selection.write_store,
+            "notice": _notice(request),
+            "error": error,
+        },
+        status_code=status_code,
+    )
 
 
 @router.get("/letters")
@@ -162,8 +201,13 @@ async def letter_write_submit(request: Request, services: Services) -> Response:
     try:
         _require_permanent_confirmation(form, lock_type)
         await companion_service(services).letter_write(
-            USER_AUTHOR, values["content"], title=values["title"] or None, user_name=values["user_name"] or None,
-            lock_type=lock_type, unlock_date=values["unlock_date"] or None)
+            USER_AUTHOR,
+            values["content"],
+            title=values["title"] or None,
+            user_name=values["user_name"] or None,
+            lock_type=lock_type,
+            unlock_date=values["unlock_date"] or None,
+        )
     except BookuError as exc:
         return await _letters_page(request, services, values=values, error=str(exc), status_code=400)
     return _redirect(request, "/letters", "letter_written")
@@ -186,15 +230,17 @@ async def letter_lock_submit(request: Request, letter_id: str, services: Service
         for store_key in services.selection.selected:
             try:
                 result = await companion_service(services, store_key).letter_lock_update(
-                    letter_id, lock_type, unlock_date)
+                    letter_id, lock_type, unlock_date
+                )
                 break
             except NotFoundError as exc:
                 missing = exc
         if result is None:
             raise missing or NotFoundError(f"未找到信件: {letter_id}")
     except BookuError as exc:
-        return await _letters_page(request, services, error=str(exc),
-                                   status_code=404 if isinstance(exc, NotFoundError) else 400)
+        return await _letters_page(
+            request, services, error=str(exc), status_code=404 if isinstance(exc, NotFoundError) else 400
+        )
     return _redirect(request, "/letters", "lock_changed" if result.get("changed") else "lock_unchanged")
 
 
@@ -205,9 +251,16 @@ async def letter_lock_submit(request: Request, letter_id: str, services: Service
 async def self_page(request: Request, services: Services) -> Response:
     """Formal self-knowledge entries (current beliefs), candidates with their witness dates, and retired entries."""
     result = await companion_service(services).self_knowledge(read=True, limit=SELF_PAGE_LIMIT)
-    return render(request, "companion_self.html", {
-        "nav": "companion_self", "formal": result.get("formal") or [], "candidates": result.get("candidates") or [],
-        "superseded": result.get("superseded") or [], "aspect_labels": ASPECT_LABELS,
-        "witnesses_required": WITNESS_DATES_REQUIRED, "notice": _notice(request),
-    })
-
+    return render(
+        request,
+        "companion_self.html",
+        {
+            "nav": "companion_self",
+            "formal": result.get("formal") or [],
+            "candidates": result.get("candidates") or [],
+            "superseded": result.get("superseded") or [],
+            "aspect_labels": ASPECT_LABELS,
+            "witnesses_required": WITNESS_DATES_REQUIRED,
+            "notice": _notice(request),
+        },
+    )

@@ -56,8 +56,10 @@ def owner_map(runtime: DashboardRuntime) -> OwnerMap:
     """Memo owners per store for this runtime (its default scope and the configured default owner)."""
     default = runtime.default_scope
     owners = (default.owner_uid, runtime.config.scope.default_owner)
-    return OwnerMap(default_store=default.writable_store_key,
-                    default_owners=tuple(dict.fromkeys(owner for owner in owners if owner)))
+    return OwnerMap(
+        default_store=default.writable_store_key,
+        default_owners=tuple(dict.fromkeys(owner for owner in owners if owner)),
+    )
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,12 @@ class StoreSelection:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON form for ``GET /api/stores``."""
-        return {"available": list(self.available), "selected": list(self.selected), "all": self.is_all,
-                "write_store": self.write_store}
+        return {
+            "available": list(self.available),
+            "selected": list(self.selected),
+            "all": self.is_all,
+            "write_store": self.write_store,
+        }
 
 
 def encode_store_cookie(selected: list[str] | None) -> str:
@@ -118,8 +124,9 @@ def _unknown_store_error(unknown: list[str], available: tuple[str, ...]) -> Vali
     return ValidationError(f"store 取值 {', '.join(repr(key) for key in unknown)} 不是在用的记忆库，可选：all、{shown}")
 
 
-def resolve_selection(available: list[str], default_store: str, requested: list[str] | None,
-                      *, strict: bool) -> StoreSelection:
+def resolve_selection(
+    available: list[str], default_store: str, requested: list[str] | None, *, strict: bool
+) -> StoreSelection:
     """The selection from requested store keys (``None``/``all`` = every store).
 
     ``strict`` (an explicit ``?store=``) rejects unknown keys with a 400; a remembered cookie just drops stores that

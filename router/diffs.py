@@ -73,9 +73,7 @@ def snapshot_lines(snapshot: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def diff_snapshots(
-    old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, *, context: int = 2
-) -> list[DiffLine]:
+def diff_snapshots(old: Mapping[str, Any] | None, new: Mapping[str, Any] | None, *, context: int = 2) -> list[DiffLine]:
     """What changed from ``old`` to ``new``.
 
     ``old=None`` is a creation (everything is an addition); ``new=None`` is a permanent deletion, as recorded in the

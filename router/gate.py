@@ -101,9 +101,18 @@ class DashboardGate:
     """See the module docstring. Built by ``create_dashboard_app``; ``reject(request, status, message)`` and
     ``unauthenticated(request)`` answer in the app's own error format (JSON, the ``/api/v1`` envelope, or a page)."""
 
-    def __init__(self, app: ASGIApp, *, routes: Iterable[BaseRoute], public_endpoints: Iterable[Callable[..., Any]],
-                 public_mounts: Iterable[str], auth: Any, caps: BodyCaps,
-                 reject: Callable[[Request, int, str], Response], unauthenticated: Responder) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        routes: Iterable[BaseRoute],
+        public_endpoints: Iterable[Callable[..., Any]],
+        public_mounts: Iterable[str],
+        auth: Any,
+        caps: BodyCaps,
+        reject: Callable[[Request, int, str], Response],
+        unauthenticated: Responder,
+    ) -> None:
         self.app = app
         self._declared_routes = routes
         self._routes: list[BaseRoute] | None = None
@@ -127,8 +136,10 @@ class DashboardGate:
         return partial
 
     def _is_public(self, route: BaseRoute | None) -> bool:
-        return (getattr(route, "endpoint", None) in self.public_endpoints
-                or getattr(route, "name", None) in self.public_mounts)
+        return (
+            getattr(route, "endpoint", None) in self.public_endpoints
+            or getattr(route, "name", None) in self.public_mounts
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -157,8 +168,14 @@ class DashboardGate:
             await answer(self.reject(request, 413, too_large))
             return
         if not carries_body(scope) or _is_form(scope):
-            await call_with_body_limit(self.app, scope, receive, send, limit=limit,
-                                       too_large=lambda: answer(self.reject(request, 413, too_large)))
+            await call_with_body_limit(
+                self.app,
+                scope,
+                receive,
+                send,
+                limit=limit,
+                too_large=lambda: answer(self.reject(request, 413, too_large)),
+            )
             return
         body = await read_capped(receive, limit)
         if body is None:

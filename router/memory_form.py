@@ -109,8 +109,9 @@ def _listed(text: Mapping[str, str], field: str) -> list[str]:
     return clean_text_list(field, split_list(text.get(field, "")))
 
 
-def _tag_errors(text: Mapping[str, str], errors: dict[str, str], check: Callable[[str, Callable[[], Any]], Any], *,
-                editing: bool) -> None:
+def _tag_errors(
+    text: Mapping[str, str], errors: dict[str, str], check: Callable[[str, Callable[[], Any]], Any], *, editing: bool
+) -> None:
     """Each tag group on its own: a size problem, or blank while the three-groups rule needs it."""
     groups = {group: split_list(text.get(group, "")) for group in TAG_GROUPS}
     for group, tags in groups.items():

@@ -108,8 +108,15 @@ async def list_memories(
     if deleted_only:
         kwargs["only_deleted"] = True
     offset = (page - 1) * page_size
-    items, matched = await _entries_in_slices(service, limit=page_size, offset=offset, bucket="memory",
-                                              include_archived=True, include_deleted=deleted_only, **kwargs)
+    items, matched = await _entries_in_slices(
+        service,
+        limit=page_size,
+        offset=offset,
+        bucket="memory",
+        include_archived=True,
+        include_deleted=deleted_only,
+        **kwargs,
+    )
     return MemoryPage(
         items=items,
         page=page,
@@ -274,15 +281,23 @@ async def search_memories(
         result = await service.grep_memories(
             query=query, search_fields=KEYWORD_SEARCH_FIELDS, include_archived=include_archived, top_k=top_k
         )
-        hits = [item for item in result.get("items") or []
-                if include_superseded or not item["metadata"].get("superseded_by")]
+        hits = [
+            item
+            for item in result.get("items") or []
+            if include_superseded or not item["metadata"].get("superseded_by")
+        ]
         return {**result, "results": hits}
     groups = {"core_tags": core_tags, "diffusion_tags": diffusion_tags, "opposing_tags": opposing_tags}
     tags = {name: split_list(value) for name, value in groups.items() if split_list(value)}
     # An administrator looking is not the bot recalling: leave the activation counters alone.
     return await service.retrieve_memories(
-        query, top_k=top_k, include_archived=include_archived, include_knowledge=include_knowledge,
-        record_activation=False, include_superseded=include_superseded, **tags
+        query,
+        top_k=top_k,
+        include_archived=include_archived,
+        include_knowledge=include_knowledge,
+        record_activation=False,
+        include_superseded=include_superseded,
+        **tags,
     )
 
 
@@ -392,11 +407,10 @@ async def list_audit(service: Any, filters: AuditFilters, *, page: int, page_siz
     """A page of the selected stores' audit log matching all filters (``list_audit_log`` validates them)."""
     page = max(page, 1)
     result = await service.list_audit_log(**filters.service_kwargs(), limit=page_size, offset=(page - 1) * page_size)
-    items = [
-        {**row, "diff": diff_snapshots(row.get("before"), row.get("after"))} for row in result.get("items") or []
-    ]
-    return AuditPage(items=items, page=page, page_size=page_size, matched=int(result.get("matched") or 0),
-                     filters=filters)
+    items = [{**row, "diff": diff_snapshots(row.get("before"), row.get("after"))} for row in result.get("items") or []]
+    return AuditPage(
+        items=items, page=page, page_size=page_size, matched=int(result.get("matched") or 0), filters=filters
+    )
 
 
 async def audit_entry(service: Any, audit_id: int, memory_id: str) -> dict[str, Any] | None:

@@ -267,7 +267,9 @@ async def memories_page(
     page: Annotated[int, Query(ge=1)] = 1,
 ) -> Response:
     """The memory list with filters, pagination and bulk actions."""
-    listing = await operations.list_memories(service, filters, page=page, page_size=request.app.state.settings.page_size)
+    listing = await operations.list_memories(
+        service, filters, page=page, page_size=request.app.state.settings.page_size
+    )
     folders = (await service.list_folder_ids()).get("items") or []
     return render(
         request,
@@ -290,7 +292,9 @@ async def memories_bulk(request: Request, services: Services) -> Response:
     ids = operations.clean_ids([value for value in form.getlist("memory_ids") if isinstance(value, str)])
     action = str(form.get("action") or "")
     await operations.run_bulk_action(
-        await services.memory_groups(ids), action, to_folder_id=str(form.get("to_folder_id") or ""),
+        await services.memory_groups(ids),
+        action,
+        to_folder_id=str(form.get("to_folder_id") or ""),
         confirm=str(form.get("confirm") or ""),
     )
     target = safe_return_path(request, str(form.get("return_to") or ""))
@@ -317,17 +321,29 @@ def _blank_form() -> dict[str, str]:
 
 
 async def _memory_form(
-    request: Request, service: Any, *, values: dict[str, str], memory_id: str = "", write_store: str = "",
-    errors: dict[str, str] | None = None, error: str = "", status_code: int = 200,
+    request: Request,
+    service: Any,
+    *,
+    values: dict[str, str],
+    memory_id: str = "",
+    write_store: str = "",
+    errors: dict[str, str] | None = None,
+    error: str = "",
+    status_code: int = 200,
 ) -> Response:
     """The create (``memory_id`` blank) or edit form with the tags in use offered as suggestions."""
     return render(
         request,
         "memory_form.html",
         {
-            "nav": "memories" if memory_id else "new", "values": values, "memory_id": memory_id,
-            "write_store": write_store, "errors": errors or {}, "error": error,
-            "tag_suggestions": await service.suggest_tags(), "person_types": PERSON_TYPES,
+            "nav": "memories" if memory_id else "new",
+            "values": values,
+            "memory_id": memory_id,
+            "write_store": write_store,
+            "errors": errors or {},
+            "error": error,
+            "tag_suggestions": await service.suggest_tags(),
+            "person_types": PERSON_TYPES,
         },
         status_code=status_code,
     )
@@ -357,13 +373,21 @@ async def new_memory_submit(request: Request, service: MemoryService, selection:
     values = _submitted_values(form)
     errors = memory_form_errors(form, editing=False)
     if errors:
-        return await _memory_form(request, service, values=values, write_store=selection.write_store, errors=errors,
-                                  error=_error_summary(errors, editing=False), status_code=400)
+        return await _memory_form(
+            request,
+            service,
+            values=values,
+            write_store=selection.write_store,
+            errors=errors,
+            error=_error_summary(errors, editing=False),
+            status_code=400,
+        )
     try:
         result = await operations.create_memory(service, memory_fields_from_form(form))
     except BookuError as exc:
-        return await _memory_form(request, service, values=values, write_store=selection.write_store,
-                                  error=str(exc), status_code=400)
+        return await _memory_form(
+            request, service, values=values, write_store=selection.write_store, error=str(exc), status_code=400
+        )
     created = (result.get("items") or [{}])[0]
     notice = "merged" if result.get("mode") == "merged" else "created"
     return redirect_to(request, memory_path(str(created.get("id", ""))), notice)
@@ -407,16 +431,29 @@ async def edit_memory_submit(request: Request, memory_id: str, services: Service
     values = _submitted_values(form)
     errors = memory_form_errors(form, editing=True)
     if errors:
-        return await _memory_form(request, service, values=values, memory_id=memory_id, errors=errors,
-                                  error=_error_summary(errors, editing=True), status_code=400)
+        return await _memory_form(
+            request,
+            service,
+            values=values,
+            memory_id=memory_id,
+            errors=errors,
+            error=_error_summary(errors, editing=True),
+            status_code=400,
+        )
     try:
         changes = changed_memory_fields(current_memory_fields(item), memory_fields_from_form(form))
         if not changes:
             return redirect_to(request, memory_path(memory_id), "unchanged")
         await operations.update_memory(service, memory_id, changes)
     except BookuError as exc:
-        return await _memory_form(request, service, values=values, memory_id=memory_id,
-                                  error=str(exc).replace("创建记忆", "修改记忆"), status_code=400)
+        return await _memory_form(
+            request,
+            service,
+            values=values,
+            memory_id=memory_id,
+            error=str(exc).replace("创建记忆", "修改记忆"),
+            status_code=400,
+        )
     return redirect_to(request, memory_path(memory_id), "saved")
 
 
@@ -522,7 +559,9 @@ async def search_page(
             "opposing_tags": opposing_tags,
             "result": result or {},
             "items": items,
-            "max_score": max((float(i["score"]) for i in items if isinstance(i.get("score"), (int, float))), default=0.0),
+            "max_score": max(
+                (float(i["score"]) for i in items if isinstance(i.get("score"), (int, float))), default=0.0
+            ),
             "searched": bool(query),
             "error": error,
             "part_labels": SCORE_PART_LABELS,
@@ -555,8 +594,14 @@ async def trash_page(request: Request, service: MemoryService, page: Annotated[i
 
 
 async def _knowledge_page(
-    request: Request, service: Any, selection: StoreSelection, *, page: int = 1, errors: dict[str, str] | None = None,
-    title: str = "", status_code: int = 200,
+    request: Request,
+    service: Any,
+    selection: StoreSelection,
+    *,
+    page: int = 1,
+    errors: dict[str, str] | None = None,
+    title: str = "",
+    status_code: int = 200,
 ) -> Response:
     page_size = request.app.state.settings.page_size
     result = await service.list_documents(limit=page_size, offset=(page - 1) * page_size)
@@ -607,8 +652,9 @@ async def knowledge_upload(
         field = "title" if str(exc).startswith("title") else "file"
         message = str(exc).removeprefix("file ").removeprefix("title ")
         label = "标题" if field == "title" else f"文件 {file.filename or ''}".rstrip()
-        return await _knowledge_page(request, service, selection, errors={field: f"{label}：{message}"}, title=title,
-                                     status_code=400)
+        return await _knowledge_page(
+            request, service, selection, errors={field: f"{label}：{message}"}, title=title, status_code=400
+        )
     notice = {"updated": "reingested", "unchanged": "upload_unchanged"}.get(str(result.get("mode")), "uploaded")
     return redirect_to(request, f"/knowledge/{quote(str(result['document_id']), safe='')}", notice)
 
@@ -663,8 +709,17 @@ async def stats_page(request: Request, service: MemoryService) -> Response:
     """Counts and server-drawn SVG charts by type and by month."""
     data = await operations.memory_statistics(service)
     status = await service.get_status()
-    return render(request, "stats.html", {"nav": "stats", **data, "status": status, "notice": notice_text(request),
-                                          "index": operations.index_health(current_runtime(request))})
+    return render(
+        request,
+        "stats.html",
+        {
+            "nav": "stats",
+            **data,
+            "status": status,
+            "notice": notice_text(request),
+            "index": operations.index_health(current_runtime(request)),
+        },
+    )
 
 
 @router.post("/stats/reindex")
@@ -718,8 +773,17 @@ async def audit_restore(request: Request, audit_id: int, services: Services) -> 
         return render(
             request,
             "audit_confirm.html",
-            {"nav": "audit", "kind": "entry", "entry": entry or {}, "audit_id": audit_id, "batch_id": "",
-             "entries": [], "matched": 0, "batch_stores": [], "return_to": target},
+            {
+                "nav": "audit",
+                "kind": "entry",
+                "entry": entry or {},
+                "audit_id": audit_id,
+                "batch_id": "",
+                "entries": [],
+                "matched": 0,
+                "batch_stores": [],
+                "return_to": target,
+            },
         )
     await service.restore_from_audit(audit_id=audit_id)
     return RedirectResponse(_with_notice(target, "audit_restored"), status_code=303)
@@ -741,9 +805,17 @@ async def audit_restore_batch(request: Request, services: Services) -> Response:
         return render(
             request,
             "audit_confirm.html",
-            {"nav": "audit", "kind": "batch", "entry": {}, "audit_id": 0, "batch_id": batch_id,
-             "entries": preview.items, "matched": preview.matched, "batch_stores": [key for key, _ in views],
-             "return_to": target},
+            {
+                "nav": "audit",
+                "kind": "batch",
+                "entry": {},
+                "audit_id": 0,
+                "batch_id": batch_id,
+                "entries": preview.items,
+                "matched": preview.matched,
+                "batch_stores": [key for key, _ in views],
+                "return_to": target,
+            },
         )
     await operations.restore_batch(views, batch_id)
     return RedirectResponse(_with_notice(target, "batch_restored"), status_code=303)

@@ -90,9 +90,27 @@ ACTION_LABELS: dict[str, str] = {
 }
 # The actions the audit log records (``services/memory_writes.py``, ``storage/record_writes.py``), for its filter.
 AUDIT_ACTIONS: tuple[str, ...] = (
-    "create", "update", "merge", "delete", "restore", "revert", "archive", "move", "promote", "expire",
-    "hard_delete", "undo", "undo_create", "undo_delete", "knowledge_ingest", "knowledge_update", "knowledge_remove",
-    "supersede", "unsupersede", *EVENT_ACTIONS, *REVISION_ACTIONS,
+    "create",
+    "update",
+    "merge",
+    "delete",
+    "restore",
+    "revert",
+    "archive",
+    "move",
+    "promote",
+    "expire",
+    "hard_delete",
+    "undo",
+    "undo_create",
+    "undo_delete",
+    "knowledge_ingest",
+    "knowledge_update",
+    "knowledge_remove",
+    "supersede",
+    "unsupersede",
+    *EVENT_ACTIONS,
+    *REVISION_ACTIONS,
 )
 AUTHORITY_LABELS: dict[str, str] = {
     "human": "人工",
@@ -113,7 +131,7 @@ def store_label(value: Any) -> str:
         return "共享库"
     for prefix, label in (("private:", "私聊"), ("group:", "群聊"), ("bot:", "机器人自有")):
         if key.startswith(prefix):
-            return f"{label} {key[len(prefix):]}"
+            return f"{label} {key[len(prefix) :]}"
     return key or "—"
 
 

@@ -47,10 +47,19 @@ REVIEW_NOTICES: dict[str, str] = {
 }
 STATUS_LABELS: dict[str, str] = {"pending": "待审核", "approved": "已批准", "rejected": "已驳回", "withdrawn": "已撤下"}
 KIND_LABELS: dict[str, str] = {"create": "新增记忆", "update": "修改记忆"}
-STAGE_STATE_LABELS: dict[str, str] = {"ok": "正常", "unavailable": "不可用", "disabled": "已关闭", "error": "出错",
-                                      "never": "尚未运行"}
-TAG_GROUP_LABELS: dict[str, str] = {"tags": "普通标签", "core_tags": "核心标签", "diffusion_tags": "扩散标签",
-                                    "opposing_tags": "对立标签"}
+STAGE_STATE_LABELS: dict[str, str] = {
+    "ok": "正常",
+    "unavailable": "不可用",
+    "disabled": "已关闭",
+    "error": "出错",
+    "never": "尚未运行",
+}
+TAG_GROUP_LABELS: dict[str, str] = {
+    "tags": "普通标签",
+    "core_tags": "核心标签",
+    "diffusion_tags": "扩散标签",
+    "opposing_tags": "对立标签",
+}
 PAGE_SIZE_MAX = 200
 
 
@@ -83,8 +92,14 @@ def _proposal_path(proposal_id: str) -> str:
 
 
 def _labels() -> dict[str, Any]:
-    return {"status_labels": STATUS_LABELS, "kind_labels": KIND_LABELS, "stage_labels": STAGE_STATE_LABELS,
-            "memory_types": MEMORY_TYPES, "tag_groups": TAG_GROUPS, "tag_labels": TAG_GROUP_LABELS}
+    return {
+        "status_labels": STATUS_LABELS,
+        "kind_labels": KIND_LABELS,
+        "stage_labels": STAGE_STATE_LABELS,
+        "memory_types": MEMORY_TYPES,
+        "tag_groups": TAG_GROUPS,
+        "tag_labels": TAG_GROUP_LABELS,
+    }
 
 
 def edits_from_form(form: Any, proposal: dict[str, Any]) -> dict[str, Any]:
@@ -149,13 +164,18 @@ async def api_status(services: Services) -> dict[str, Any]:
 
 @api.get("/proposals")
 async def api_proposals(
-    request: Request, services: Services, status: str = "pending", batch_id: str = "",
-    page: Annotated[int, Query(ge=1)] = 1, page_size: Annotated[int | None, Query(ge=1, le=PAGE_SIZE_MAX)] = None,
+    request: Request,
+    services: Services,
+    status: str = "pending",
+    batch_id: str = "",
+    page: Annotated[int, Query(ge=1)] = 1,
+    page_size: Annotated[int | None, Query(ge=1, le=PAGE_SIZE_MAX)] = None,
 ) -> dict[str, Any]:
     """Proposals of the selected stores with one status (``all`` for every status), one page."""
     size = _page_size(request, page_size)
-    result = await _review(services).list_proposals(status=None if status == "all" else status,
-                                                   batch_id=batch_id or None, limit=size, offset=(page - 1) * size)
+    result = await _review(services).list_proposals(
+        status=None if status == "all" else status, batch_id=batch_id or None, limit=size, offset=(page - 1) * size
+    )
     return {**result, "page": page, "page_size": size, "has_more": page * size < result["matched"]}
 
 
@@ -209,7 +229,10 @@ async def api_resolve_flag(flag_id: int, payload: ResolveFlagRequest, services: 
 
 @api.get("/messages")
 async def api_messages(
-    request: Request, services: Services, channel: str = "", page: Annotated[int, Query(ge=1)] = 1,
+    request: Request,
+    services: Services,
+    channel: str = "",
+    page: Annotated[int, Query(ge=1)] = 1,
     page_size: Annotated[int | None, Query(ge=1, le=PAGE_SIZE_MAX)] = None,
 ) -> dict[str, Any]:
     """Recorded chat messages of the selected stores, newest first (retracted ones without text)."""
@@ -225,8 +248,9 @@ async def api_retract(entry_id: str, payload: RetractRequest, services: Services
 
 
 @api.get("/episodes")
-async def api_episodes(services: Services, channel: str = "",
-                       limit: Annotated[int, Query(ge=1, le=PAGE_SIZE_MAX)] = 50) -> dict[str, Any]:
+async def api_episodes(
+    services: Services, channel: str = "", limit: Annotated[int, Query(ge=1, le=PAGE_SIZE_MAX)] = 50
+) -> dict[str, Any]:
     """Episodes (dreaming stage A) of the selected stores, newest first."""
     return await _evidence(services).list_episodes(channel=channel or None, limit=limit)
 
@@ -235,27 +259,41 @@ async def api_episodes(services: Services, channel: str = "",
 
 
 @pages.get("/review")
-async def review_page(request: Request, services: Services, status: str = "pending",
-                      page: Annotated[int, Query(ge=1)] = 1) -> Response:
+async def review_page(
+    request: Request, services: Services, status: str = "pending", page: Annotated[int, Query(ge=1)] = 1
+) -> Response:
     """The queue: proposals of one status (pending first), open review flags and the dreaming status."""
     chosen = status if status in STATUS_LABELS else "pending"
     size = request.app.state.settings.page_size
     review = _review(services)
     listing = await review.list_proposals(status=chosen, limit=size, offset=(page - 1) * size)
-    return render(request, "review.html", {
-        "nav": "review", "listing": listing, "status": chosen, "page": page,
-        "has_more": page * size < listing["matched"], "flags": (await review.list_flags())["items"],
-        "pairs": (await _pairs(services).list_pairs())["items"],
-        "evidence_status": await _evidence(services).status(), "notice": _notice(request), **_labels(),
-    })
+    return render(
+        request,
+        "review.html",
+        {
+            "nav": "review",
+            "listing": listing,
+            "status": chosen,
+            "page": page,
+            "has_more": page * size < listing["matched"],
+            "flags": (await review.list_flags())["items"],
+            "pairs": (await _pairs(services).list_pairs())["items"],
+            "evidence_status": await _evidence(services).status(),
+            "notice": _notice(request),
+            **_labels(),
+        },
+    )
 
 
 @pages.get("/review/proposals/{proposal_id}")
 async def proposal_page(request: Request, proposal_id: str, services: Services) -> Response:
     """One proposal beside its evidence, with the decision forms (when it is still pending)."""
     detail = await _review(services).get_proposal(proposal_id)
-    return render(request, "review_proposal.html", {"nav": "review", "detail": detail, "error": "",
-                                                    "notice": _notice(request), **_labels()})
+    return render(
+        request,
+        "review_proposal.html",
+        {"nav": "review", "detail": detail, "error": "", "notice": _notice(request), **_labels()},
+    )
 
 
 @pages.post("/review/proposals/{proposal_id}/approve")
@@ -268,8 +306,12 @@ async def approve_submit(request: Request, proposal_id: str, services: Services)
     try:
         await review.approve(proposal_id, edits=edits, note=str(form.get("note") or ""))
     except BookuError as exc:
-        return render(request, "review_proposal.html", {"nav": "review", "detail": detail, "error": str(exc),
-                                                        **_labels()}, status_code=400)
+        return render(
+            request,
+            "review_proposal.html",
+            {"nav": "review", "detail": detail, "error": str(exc), **_labels()},
+            status_code=400,
+        )
     return _redirect(request, _proposal_path(proposal_id), "approved")
 
 
@@ -282,8 +324,12 @@ async def reject_submit(request: Request, proposal_id: str, services: Services) 
         await review.reject(proposal_id, reason=str(form.get("reason") or ""))
     except ValidationError as exc:
         detail = await review.get_proposal(proposal_id)
-        return render(request, "review_proposal.html", {"nav": "review", "detail": detail, "error": str(exc),
-                                                        **_labels()}, status_code=400)
+        return render(
+            request,
+            "review_proposal.html",
+            {"nav": "review", "detail": detail, "error": str(exc), **_labels()},
+            status_code=400,
+        )
     return _redirect(request, _proposal_path(proposal_id), "rejected")
 
 
@@ -309,18 +355,27 @@ async def pair_submit(request: Request, pair_id: str, decision: str, services: S
 
 
 @pages.get("/review/evidence")
-async def evidence_page(request: Request, services: Services, channel: str = "",
-                        page: Annotated[int, Query(ge=1)] = 1) -> Response:
+async def evidence_page(
+    request: Request, services: Services, channel: str = "", page: Annotated[int, Query(ge=1)] = 1
+) -> Response:
     """The recorded chat of the selected stores (one channel or all), newest first, with retract buttons."""
     size = request.app.state.settings.page_size
     evidence = _evidence(services)
     listing = await evidence.list_messages(channel=channel or None, limit=size, offset=(page - 1) * size)
-    return render(request, "review_evidence.html", {
-        "nav": "review", "listing": listing, "channel": channel, "page": page,
-        "has_more": page * size < listing["matched"], "channels": (await evidence.list_channels())["items"],
-        "episodes": (await evidence.list_episodes(channel=channel or None, limit=size))["items"],
-        "notice": _notice(request),
-    })
+    return render(
+        request,
+        "review_evidence.html",
+        {
+            "nav": "review",
+            "listing": listing,
+            "channel": channel,
+            "page": page,
+            "has_more": page * size < listing["matched"],
+            "channels": (await evidence.list_channels())["items"],
+            "episodes": (await evidence.list_episodes(channel=channel or None, limit=size))["items"],
+            "notice": _notice(request),
+        },
+    )
 
 
 @pages.post("/review/evidence/{entry_id}/retract")
@@ -330,8 +385,11 @@ async def retract_submit(request: Request, entry_id: str, services: Services) ->
     evidence = _evidence(services)
     if form.get("confirmed") != "yes":
         message = (await evidence.get_message(entry_id))["item"]
-        return render(request, "review_confirm.html", {"nav": "review", "message": message,
-                                                       "reason": str(form.get("reason") or "")})
+        return render(
+            request,
+            "review_confirm.html",
+            {"nav": "review", "message": message, "reason": str(form.get("reason") or "")},
+        )
     await evidence.retract_message(entry_id, reason=str(form.get("reason") or ""))
     return _redirect(request, "/review/evidence", "retracted")
 

@@ -23,8 +23,14 @@ class GuessThrottle:
 
     MAX_TRACKED = 4096  # beyond this many failures in the window the delay is at its maximum anyway
 
-    def __init__(self, *, free_failures: int = 10, window_seconds: float = 300.0, base_delay: float = 0.25,
-                 max_delay: float = 2.0) -> None:
+    def __init__(
+        self,
+        *,
+        free_failures: int = 10,
+        window_seconds: float = 300.0,
+        base_delay: float = 0.25,
+        max_delay: float = 2.0,
+    ) -> None:
         self.free_failures = free_failures
         self.window_seconds = window_seconds
         self.base_delay = base_delay

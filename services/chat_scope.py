@@ -43,8 +43,10 @@ def _warn_unknown_once(kind: str) -> None:
     if kind in _warned_types:
         return
     _warned_types.add(kind)
-    logger.warning("未知的聊天类型 %r：该会话使用独立的私有存储（不读共享之外的其他会话）；"
-                   "宿主只应发送 private、group 或 discuss", kind)
+    logger.warning(
+        "未知的聊天类型 %r：该会话使用独立的私有存储（不读共享之外的其他会话）；宿主只应发送 private、group 或 discuss",
+        kind,
+    )
 
 
 def scope_for_chat(
@@ -86,13 +88,21 @@ def scope_for_chat(
         readable.append(SHARED_STORE)
     if section.bot_store_readable:
         readable.append(bot_store(platform_key))
-    return Scope(owner_uid=owner, readable_store_keys=tuple(readable), writable_store_key=own_store,
-                 current_channel=stream_id, authority=authority, actor=actor)
+    return Scope(
+        owner_uid=owner,
+        readable_store_keys=tuple(readable),
+        writable_store_key=own_store,
+        current_channel=stream_id,
+        authority=authority,
+        actor=actor,
+    )
 
 
-def admin_scope(store_keys: list[str] | tuple[str, ...], *, write_store: str = SHARED_STORE,
-                actor: str = "admin") -> Scope:
+def admin_scope(
+    store_keys: list[str] | tuple[str, ...], *, write_store: str = SHARED_STORE, actor: str = "admin"
+) -> Scope:
     """What a human administrator sees in the dashboard: the chosen stores, human authority."""
     stores = tuple(dict.fromkeys([write_store, *store_keys]))
-    return Scope(owner_uid="admin", readable_store_keys=stores, writable_store_key=write_store,
-                 authority="human", actor=actor)
+    return Scope(
+        owner_uid="admin", readable_store_keys=stores, writable_store_key=write_store, authority="human", actor=actor
+    )

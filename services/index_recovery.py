@@ -94,8 +94,12 @@ class IndexRecovery:
 
     def snapshot(self) -> dict[str, Any]:
         """``{"state", "reason", "recoveries", "job": {...} | None}`` for ``status`` and the dashboard."""
-        return {"state": self.state, "reason": self.reason, "recoveries": self.recoveries,
-                "job": self.job.as_dict() if self.job is not None else None}
+        return {
+            "state": self.state,
+            "reason": self.reason,
+            "recoveries": self.recoveries,
+            "job": self.job.as_dict() if self.job is not None else None,
+        }
 
     def _set(self, state: str, reason: str) -> None:
         self.state, self.reason = state, reason
@@ -143,9 +147,13 @@ class IndexRecovery:
             return []
         rows = await self.rt.db.fetch_all(
             "SELECT DISTINCT store_key, bucket, status FROM booku_memory_records WHERE is_deleted = 0 "
-            "AND memory_id NOT IN (SELECT memory_id FROM booku_vector_outbox)", ())
-        expected = {collection_name(tier_of({"bucket": row["bucket"], "status": row["status"]}) or "live",
-                                    row["store_key"]) for row in rows}
+            "AND memory_id NOT IN (SELECT memory_id FROM booku_vector_outbox)",
+            (),
+        )
+        expected = {
+            collection_name(tier_of({"bucket": row["bucket"], "status": row["status"]}) or "live", row["store_key"])
+            for row in rows
+        }
         if not expected:
             return []
         present = set(await self.rt.vectors.partitions())
@@ -233,14 +241,16 @@ class IndexRecovery:
             raise EmbeddingUnavailableError(f"无法重建向量：{self.rt.degraded_reason()}")
 
     # --------------------------------------------------------------- the job
-    async def _rebuild(self, job: RebuildJob, *, move_aside: bool, keywords: bool, progress: Progress,
-                       batch: int = REBUILD_BATCH) -> dict[str, Any]:
+    async def _rebuild(
+        self, job: RebuildJob, *, move_aside: bool, keywords: bool, progress: Progress, batch: int = REBUILD_BATCH
+    ) -> dict[str, Any]:
         async with self._lock:
             self.job = job
             job.started_at = time.time()
             try:
-                return await self._rebuild_locked(job, move_aside=move_aside, keywords=keywords,
-                                                  progress=progress, batch=batch)
+                return await self._rebuild_locked(
+                    job, move_aside=move_aside, keywords=keywords, progress=progress, batch=batch
+                )
             except BaseException as exc:
                 job.error = job.error or str(exc) or type(exc).__name__
                 if not isinstance(exc, asyncio.CancelledError):
@@ -251,8 +261,9 @@ class IndexRecovery:
             finally:
                 job.finished_at = time.time()
 
-    async def _rebuild_locked(self, job: RebuildJob, *, move_aside: bool, keywords: bool, progress: Progress,
-                              batch: int) -> dict[str, Any]:
+    async def _rebuild_locked(
+        self, job: RebuildJob, *, move_aside: bool, keywords: bool, progress: Progress, batch: int
+    ) -> dict[str, Any]:
         rt = self.rt
         vectors = rt.vectors
         self._set("rebuilding", "向量索引重建中，检索暂时只走关键词路线")
@@ -286,10 +297,17 @@ class IndexRecovery:
             if report.pending == 0 or report.applied == 0:
                 break
         evidence_report = await evidence_vectors.drain(batch=batch)
-        job.result = {"action": "reindex", "keyword_rows": keyword_rows, "vectors": job.done,
-                      "pending": report.pending, "evidence_vectors": evidence_report.applied,
-                      "model": vectors.model_id, "dimension": vectors.dimension, "error": report.error,
-                      "moved_to": job.moved_to}
+        job.result = {
+            "action": "reindex",
+            "keyword_rows": keyword_rows,
+            "vectors": job.done,
+            "pending": report.pending,
+            "evidence_vectors": evidence_report.applied,
+            "model": vectors.model_id,
+            "dimension": vectors.dimension,
+            "error": report.error,
+            "moved_to": job.moved_to,
+        }
         if report.pending:
             job.error = report.error or f"还有 {report.pending} 条向量待同步"
             self._set("degraded", f"向量索引未能完整重建：{job.error}")
@@ -298,4 +316,3 @@ class IndexRecovery:
             self._set("ok", "")
             logger.info("向量索引已重建：%d 条向量", job.done)
         return job.result
-

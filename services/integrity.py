@@ -29,18 +29,22 @@ async def _expected_vectors(runtime: Any) -> dict[str, set[str]]:
     """Collection name → the ids SQLite says it must hold."""
     expected: dict[str, set[str]] = defaultdict(set)
     for row in await runtime.db.fetch_all(
-            "SELECT memory_id, store_key, bucket, status FROM booku_memory_records WHERE is_deleted = 0", ()):
+        "SELECT memory_id, store_key, bucket, status FROM booku_memory_records WHERE is_deleted = 0", ()
+    ):
         expected[collection_name(tier_of(dict(row)) or "live", row["store_key"])].add(row["memory_id"])
-    for tier, sql in (("chat", "SELECT entry_id, store_key FROM booku_chat_messages WHERE retracted_at = 0"),
-                      ("episode", "SELECT episode_id, store_key FROM booku_episodes")):
+    for tier, sql in (
+        ("chat", "SELECT entry_id, store_key FROM booku_chat_messages WHERE retracted_at = 0"),
+        ("episode", "SELECT episode_id, store_key FROM booku_episodes"),
+    ):
         for row in await runtime.db.fetch_all(sql, ()):
             expected[collection_name(tier, row[1])].add(row[0])
     return expected
 
 
 async def _pending_ids(runtime: Any) -> set[str]:
-    rows = await runtime.db.fetch_all("SELECT memory_id FROM booku_vector_outbox UNION "
-                                      "SELECT item_id FROM booku_evidence_vector_outbox", ())
+    rows = await runtime.db.fetch_all(
+        "SELECT memory_id FROM booku_vector_outbox UNION SELECT item_id FROM booku_evidence_vector_outbox", ()
+    )
     return {row[0] for row in rows}
 
 
@@ -71,7 +75,9 @@ async def _compare_keywords(runtime: Any) -> tuple[list[int], list[int]]:
 async def _duplicates(runtime: Any) -> list[list[str]]:
     rows = await runtime.db.fetch_all(
         "SELECT group_concat(memory_id, ' ') FROM booku_memory_records WHERE is_deleted = 0 AND bucket = 'memory' "
-        "GROUP BY store_key, title, content HAVING COUNT(*) > 1", ())
+        "GROUP BY store_key, title, content HAVING COUNT(*) > 1",
+        (),
+    )
     return [sorted(str(row[0]).split()) for row in rows]
 
 
@@ -104,8 +110,9 @@ async def inspect(runtime: Any) -> dict[str, Any]:
         "sqlite_integrity": "ok" if integrity == ["ok"] else integrity,
         "index": runtime.index_recovery.snapshot(),
         "vector_outbox_pending": await runtime.vector_sync.pending_count(),
-        "evidence_outbox_pending": int(await runtime.db.fetch_value(
-            "SELECT COUNT(*) FROM booku_evidence_vector_outbox", (), 0)),
+        "evidence_outbox_pending": int(
+            await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_evidence_vector_outbox", (), 0)
+        ),
     }
     if runtime.index_recovery.healthy and runtime.embedder is not None:
         try:
@@ -120,10 +127,17 @@ async def inspect(runtime: Any) -> dict[str, Any]:
     report["keyword_rows_missing"], report["keyword_rows_stray"] = await _compare_keywords(runtime)
     report["duplicates"] = await _duplicates(runtime)
     report["problems"] = (
-        (report["sqlite_integrity"] != "ok") + sum(map(len, missing.values())) + sum(map(len, stray.values()))
-        + len(report["keyword_rows_missing"]) + len(report["keyword_rows_stray"])
-        + report["vector_outbox_pending"] + report["evidence_outbox_pending"] + len(report["duplicates"])
-        + (runtime.index_recovery.state != "ok") + ("vectors_error" in report))
+        (report["sqlite_integrity"] != "ok")
+        + sum(map(len, missing.values()))
+        + sum(map(len, stray.values()))
+        + len(report["keyword_rows_missing"])
+        + len(report["keyword_rows_stray"])
+        + report["vector_outbox_pending"]
+        + report["evidence_outbox_pending"]
+        + len(report["duplicates"])
+        + (runtime.index_recovery.state != "ok")
+        + ("vectors_error" in report)
+    )
     return report
 
 
@@ -141,19 +155,23 @@ async def _repair(runtime: Any, found: dict[str, Any]) -> dict[str, int]:
     if missing:
         async with runtime.db.transaction() as conn:
             for start in range(0, len(missing), 500):
-                chunk = missing[start:start + 500]
+                chunk = missing[start : start + 500]
                 marks = ", ".join("?" * len(chunk))
                 cur = await conn.execute(
                     "INSERT INTO booku_vector_outbox (memory_id, store_key, op, created_at) "
                     f"SELECT memory_id, store_key, 'upsert', ? FROM booku_memory_records WHERE memory_id IN ({marks})",
-                    [now, *chunk])
+                    [now, *chunk],
+                )
                 done["vectors_requeued"] += cur.rowcount
-                for tier, table, key in (("chat", "booku_chat_messages", "entry_id"),
-                                         ("episode", "booku_episodes", "episode_id")):
+                for tier, table, key in (
+                    ("chat", "booku_chat_messages", "entry_id"),
+                    ("episode", "booku_episodes", "episode_id"),
+                ):
                     cur = await conn.execute(
                         "INSERT INTO booku_evidence_vector_outbox (tier, item_id, store_key, op, created_at) "
                         f"SELECT ?, {key}, store_key, 'upsert', ? FROM {table} WHERE {key} IN ({marks})",
-                        [tier, now, *chunk])
+                        [tier, now, *chunk],
+                    )
                     done["vectors_requeued"] += cur.rowcount
     if found["keyword_rows_missing"] or found["keyword_rows_stray"]:
         async with runtime.db.transaction() as conn:

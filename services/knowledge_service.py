@@ -143,14 +143,21 @@ class BookuKnowledgeService:
             path = self._resolve_file(str(file_path))
             clean_title = _clean_title(title, fallback=path.stem)
             loaded = await asyncio.to_thread(read_knowledge_file, path)
-            return await self._ingest_text(clean_title, loaded.text, markdown=loaded.markdown, source=source,
-                                           source_path=self._source_path(loaded.path), context=self.scope.context)
+            return await self._ingest_text(
+                clean_title,
+                loaded.text,
+                markdown=loaded.markdown,
+                source=source,
+                source_path=self._source_path(loaded.path),
+                context=self.scope.context,
+            )
         if not isinstance(content, str):
             raise ValidationError(f"content 必须是字符串，实际为 {type(content).__name__}")
         clean_title = _clean_title(title)
         text = normalise_text(content)
-        return await self._ingest_text(clean_title, text, markdown=True, source=source, source_path="",
-                                       context=self.scope.context)
+        return await self._ingest_text(
+            clean_title, text, markdown=True, source=source, source_path="", context=self.scope.context
+        )
 
     async def ingest_upload(
         self, *, file_name: str, data: bytes, title: str = "", source: str = "dashboard"
@@ -177,12 +184,18 @@ class BookuKnowledgeService:
         loaded = await asyncio.to_thread(load_knowledge_bytes, data, Path(name), "file")
         clean_title = _clean_title(title, fallback=Path(name).stem)
         same = await self.runtime.documents.find_same(
-            store_key=self.scope.writable_store_key, title=clean_title, file_name=name,
+            store_key=self.scope.writable_store_key,
+            title=clean_title,
+            file_name=name,
             content_hash=content_hash(loaded.text),
         )
         return await self._ingest_text(
-            same["title"] if same else clean_title, loaded.text, markdown=loaded.markdown, source=source,
-            source_path=same["source_path"] if same else "", context=self.scope.context,
+            same["title"] if same else clean_title,
+            loaded.text,
+            markdown=loaded.markdown,
+            source=source,
+            source_path=same["source_path"] if same else "",
+            context=self.scope.context,
         )
 
     async def _ingest_text(
@@ -197,14 +210,23 @@ class BookuKnowledgeService:
             return self._ingest_result("unchanged", existing, [])
         chunking = self.runtime.config.chunking
         planned = await asyncio.to_thread(
-            plan_chunks, title, text, markdown=markdown, max_chars=chunking.max_chunk_chars,
+            plan_chunks,
+            title,
+            text,
+            markdown=markdown,
+            max_chars=chunking.max_chunk_chars,
             overlap_chars=chunking.overlap_chars,
         )
         if not planned:
             raise ValidationError("文档分块失败，文本内容为空")
         document = {
-            "owner_uid": self.scope.owner_uid, "store_key": store_key, "title": title, "source": source,
-            "source_path": source_path, "content": text, "content_hash": digest,
+            "owner_uid": self.scope.owner_uid,
+            "store_key": store_key,
+            "title": title,
+            "source": source,
+            "source_path": source_path,
+            "content": text,
+            "content_hash": digest,
         }
         documents = self.runtime.documents
         async with self.runtime.db.transaction() as conn:
@@ -220,8 +242,7 @@ class BookuKnowledgeService:
             else:
                 document_id = f"doc-{uuid.uuid4().hex}"
                 chunks = self._chunk_records(document_id, title, source, planned)
-                touched = await documents.create(conn, {**document, "document_id": document_id}, chunks,
-                                                 actor=context)
+                touched = await documents.create(conn, {**document, "document_id": document_id}, chunks, actor=context)
                 mode = "created"
             stored = await documents.find(store_key=store_key, title=title, source_path=source_path, conn=conn)
         report = await self.runtime.sync_vectors() if touched else None
@@ -234,26 +255,28 @@ class BookuKnowledgeService:
     ) -> list[dict[str, Any]]:
         records = []
         for index, item in enumerate(planned, start=1):
-            records.append({
-                "memory_id": chunk_memory_id(document_id, index),
-                "owner_uid": self.scope.owner_uid,
-                "store_key": self.scope.writable_store_key,
-                "title": chunk_record_title(title, index, item.chunk.heading_title),
-                "content": item.chunk.text,
-                "folder_id": KNOWLEDGE_FOLDER,
-                "bucket": "knowledge",
-                "source": source,
-                "memory_type": "knowledge",
-                "status": "active",
-                "novelty_energy": 1.0,
-                "document_id": document_id,
-                "chunk_index": index,
-                "tags": list(dict.fromkeys([KNOWLEDGE_TAG, title])),
-                "core_tags": item.core_tags,
-                "diffusion_tags": item.diffusion_tags,
-                "opposing_tags": [],
-                "extra": {"document_title": title, "heading_path": list(item.chunk.heading_path)},
-            })
+            records.append(
+                {
+                    "memory_id": chunk_memory_id(document_id, index),
+                    "owner_uid": self.scope.owner_uid,
+                    "store_key": self.scope.writable_store_key,
+                    "title": chunk_record_title(title, index, item.chunk.heading_title),
+                    "content": item.chunk.text,
+                    "folder_id": KNOWLEDGE_FOLDER,
+                    "bucket": "knowledge",
+                    "source": source,
+                    "memory_type": "knowledge",
+                    "status": "active",
+                    "novelty_energy": 1.0,
+                    "document_id": document_id,
+                    "chunk_index": index,
+                    "tags": list(dict.fromkeys([KNOWLEDGE_TAG, title])),
+                    "core_tags": item.core_tags,
+                    "diffusion_tags": item.diffusion_tags,
+                    "opposing_tags": [],
+                    "extra": {"document_title": title, "heading_path": list(item.chunk.heading_path)},
+                }
+            )
         return records
 
     @staticmethod
@@ -347,8 +370,13 @@ class BookuKnowledgeService:
         store_keys = list(self.scope.readable_store_keys)
         chunks = await self.runtime.documents.recent_chunks(store_keys=store_keys, limit=limit)
         items = [
-            {"id": r["memory_id"], "title": r["title"], "content": r["content"], "updated_at": r["updated_at"],
-             "tags": r["tags"]}
+            {
+                "id": r["memory_id"],
+                "title": r["title"],
+                "content": r["content"],
+                "updated_at": r["updated_at"],
+                "tags": r["tags"],
+            }
             for r in chunks
         ]
         return {"action": "booku_knowledge_dump", "total": len(items), "items": items}
@@ -382,8 +410,13 @@ class BookuKnowledgeService:
             "action": "booku_knowledge_document",
             **_document_item(document),
             "chunks": [
-                {"id": r["memory_id"], "index": r["chunk_index"], "title": r["title"],
-                 "heading_path": list(r["extra"].get("heading_path", [])), "content": r["content"]}
+                {
+                    "id": r["memory_id"],
+                    "index": r["chunk_index"],
+                    "title": r["title"],
+                    "heading_path": list(r["extra"].get("heading_path", [])),
+                    "content": r["content"],
+                }
                 for r in chunks
             ],
             "history": await self.runtime.documents.history(document["document_id"]),
@@ -400,8 +433,12 @@ class BookuKnowledgeService:
         text = await self.runtime.documents.revision_content(document["document_id"], version)
         if text is None:
             raise NotFoundError(f"文档 {document_id} 没有版本 {version}")
-        return {"action": "booku_knowledge_revision", "document_id": document["document_id"], "version": version,
-                "content": text}
+        return {
+            "action": "booku_knowledge_revision",
+            "document_id": document["document_id"],
+            "version": version,
+            "content": text,
+        }
 
     # --------------------------------------------------------- startup ingest
     def schedule_startup_ingest(self, *, progress: Progress | None = None) -> asyncio.Task | None:
@@ -480,8 +517,9 @@ class BookuKnowledgeService:
             )
         summary = _ingest_summary("booku_knowledge_ingest_path", path=typed)
         files = await asyncio.to_thread(_files_under, root, True, summary)
-        shown = {file: (Path(typed) / file.relative_to(root)).as_posix() if root.is_dir() else typed
-                 for file, _ in files}
+        shown = {
+            file: (Path(typed) / file.relative_to(root)).as_posix() if root.is_dir() else typed for file, _ in files
+        }
 
         def file_done(number: int, file: Path, line: str) -> None:
             if progress is not None:
@@ -491,8 +529,13 @@ class BookuKnowledgeService:
         return summary
 
     async def _ingest_files(
-        self, files: list[tuple[Path, str]], summary: dict[str, Any], file_done: Callable[[int, Path, str], None],
-        *, source: str = STARTUP_SOURCE, shown: dict[Path, str] | None = None,
+        self,
+        files: list[tuple[Path, str]],
+        summary: dict[str, Any],
+        file_done: Callable[[int, Path, str], None],
+        *,
+        source: str = STARTUP_SOURCE,
+        shown: dict[Path, str] | None = None,
     ) -> None:
         """Ingest ``files`` one transaction each, counting outcomes into ``summary``; one failure never stops the
         rest. ``file_done(number, path, line)`` hears each file's outcome as a Chinese line."""
@@ -558,16 +601,26 @@ class BookuKnowledgeService:
             title = previous["title"]
         cause = "启动入库" if source == STARTUP_SOURCE else "命令行入库"
         context = WriteContext(authority="source_learning", actor=source, cause=f"{cause}：{source_path}")
-        return await self._ingest_text(title, loaded.text, markdown=loaded.markdown, source=source,
-                                       source_path=source_path, context=context)
+        return await self._ingest_text(
+            title, loaded.text, markdown=loaded.markdown, source=source, source_path=source_path, context=context
+        )
 
 
 # ------------------------------------------------------------------------------------------- helpers
 def _ingest_summary(action: str, **extra: Any) -> dict[str, Any]:
     """The counters every folder ingest reports (see ``ingest_folders`` / ``ingest_path``)."""
     return {
-        "action": action, **extra, "total_files": 0, "ingested": 0, "updated": 0, "skipped": 0, "failed": 0,
-        "ignored": 0, "failures": [], "skipped_reasons": [], "elapsed_seconds": 0.0,
+        "action": action,
+        **extra,
+        "total_files": 0,
+        "ingested": 0,
+        "updated": 0,
+        "skipped": 0,
+        "failed": 0,
+        "ignored": 0,
+        "failures": [],
+        "skipped_reasons": [],
+        "elapsed_seconds": 0.0,
     }
 
 

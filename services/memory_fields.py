@@ -16,12 +16,28 @@ from .errors import ValidationError
 from .logic.tags import TagTriplet, normalise_tags, triplet_from_lists
 from .logic.text import extract_title, make_snippet, normalise_folder_id
 
-MEMORY_TYPES = ("person", "event", "knowledge", "place", "asset", "procedure", "preference", "experience", "profile",
-                "case", "trajectory")
+MEMORY_TYPES = (
+    "person",
+    "event",
+    "knowledge",
+    "place",
+    "asset",
+    "procedure",
+    "preference",
+    "experience",
+    "profile",
+    "case",
+    "trajectory",
+)
 STATUSES = ("active", "archived", "expired")
 # Legacy layer names are still spoken by callers (create_memory defaults to "emergent"): all map to "memory".
-BUCKET_ALIASES = {"memory": "memory", "knowledge": "knowledge", "emergent": "memory", "archived": "memory",
-                  "inherent": "memory"}
+BUCKET_ALIASES = {
+    "memory": "memory",
+    "knowledge": "knowledge",
+    "emergent": "memory",
+    "archived": "memory",
+    "inherent": "memory",
+}
 KNOWLEDGE_TYPES = ("", "concept", "model", "quote", "counterintuitive")
 PROCEDURE_TYPES = ("", "process", "tech", "deploy", "cooking")
 DISPOSITION_STATUSES = ("", "in_use", "idle", "disposed")
@@ -35,18 +51,64 @@ MAX_LIST_ITEMS = 100
 
 # Keys of the reference metadata dict (29) plus the fields this rewrite adds.
 METADATA_KEYS = (
-    "title", "folder_id", "bucket", "source", "memory_type", "status", "person_id", "relation_memory_ids",
-    "relation_aliases", "event_start_at", "event_end_at", "related_people", "knowledge_type", "address_or_coord",
-    "place_type", "asset_type", "disposition_status", "procedure_type", "novelty_energy", "created_at",
-    "updated_at", "last_activated_at", "activation_count", "is_deleted", "deleted_at", "tags", "core_tags",
-    "diffusion_tags", "opposing_tags",
-    "version", "name", "importance", "valence", "arousal", "domains", "pinned", "protected", "anchor", "digested",
-    "resolved", "why_remembered", "document_id", "chunk_index", "authority", "author",
-    "valid_from", "superseded_at", "superseded_by",
+    "title",
+    "folder_id",
+    "bucket",
+    "source",
+    "memory_type",
+    "status",
+    "person_id",
+    "relation_memory_ids",
+    "relation_aliases",
+    "event_start_at",
+    "event_end_at",
+    "related_people",
+    "knowledge_type",
+    "address_or_coord",
+    "place_type",
+    "asset_type",
+    "disposition_status",
+    "procedure_type",
+    "novelty_energy",
+    "created_at",
+    "updated_at",
+    "last_activated_at",
+    "activation_count",
+    "is_deleted",
+    "deleted_at",
+    "tags",
+    "core_tags",
+    "diffusion_tags",
+    "opposing_tags",
+    "version",
+    "name",
+    "importance",
+    "valence",
+    "arousal",
+    "domains",
+    "pinned",
+    "protected",
+    "anchor",
+    "digested",
+    "resolved",
+    "why_remembered",
+    "document_id",
+    "chunk_index",
+    "authority",
+    "author",
+    "valid_from",
+    "superseded_at",
+    "superseded_by",
 )
 
-TYPED_TEXT_FIELDS = ("knowledge_type", "address_or_coord", "place_type", "asset_type", "disposition_status",
-                     "procedure_type")
+TYPED_TEXT_FIELDS = (
+    "knowledge_type",
+    "address_or_coord",
+    "place_type",
+    "asset_type",
+    "disposition_status",
+    "procedure_type",
+)
 
 
 def choose(field_name: str, value: Any, allowed: Iterable[str], *, lower: bool = True) -> str:
@@ -64,7 +126,9 @@ def choose(field_name: str, value: Any, allowed: Iterable[str], *, lower: bool =
 def normalise_bucket(value: Any) -> str:
     text = str(value or "memory").strip().lower()
     if text not in BUCKET_ALIASES:
-        raise ValidationError(f"bucket 取值 {value!r} 无效，可选：memory、knowledge（旧名 emergent/archived/inherent 视为 memory）")
+        raise ValidationError(
+            f"bucket 取值 {value!r} 无效，可选：memory、knowledge（旧名 emergent/archived/inherent 视为 memory）"
+        )
     return BUCKET_ALIASES[text]
 
 
@@ -151,10 +215,19 @@ class MemoryDraft:
 
     def as_record(self) -> dict[str, Any]:
         return {
-            "title": self.title, "content": self.content, "bucket": self.bucket, "folder_id": self.folder_id,
-            "memory_type": self.memory_type, "status": self.status, "person_id": self.person_id,
-            "source": self.source, "tags": self.tags, "core_tags": self.triplet.core,
-            "diffusion_tags": self.triplet.diffusion, "opposing_tags": self.triplet.opposing, **self.fields,
+            "title": self.title,
+            "content": self.content,
+            "bucket": self.bucket,
+            "folder_id": self.folder_id,
+            "memory_type": self.memory_type,
+            "status": self.status,
+            "person_id": self.person_id,
+            "source": self.source,
+            "tags": self.tags,
+            "core_tags": self.triplet.core,
+            "diffusion_tags": self.triplet.diffusion,
+            "opposing_tags": self.triplet.opposing,
+            **self.fields,
         }
 
 
@@ -195,8 +268,11 @@ def build_draft(
     if raw_bucket == "archived" and state == "active":
         state = "archived"
     triplet = triplet_from_lists(core_tags, diffusion_tags, opposing_tags, required=require_triplet)
-    for name, group in (("core_tags", triplet.core), ("diffusion_tags", triplet.diffusion),
-                        ("opposing_tags", triplet.opposing)):
+    for name, group in (
+        ("core_tags", triplet.core),
+        ("diffusion_tags", triplet.diffusion),
+        ("opposing_tags", triplet.opposing),
+    ):
         check_tags(name, group)
     start = finite_timestamp("event_start_at", event_start_at)
     end = finite_timestamp("event_end_at", event_end_at)
@@ -271,7 +347,9 @@ def checked_min_score(value: Any) -> float | None:
     try:
         number = float(value)
     except (TypeError, ValueError) as exc:
-        raise ValidationError("min_score 必须是 0 到 1 之间的数字（0 = 不设相关度下限），或不传以使用配置默认值") from exc
+        raise ValidationError(
+            "min_score 必须是 0 到 1 之间的数字（0 = 不设相关度下限），或不传以使用配置默认值"
+        ) from exc
     if not (math.isfinite(number) and 0.0 <= number <= 1.0):
         raise ValidationError(f"min_score={value} 超出范围，允许 0 到 1（0 = 不设相关度下限）")
     return number
@@ -294,8 +372,25 @@ def checked_limit(name: str, value: Any, *, default: int, maximum: int) -> int:
 
 
 __all__ = [
-    "MEMORY_TYPES", "STATUSES", "KNOWLEDGE_TYPES", "PROCEDURE_TYPES", "DISPOSITION_STATUSES", "MemoryDraft",
-    "build_draft", "record_item", "checked_ids", "checked_limit", "choose", "normalise_bucket", "normalise_tags",
-    "checked_content", "checked_title", "checked_person_id", "checked_event_range", "finite_timestamp",
-    "clean_text_list", "check_tags", "TYPED_TEXT_FIELDS",
+    "MEMORY_TYPES",
+    "STATUSES",
+    "KNOWLEDGE_TYPES",
+    "PROCEDURE_TYPES",
+    "DISPOSITION_STATUSES",
+    "MemoryDraft",
+    "build_draft",
+    "record_item",
+    "checked_ids",
+    "checked_limit",
+    "choose",
+    "normalise_bucket",
+    "normalise_tags",
+    "checked_content",
+    "checked_title",
+    "checked_person_id",
+    "checked_event_range",
+    "finite_timestamp",
+    "clean_text_list",
+    "check_tags",
+    "TYPED_TEXT_FIELDS",
 ]

@@ -150,8 +150,9 @@ class RetrievalState:
             partial.clear()
 
 
-def searchable_filter(scope: Scope, *, include_archived: bool, include_knowledge: bool,
-                      include_memories: bool = True) -> RecordFilter:
+def searchable_filter(
+    scope: Scope, *, include_archived: bool, include_knowledge: bool, include_memories: bool = True
+) -> RecordFilter:
     """Filter twin of the vector partitions a query may see."""
     visible = []
     if include_memories:
@@ -200,8 +201,9 @@ def calibration(order, dense: dict[str, float]) -> float:
 def candidate_tags(record: CandidateRow | None) -> CandidateTags | None:
     if record is None:
         return None
-    return stored_tags(record.get("core_tags"), record.get("diffusion_tags"), record.get("opposing_tags"),
-                       record.get("tags"))
+    return stored_tags(
+        record.get("core_tags"), record.get("diffusion_tags"), record.get("opposing_tags"), record.get("tags")
+    )
 
 
 class MemorySearch:
@@ -212,10 +214,15 @@ class MemorySearch:
     @property
     def epa_params(self) -> EpaParams:
         r = self.rt.config.retrieval
-        return EpaParams(base_beta=r.base_beta, logic_depth_scale=r.logic_depth_scale,
-                         core_boost_min=r.core_boost_min, core_boost_max=r.core_boost_max,
-                         diffusion_boost=r.diffusion_boost, opposing_penalty=r.opposing_penalty,
-                         energy_cutoff=self.rt.config.write_conflict.energy_cutoff)
+        return EpaParams(
+            base_beta=r.base_beta,
+            logic_depth_scale=r.logic_depth_scale,
+            core_boost_min=r.core_boost_min,
+            core_boost_max=r.core_boost_max,
+            diffusion_boost=r.diffusion_boost,
+            opposing_penalty=r.opposing_penalty,
+            energy_cutoff=self.rt.config.write_conflict.energy_cutoff,
+        )
 
     # ---------------------------------------------------------------- ranking
     async def rank(
@@ -244,32 +251,50 @@ class MemorySearch:
         callers that rank for their own purposes (recall's budget with its own score floor, the companion's reads,
         evidence) keep every hit.
         """
-        state = self._begin(query_text, limit=limit, triplet=triplet, flt_extra=flt_extra,
-                            include_archived=include_archived, include_knowledge=include_knowledge,
-                            include_memories=include_memories)
+        state = self._begin(
+            query_text,
+            limit=limit,
+            triplet=triplet,
+            flt_extra=flt_extra,
+            include_archived=include_archived,
+            include_knowledge=include_knowledge,
+            include_memories=include_memories,
+        )
         pass1 = await self._run_routes(state)
         await self._score_by_meaning(state, pass1)
         await self._read_route_candidates(state)
         await self._read_time_matches(state)
         fused = self._fuse(state)
         fused = await self._settle_keyword_challenge(fused, state.search_terms, state.reliability, state.fusion)
-        fused = await self._lift_speakers(fused, query_text, state.search_terms, state.content_heads(),
-                                          state.fusion)
+        fused = await self._lift_speakers(fused, query_text, state.search_terms, state.content_heads(), state.fusion)
         fused = self._order_by_currency(state, fused)
         fused = await self._drop_irrelevant(state, fused, min_score)
         if fused:
             await self._keep_distinct(state, fused, count_activation)
         return state.result
 
-    def _begin(self, query_text: str, *, limit: int, triplet: TagTriplet, flt_extra: RecordFilter | None,
-               include_archived: bool, include_knowledge: bool, include_memories: bool) -> RetrievalState:
+    def _begin(
+        self,
+        query_text: str,
+        *,
+        limit: int,
+        triplet: TagTriplet,
+        flt_extra: RecordFilter | None,
+        include_archived: bool,
+        include_knowledge: bool,
+        include_memories: bool,
+    ) -> RetrievalState:
         """The state a retrieval starts from: its filter, partitions, pool size, query terms and time anchors.
 
         A date the query names ("5月2日", "昨天") lifts the memories of that time (``logic.time_anchor``); when it
         names definite days, those days' memories are read as a third route, so they compete even when neither
         the words nor the meaning of the query found them."""
-        flt = searchable_filter(self.scope, include_archived=include_archived, include_knowledge=include_knowledge,
-                                include_memories=include_memories)
+        flt = searchable_filter(
+            self.scope,
+            include_archived=include_archived,
+            include_knowledge=include_knowledge,
+            include_memories=include_memories,
+        )
         if flt_extra is not None:
             flt.memory_types = flt_extra.memory_types
             flt.statuses = flt_extra.statuses
@@ -278,18 +303,27 @@ class MemorySearch:
             flt.folder_id = flt_extra.folder_id
             flt.extra_sql = [*flt.extra_sql, *flt_extra.extra_sql]
             flt.extra_params = [*flt.extra_params, *flt_extra.extra_params]
-        tiers = tiers_for(include_archived=include_archived, include_knowledge=include_knowledge,
-                          include_memories=include_memories)
+        tiers = tiers_for(
+            include_archived=include_archived, include_knowledge=include_knowledge, include_memories=include_memories
+        )
         zone = self.rt.time_zone.zone
         time_weight = self.rt.config.retrieval.time_anchor_weight
         anchors = parse_time_anchors(query_text, datetime.now(zone)) if time_weight > 0 else []
         all_terms = query_terms(query_text)
         terms = without_now_words(all_terms)
         return RetrievalState(
-            query_text=query_text, triplet=triplet, limit=limit,
-            pool=max(limit * 3, self.rt.config.retrieval.candidate_pool), flt=flt, tiers=tiers, zone=zone,
-            anchors=anchors, all_terms=all_terms, search_terms=with_inflections(terms),
-            reliability=terms_reliability(terms), fusion=FusionParams(time_weight=time_weight),
+            query_text=query_text,
+            triplet=triplet,
+            limit=limit,
+            pool=max(limit * 3, self.rt.config.retrieval.candidate_pool),
+            flt=flt,
+            tiers=tiers,
+            zone=zone,
+            anchors=anchors,
+            all_terms=all_terms,
+            search_terms=with_inflections(terms),
+            reliability=terms_reliability(terms),
+            fusion=FusionParams(time_weight=time_weight),
         )
 
     async def _run_routes(self, state: RetrievalState) -> list[VectorHit]:
@@ -305,10 +339,15 @@ class MemorySearch:
             async with asyncio.TaskGroup() as group:
                 first_task = group.create_task(self._first_pass(state.query_text, state.tiers, state.pool))
                 keyword_task = group.create_task(
-                    self.rt.records.search_terms(state.search_terms, state.flt, limit=state.pool))
+                    self.rt.records.search_terms(state.search_terms, state.flt, limit=state.pool)
+                )
                 time_task = group.create_task(
-                    self.rt.records.rows_in_time_windows(time_windows(state.anchors, state.zone, ZONE_SLACK_SECONDS),
-                                                         memories_only(state.flt), limit=state.pool))
+                    self.rt.records.rows_in_time_windows(
+                        time_windows(state.anchors, state.zone, ZONE_SLACK_SECONDS),
+                        memories_only(state.flt),
+                        limit=state.pool,
+                    )
+                )
         except BaseExceptionGroup as failed:  # callers expect the route's own error, not a group
             raise failed.exceptions[0] from None
         state.keyword_hits = dict(keyword_task.result())
@@ -347,38 +386,56 @@ class MemorySearch:
         ranked = state.ranked_candidates()
         positions = {memory_id: ((row["store_key"], row["bucket"]), row["rid"]) for memory_id, row in ranked.items()}
         asking = [memory_id for memory_id, row in ranked.items() if row["question_share"] is not None]
-        shapes = {memory_id: TextShape(row["question_share"] or 0.0, int(row["content_chars"] or 0))
-                  for memory_id, row in ranked.items()}
+        shapes = {
+            memory_id: TextShape(row["question_share"] or 0.0, int(row["content_chars"] or 0))
+            for memory_id, row in ranked.items()
+        }
         state.answers = answers_to_questions(positions, asking, state.fusion.neighbour_radius)
-        return fuse_routes(state.dense, state.keyword_hits, keyword_reliability=state.reliability,
-                           params=state.fusion, neighbours=write_neighbours(positions, state.fusion.neighbour_radius),
-                           time_matches=state.time_matches, answers=state.answers, shapes=shapes)
+        return fuse_routes(
+            state.dense,
+            state.keyword_hits,
+            keyword_reliability=state.reliability,
+            params=state.fusion,
+            neighbours=write_neighbours(positions, state.fusion.neighbour_radius),
+            time_matches=state.time_matches,
+            answers=state.answers,
+            shapes=shapes,
+        )
 
     async def _read_time_matches(self, state: RetrievalState) -> None:
         """How well each ranked memory's time matches the dates the query names, weighed in its own time zone."""
         dated = {memory_id: row for memory_id, row in state.ranked_candidates().items() if row["bucket"] == "memory"}
         zones = await self.rt.records.time_zones(dated) if state.anchors else {}
-        state.time_matches = time_matches(state.anchors, {memory_id: {**row, "time_zone": zones.get(memory_id, "")}
-                                                          for memory_id, row in dated.items()}, state.zone)
+        state.time_matches = time_matches(
+            state.anchors,
+            {memory_id: {**row, "time_zone": zones.get(memory_id, "")} for memory_id, row in dated.items()},
+            state.zone,
+        )
 
     @staticmethod
     def _order_by_currency(state: RetrievalState, fused: list[FusedHit]) -> list[FusedHit]:
         """A memory a later one replaced stands below it, or above it when the question asks about the past."""
-        successor_of = {memory_id: row["superseded_by"] for memory_id, row in state.routed_rows().items()
-                        if row.get("superseded_by")}
+        successor_of = {
+            memory_id: row["superseded_by"]
+            for memory_id, row in state.routed_rows().items()
+            if row.get("superseded_by")
+        }
         if not successor_of:
             return fused
-        return order_by_currency(fused, successor_of, past=asks_about_the_past(state.query_text),
-                                 now=says_now(state.all_terms))
+        return order_by_currency(
+            fused, successor_of, past=asks_about_the_past(state.query_text), now=says_now(state.all_terms)
+        )
 
-    async def _drop_irrelevant(self, state: RetrievalState, fused: list[FusedHit],
-                               min_score: float | None) -> list[FusedHit]:
+    async def _drop_irrelevant(
+        self, state: RetrievalState, fused: list[FusedHit], min_score: float | None
+    ) -> list[FusedHit]:
         """Last, what matches by none of meaning, words, time or context is dropped instead of filling ``limit``."""
-        margin = effective_margin(min_score, self.rt.config.retrieval.min_score,
-                                  getattr(self.rt.embedder, "model_id", None))
+        margin = effective_margin(
+            min_score, self.rt.config.retrieval.min_score, getattr(self.rt.embedder, "model_id", None)
+        )
         if margin <= 0:
             return fused
-        return await self._relevant(state, fused[:max(state.limit * 3, 1)], margin)
+        return await self._relevant(state, fused[: max(state.limit * 3, 1)], margin)
 
     async def _keep_distinct(self, state: RetrievalState, fused: list[FusedHit], count_activation: bool) -> None:
         """Fills ``state.result`` with the best ``limit`` hits that are no near-copy of a better one
@@ -392,34 +449,48 @@ class MemorySearch:
                 matrix[row] = state.embeddings[memory_id]
         scores = np.array([hit.score for hit in fused], dtype=np.float64)
         found_in_sql = set(state.time_ids)  # found in SQL like keyword hits: eligible even without a vector
-        keep = select_distinct(scores, matrix, state.limit, self.rt.config.retrieval.deduplication_threshold,
-                               keyword_mask=np.array([memory_id in state.keyword_hits or memory_id in found_in_sql
-                                                      for memory_id in ids]))
+        keep = select_distinct(
+            scores,
+            matrix,
+            state.limit,
+            self.rt.config.retrieval.deduplication_threshold,
+            keyword_mask=np.array([memory_id in state.keyword_hits or memory_id in found_in_sql for memory_id in ids]),
+        )
         state.result.records = await self._read_kept(state, [ids[index] for index in keep], count_activation)
         for index in keep:
             hit = fused[index]
             record = state.result.records.get(hit.id)
             if record is None:  # deleted since it was ranked
                 continue
-            tier = state.tiers_by_id.get(hit.id) or ("knowledge" if record["bucket"] == "knowledge" else
-                                                     "live" if record["status"] == "active" else "archive")
+            tier = state.tiers_by_id.get(hit.id) or (
+                "knowledge"
+                if record["bucket"] == "knowledge"
+                else "live"
+                if record["status"] == "active"
+                else "archive"
+            )
             parts = {**hit.parts, "fused": float(hit.score)}
             state.result.hits.append(RankedHit(hit.id, float(hit.score) * scale, parts, tier))
 
-    async def _read_kept(self, state: RetrievalState, kept_ids: list[str],
-                         count_activation: bool) -> dict[str, RecordRow]:
+    async def _read_kept(
+        self, state: RetrievalState, kept_ids: list[str], count_activation: bool
+    ) -> dict[str, RecordRow]:
         """The full rows of the kept hits; with ``count_activation``, their memories' activation is bumped on the
         writer's thread while the reader reads them."""
         reading = self.rt.records.get_many(kept_ids)
         if not count_activation:
             return await reading
-        recalled = [memory_id for memory_id in kept_ids
-                    if (row := state.candidates.get(memory_id)) is not None and row["bucket"] == "memory"]
+        recalled = [
+            memory_id
+            for memory_id in kept_ids
+            if (row := state.candidates.get(memory_id)) is not None and row["bucket"] == "memory"
+        ]
         records, _ = await asyncio.gather(reading, self.rt.records.bump_activation(recalled))
         return records
 
-    async def _settle_keyword_challenge(self, fused: list[FusedHit], terms: Sequence[str], reliability: float,
-                                        params: FusionParams) -> list[FusedHit]:
+    async def _settle_keyword_challenge(
+        self, fused: list[FusedHit], terms: Sequence[str], reliability: float, params: FusionParams
+    ) -> list[FusedHit]:
         """``fused`` with the keyword route's best hit moved to rank 1 when it wins its challenge
         (``fusion.keyword_challenge``, step 7): it must also cover the query's ``terms``, weighed by their idf in
         the keyword index, better than the fused best does (a tie keeps the fused order). Reads the two rows'
@@ -432,8 +503,14 @@ class MemorySearch:
         frequencies, documents = await self.rt.records.term_statistics(terms, self.scope.readable_store_keys)
         return settle_keyword_challenge(fused, challenge, terms, texts, document_idf(frequencies, documents))
 
-    async def _lift_speakers(self, fused: list[FusedHit], query_text: str, terms: Sequence[str],
-                             heads: dict[str, str | None], params: FusionParams) -> list[FusedHit]:
+    async def _lift_speakers(
+        self,
+        fused: list[FusedHit],
+        query_text: str,
+        terms: Sequence[str],
+        heads: dict[str, str | None],
+        params: FusionParams,
+    ) -> list[FusedHit]:
         """``fused`` with the memories of the person the query names lifted (``speaker.speaker_lift``, step 8).
         ``heads``: id → the start of each candidate's text. When a lift could pass a rival, reads the keyword-index
         text of the ``speaker.contested`` rows in one query (13 rows at the median on LoCoMo, 46 at most) to
@@ -443,11 +520,14 @@ class MemorySearch:
         coverage = None
         if plan.needs_coverage:
             texts = await self.rt.records.keyword_texts(plan.contested)
-            frequencies, documents = await self.rt.records.term_statistics(plan.content_terms,
-                                                                           self.scope.readable_store_keys)
-            coverage = content_coverage(plan.content_terms,
-                                        {memory_id: texts.get(memory_id) for memory_id in plan.contested},
-                                        document_idf(frequencies, documents))
+            frequencies, documents = await self.rt.records.term_statistics(
+                plan.content_terms, self.scope.readable_store_keys
+            )
+            coverage = content_coverage(
+                plan.content_terms,
+                {memory_id: texts.get(memory_id) for memory_id in plan.contested},
+                document_idf(frequencies, documents),
+            )
         return speaker_lift(fused, plan.speakers, params.speaker_weight, coverage)
 
     async def _relevant(self, state: RetrievalState, fused: list[FusedHit], margin: float) -> list[FusedHit]:
@@ -475,8 +555,14 @@ class MemorySearch:
             frequencies, documents = await self.rt.records.term_statistics(terms, self.scope.readable_store_keys)
             weigh = CoverageWeigher(terms, document_idf(frequencies, documents))
             word_matches = [memory_id for memory_id in matched if weigh(texts.get(memory_id)) >= WORD_COVERAGE]
-        return relevant_hits(fused, margin=margin, background=background, word_matches=word_matches,
-                             answers=state.answers, cosines=cosines)
+        return relevant_hits(
+            fused,
+            margin=margin,
+            background=background,
+            word_matches=word_matches,
+            answers=state.answers,
+            cosines=cosines,
+        )
 
     async def _small_talk_vectors(self, embedder: Embedder) -> np.ndarray:
         """The vectors of ``relevance.SMALL_TALK`` under this runtime's embedder, embedded once per model (a
@@ -503,8 +589,11 @@ class MemorySearch:
         searched = state.query_vec if state.searched_vec is None else state.searched_vec
         if searched is None:
             return
-        missed = [memory_id for memory_id in dict.fromkeys(state.sql_hit_ids)
-                  if memory_id in state.candidates and memory_id not in state.dense]
+        missed = [
+            memory_id
+            for memory_id in dict.fromkeys(state.sql_hit_ids)
+            if memory_id in state.candidates and memory_id not in state.dense
+        ]
         with_tags = not state.triplet.is_empty
         untagged = [memory_id for memory_id in missed if "tags" not in state.candidates[memory_id]]
         if with_tags and untagged:  # pass 2 read them when it ran; without it they were read without tags
@@ -512,8 +601,11 @@ class MemorySearch:
         floor = min(state.dense.values(), default=-np.inf)
         time_ids = set(state.time_ids)
         for memory_id, vector in (await self._stored_vectors(state, missed)).items():
-            bonus = tag_bonus(candidate_tags(state.candidates.get(memory_id)), query_tags, params,
-                              state.result.beta) if with_tags else 0.0
+            bonus = (
+                tag_bonus(candidate_tags(state.candidates.get(memory_id)), query_tags, params, state.result.beta)
+                if with_tags
+                else 0.0
+            )
             score = float(np.dot(vector, searched)) + bonus
             if score > floor or memory_id in time_ids:
                 state.embeddings[memory_id] = vector
@@ -533,16 +625,21 @@ class MemorySearch:
             vectors.update({memory_id: np.asarray(vector, dtype=np.float32) for memory_id, vector in found.items()})
         return vectors
 
-    async def _first_pass(self, query_text: str, tiers: list[str], pool: int
-                          ) -> tuple[np.ndarray | None, list[VectorHit], str]:
+    async def _first_pass(
+        self, query_text: str, tiers: list[str], pool: int
+    ) -> tuple[np.ndarray | None, list[VectorHit], str]:
         """The query vector and the first vector pass, or ``(None, [], why)`` when no vector can be had."""
         if not self.rt.embedding_available():
             return None, [], self.rt.degraded_reason()
         try:
             query_vec = (await self.rt.embed_queries([query_text]))[0]
-            pass1 = await self.rt.query_vectors(query_vec, store_keys=list(self.scope.readable_store_keys),
-                                                tiers=tiers, limit=max(pool, self.rt.config.write_conflict.top_n),
-                                                with_embeddings=True)
+            pass1 = await self.rt.query_vectors(
+                query_vec,
+                store_keys=list(self.scope.readable_store_keys),
+                tiers=tiers,
+                limit=max(pool, self.rt.config.write_conflict.top_n),
+                with_embeddings=True,
+            )
         except EmbeddingUnavailableError as exc:  # the model, or the vector index (a subclass), is down
             return None, [], str(exc)
         return query_vec, pass1, ""
@@ -556,11 +653,17 @@ class MemorySearch:
         result, candidates, triplet = state.result, state.candidates, state.triplet
         with_tags = not triplet.is_empty
         vector_ids = [h.memory_id for h in pass1]
-        candidates.update(await self.rt.records.candidates([*vector_ids, *state.sql_hit_ids], with_tags=with_tags,
-                                                           tags_only_for=vector_ids))
+        candidates.update(
+            await self.rt.records.candidates(
+                [*vector_ids, *state.sql_hit_ids], with_tags=with_tags, tags_only_for=vector_ids
+            )
+        )
         pass1 = [h for h in pass1 if h.memory_id in candidates and h.embedding is not None]
-        evidence = np.stack([h.embedding for h in pass1 if h.embedding is not None]) if pass1 \
+        evidence = (
+            np.stack([h.embedding for h in pass1 if h.embedding is not None])
+            if pass1
             else np.zeros((0, len(query_vec)))
+        )
         with single_threaded_blas():
             result.logic_depth = logic_depth(query_vec, evidence)
         result.resonance = has_resonance(state.query_text, triplet)
@@ -569,8 +672,11 @@ class MemorySearch:
         # bonus would otherwise each build their own.
         tags_by_id = {h.memory_id: candidate_tags(candidates.get(h.memory_id)) for h in pass1} if with_tags else {}
         query_tags = QueryTags.of(triplet)  # the query's groups as sets, for the reshaping and the tag bonus
-        hits = await self._second_pass(state, query_vec, evidence, pass1, tags_by_id, query_tags, params) \
-            if with_tags and pass1 else pass1
+        hits = (
+            await self._second_pass(state, query_vec, evidence, pass1, tags_by_id, query_tags, params)
+            if with_tags and pass1
+            else pass1
+        )
         for hit in hits:
             record = candidates.get(hit.memory_id)
             if record is None or hit.embedding is None or not self._passes(record, state.flt):
@@ -585,27 +691,49 @@ class MemorySearch:
             state.tiers_by_id[hit.memory_id] = hit.tier
         await self._score_missed_hits(state, query_tags, params)
 
-    async def _second_pass(self, state: RetrievalState, query_vec: np.ndarray, evidence: np.ndarray,
-                           pass1: list[VectorHit], tags_by_id: dict[str, CandidateTags | None],
-                           query_tags: QueryTags, params: EpaParams) -> list[VectorHit]:
+    async def _second_pass(
+        self,
+        state: RetrievalState,
+        query_vec: np.ndarray,
+        evidence: np.ndarray,
+        pass1: list[VectorHit],
+        tags_by_id: dict[str, CandidateTags | None],
+        query_tags: QueryTags,
+        params: EpaParams,
+    ) -> list[VectorHit]:
         """The query reshaped by the tag triplet and searched again (EPA pass 2), or ``pass1`` when the evidence
         does not reshape it. Reads the tags of the hits new to this pass into ``state.candidates``."""
         with single_threaded_blas():
             reshaped = reshape_query_detailed(
-                query_vec, evidence, [tags_by_id[h.memory_id] for h in pass1], query_tags,
-                [h.similarity for h in pass1], params, state.result.beta,
+                query_vec,
+                evidence,
+                [tags_by_id[h.memory_id] for h in pass1],
+                query_tags,
+                [h.similarity for h in pass1],
+                params,
+                state.result.beta,
             )
         if not reshaped.reshaped:
             return pass1
-        hits = await self.rt.query_vectors(reshaped.vector, store_keys=list(self.scope.readable_store_keys),
-                                           tiers=state.tiers, limit=state.pool, with_embeddings=True)
+        hits = await self.rt.query_vectors(
+            reshaped.vector,
+            store_keys=list(self.scope.readable_store_keys),
+            tiers=state.tiers,
+            limit=state.pool,
+            with_embeddings=True,
+        )
         state.searched_vec = reshaped.vector / max(float(np.linalg.norm(reshaped.vector)), 1e-12)
         # Hits new to this pass, or keyword candidates read without tags, need their tags now; so do the keyword
         # and time candidates this pass missed, which ``_score_missed_hits`` scores with the tag bonus.
         found_here = {h.memory_id for h in hits}
         fresh = [h.memory_id for h in hits if "tags" not in state.candidates.get(h.memory_id, {})]
-        fresh += [memory_id for memory_id in dict.fromkeys(state.sql_hit_ids) if memory_id not in found_here
-                  and memory_id in state.candidates and "tags" not in state.candidates[memory_id]]
+        fresh += [
+            memory_id
+            for memory_id in dict.fromkeys(state.sql_hit_ids)
+            if memory_id not in found_here
+            and memory_id in state.candidates
+            and "tags" not in state.candidates[memory_id]
+        ]
         if fresh:
             # As of the first read a few milliseconds ago: one moment for every candidate of this retrieval, and
             # no hop to the reader on the critical path unless some are not held.
@@ -628,15 +756,33 @@ class MemorySearch:
         return True
 
     # ------------------------------------------------------------- retrieve
-    async def retrieve(self, query_text: str, *, top_k: int, include_archived: bool, include_knowledge: bool,
-                       triplet: TagTriplet, record_activation: bool = True,
-                       include_superseded: bool = True, min_score: float | None = None) -> dict[str, Any]:
+    async def retrieve(
+        self,
+        query_text: str,
+        *,
+        top_k: int,
+        include_archived: bool,
+        include_knowledge: bool,
+        triplet: TagTriplet,
+        record_activation: bool = True,
+        include_superseded: bool = True,
+        min_score: float | None = None,
+    ) -> dict[str, Any]:
         # Left-out superseded memories must not leave the list short: rank deeper, keep ``top_k``.
-        ranking = await self.rank(query_text, limit=top_k if include_superseded else top_k * 2,
-                                  include_archived=include_archived, include_knowledge=include_knowledge,
-                                  triplet=triplet, count_activation=record_activation, min_score=min_score)
-        hits = ranking.hits if include_superseded else [
-            hit for hit in ranking.hits if not ranking.records[hit.memory_id].get("superseded_by")][:top_k]
+        ranking = await self.rank(
+            query_text,
+            limit=top_k if include_superseded else top_k * 2,
+            include_archived=include_archived,
+            include_knowledge=include_knowledge,
+            triplet=triplet,
+            count_activation=record_activation,
+            min_score=min_score,
+        )
+        hits = (
+            ranking.hits
+            if include_superseded
+            else [hit for hit in ranking.hits if not ranking.records[hit.memory_id].get("superseded_by")][:top_k]
+        )
         results = []
         for hit in hits:
             item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)
@@ -645,18 +791,32 @@ class MemorySearch:
             item["score_parts"] = {k: (None if v is None else round(float(v), 6)) for k, v in hit.parts.items()}
             results.append(item)
         response = {
-            "query": query_text, "logic_depth": float(ranking.logic_depth), "resonance": float(ranking.resonance),
-            "beta": float(ranking.beta), "total": len(results), "results": results,
+            "query": query_text,
+            "logic_depth": float(ranking.logic_depth),
+            "resonance": float(ranking.resonance),
+            "beta": float(ranking.beta),
+            "total": len(results),
+            "results": results,
         }
         if ranking.degraded:
             response["degraded"] = f"向量检索不可用，结果仅来自关键词检索：{ranking.degraded}"
         return response
 
     # --------------------------------------------------------------- search
-    async def search_entries(self, *, top_n: int, query_text: str | None, memory_type: str | None,
-                             status: str | None, person_id: str | None, relation_of: str | None,
-                             include_archived: bool, include_knowledge: bool, include_related: bool,
-                             triplet: TagTriplet) -> dict[str, Any]:
+    async def search_entries(
+        self,
+        *,
+        top_n: int,
+        query_text: str | None,
+        memory_type: str | None,
+        status: str | None,
+        person_id: str | None,
+        relation_of: str | None,
+        include_archived: bool,
+        include_knowledge: bool,
+        include_related: bool,
+        triplet: TagTriplet,
+    ) -> dict[str, Any]:
         structured = RecordFilter(
             memory_types=(memory_type,) if memory_type else None,
             statuses=(status,) if status else None,
@@ -670,9 +830,16 @@ class MemorySearch:
         degraded = ""
         seen: set[str] = set()
         if semantic_query:
-            ranking = await self.rank(semantic_query, limit=top_n, include_archived=include_archived,
-                                      include_knowledge=include_knowledge, triplet=triplet, flt_extra=structured,
-                                      count_activation=True, min_score=None)
+            ranking = await self.rank(
+                semantic_query,
+                limit=top_n,
+                include_archived=include_archived,
+                include_knowledge=include_knowledge,
+                triplet=triplet,
+                flt_extra=structured,
+                count_activation=True,
+                min_score=None,
+            )
             degraded = ranking.degraded
             for hit in ranking.hits:
                 item = record_item(ranking.records[hit.memory_id], snippet_chars=self.rt.config.retrieval.snippet_chars)
@@ -685,23 +852,28 @@ class MemorySearch:
                     entries.append(record_item(record, snippet_chars=self.rt.config.retrieval.snippet_chars))
                     seen.add(record["memory_id"])
         if not semantic_query:
-            flt = searchable_filter(self.scope, include_archived=include_archived,
-                                    include_knowledge=include_knowledge)
+            flt = searchable_filter(self.scope, include_archived=include_archived, include_knowledge=include_knowledge)
             flt.memory_types, flt.statuses = structured.memory_types, structured.statuses
             flt.person_id, flt.relation_of = structured.person_id, structured.relation_of
-            for record in await self.rt.records.list_records(flt, limit=top_n,
-                                                             order_by="r.last_activated_at DESC, r.updated_at DESC"):
+            for record in await self.rt.records.list_records(
+                flt, limit=top_n, order_by="r.last_activated_at DESC, r.updated_at DESC"
+            ):
                 if record["memory_id"] not in seen:
                     entries.append(record_item(record, snippet_chars=self.rt.config.retrieval.snippet_chars))
                     seen.add(record["memory_id"])
         if include_related and len(entries) < top_n:
-            related_ids = [rid for item in entries for rid in item["metadata"]["relation_memory_ids"] or []
-                           if rid not in seen]
+            related_ids = [
+                rid for item in entries for rid in item["metadata"]["relation_memory_ids"] or [] if rid not in seen
+            ]
             related = await self.rt.records.get_many(related_ids)
             for rid in related_ids:
                 related_record = related.get(rid)
-                if related_record and related_record["store_key"] in self.scope.readable_store_keys \
-                        and rid not in seen and len(entries) < top_n:
+                if (
+                    related_record
+                    and related_record["store_key"] in self.scope.readable_store_keys
+                    and rid not in seen
+                    and len(entries) < top_n
+                ):
                     item = record_item(related_record, snippet_chars=self.rt.config.retrieval.snippet_chars)
                     item["related"] = True
                     entries.append(item)
@@ -711,39 +883,59 @@ class MemorySearch:
             response["degraded"] = f"向量检索不可用，结果仅来自关键词检索：{degraded}"
         return response
 
-    async def _by_triplet(self, triplet: TagTriplet, structured: RecordFilter, include_archived: bool,
-                          include_knowledge: bool, limit: int) -> list[dict[str, Any]]:
+    async def _by_triplet(
+        self, triplet: TagTriplet, structured: RecordFilter, include_archived: bool, include_knowledge: bool, limit: int
+    ) -> list[dict[str, Any]]:
         flt = searchable_filter(self.scope, include_archived=include_archived, include_knowledge=include_knowledge)
         flt.memory_types, flt.statuses = structured.memory_types, structured.statuses
         flt.person_id, flt.relation_of = structured.person_id, structured.relation_of
-        for tag_type, values in (("core", triplet.core), ("diffusion", triplet.diffusion),
-                                 ("opposing", triplet.opposing)):
+        for tag_type, values in (
+            ("core", triplet.core),
+            ("diffusion", triplet.diffusion),
+            ("opposing", triplet.opposing),
+        ):
             flt.extra_sql.append(
                 f"EXISTS (SELECT 1 FROM booku_memory_tags t WHERE t.memory_id = r.memory_id AND t.tag_type = ? "
                 f"AND lower(t.tag_value) IN ({', '.join('?' for _ in values)}))"
             )
             flt.extra_params.extend([tag_type, *values])
-        return await self.rt.records.list_records(flt, limit=limit,
-                                                  order_by="r.last_activated_at DESC, r.updated_at DESC")
+        return await self.rt.records.list_records(
+            flt, limit=limit, order_by="r.last_activated_at DESC, r.updated_at DESC"
+        )
 
     # ----------------------------------------------------------------- grep
-    async def grep(self, *, query: str, search_fields: Sequence[str], folder_id: str | None, include_archived: bool,
-                   top_k: int, use_regex: bool) -> dict[str, Any]:
+    async def grep(
+        self,
+        *,
+        query: str,
+        search_fields: Sequence[str],
+        folder_id: str | None,
+        include_archived: bool,
+        top_k: int,
+        use_regex: bool,
+    ) -> dict[str, Any]:
         text = str(query or "")
         if not text.strip():
             raise ValidationError("grep 的 query 不能为空")
         fields = [str(f).strip().lower() for f in (search_fields or [])]
         unknown = [f for f in fields if f not in GREP_FIELDS]
         if not fields or unknown:
-            raise ValidationError(
-                f"search_fields 无效：{unknown or '空列表'}，可选：{'、'.join(GREP_FIELDS)}"
-            )
-        flt = RecordFilter(store_keys=self.scope.readable_store_keys, buckets=("memory",), folder_id=folder_id,
-                           statuses=None if include_archived else ("active",))
+            raise ValidationError(f"search_fields 无效：{unknown or '空列表'}，可选：{'、'.join(GREP_FIELDS)}")
+        flt = RecordFilter(
+            store_keys=self.scope.readable_store_keys,
+            buckets=("memory",),
+            folder_id=folder_id,
+            statuses=None if include_archived else ("active",),
+        )
         if use_regex:
             records = await self.rt.records.grep_regex(
-                text, compile_safe_regex(text), fields, flt, limit=top_k,
-                budget_seconds=self.rt.config.retrieval.grep_regex_budget_seconds)
+                text,
+                compile_safe_regex(text),
+                fields,
+                flt,
+                limit=top_k,
+                budget_seconds=self.rt.config.retrieval.grep_regex_budget_seconds,
+            )
         else:
             records = await self.rt.records.grep_like(text.strip(), fields, flt, limit=top_k)
         items = [record_item(r, snippet_chars=self.rt.config.retrieval.snippet_chars) for r in records]

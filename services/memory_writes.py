@@ -33,11 +33,44 @@ from .storage.write_plans import WritePlan, run_plan_in_transaction, savepoint_p
 from .write_decision import NewFact, WriteJudgement, judge_write, supersession_mark
 
 REVERTIBLE_COLUMNS = (
-    "title", "name", "folder_id", "bucket", "content", "source", "memory_type", "status", "person_id",
-    "relation_memory_ids", "relation_aliases", "event_start_at", "event_end_at", "related_people", "knowledge_type",
-    "address_or_coord", "place_type", "asset_type", "disposition_status", "procedure_type", "importance", "valence",
-    "arousal", "domains", "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra",
-    "tags", "core_tags", "diffusion_tags", "opposing_tags", "valid_from", "superseded_at", "superseded_by",
+    "title",
+    "name",
+    "folder_id",
+    "bucket",
+    "content",
+    "source",
+    "memory_type",
+    "status",
+    "person_id",
+    "relation_memory_ids",
+    "relation_aliases",
+    "event_start_at",
+    "event_end_at",
+    "related_people",
+    "knowledge_type",
+    "address_or_coord",
+    "place_type",
+    "asset_type",
+    "disposition_status",
+    "procedure_type",
+    "importance",
+    "valence",
+    "arousal",
+    "domains",
+    "pinned",
+    "protected",
+    "anchor",
+    "digested",
+    "resolved",
+    "why_remembered",
+    "extra",
+    "tags",
+    "core_tags",
+    "diffusion_tags",
+    "opposing_tags",
+    "valid_from",
+    "superseded_at",
+    "superseded_by",
     "time_zone",
 )
 
@@ -58,12 +91,26 @@ def merge_values(target: dict[str, Any], new: dict[str, Any], novelty: float) ->
         "content": merge_texts(target["content"], new.get("content") or ""),
         "novelty_energy": novelty,
     }
-    for group in ("tags", "core_tags", "diffusion_tags", "opposing_tags", "relation_memory_ids",
-                  "relation_aliases", "related_people"):
+    for group in (
+        "tags",
+        "core_tags",
+        "diffusion_tags",
+        "opposing_tags",
+        "relation_memory_ids",
+        "relation_aliases",
+        "related_people",
+    ):
         changes[group] = merged_list(target.get(group) or [], new.get(group) or [])
     # Scalars: a value the new write actually states fills a blank; an existing value is never wiped by a default.
-    for column in ("knowledge_type", "address_or_coord", "place_type", "asset_type", "disposition_status",
-                   "procedure_type", "person_id"):
+    for column in (
+        "knowledge_type",
+        "address_or_coord",
+        "place_type",
+        "asset_type",
+        "disposition_status",
+        "procedure_type",
+        "person_id",
+    ):
         if new.get(column) and not target.get(column):
             changes[column] = new[column]
     for column in ("event_start_at", "event_end_at"):
@@ -161,16 +208,25 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
     for index, job in enumerate(batch):
         if job.allow_merge and job.vector is not None:
             groups[(job.writer.scope.writable_store_key, partition_of(job.draft))].append(index)
-    queries = {key: asyncio.ensure_future(runtime.query_vectors_many(
-        np.stack([staged for i in indexes if (staged := batch[i].vector) is not None]), store_keys=[key[0]],
-        tiers=[key[1]], limit=wc.top_n,
-        with_embeddings=True)) for key, indexes in groups.items()}
+    queries = {
+        key: asyncio.ensure_future(
+            runtime.query_vectors_many(
+                np.stack([staged for i in indexes if (staged := batch[i].vector) is not None]),
+                store_keys=[key[0]],
+                tiers=[key[1]],
+                limit=wc.top_n,
+                with_embeddings=True,
+            )
+        )
+        for key, indexes in groups.items()
+    }
     try:
         if queries:
             await asyncio.sleep(0)  # let the queries reach Chroma's thread, which releases the GIL while it searches
         # Meanwhile segment the batch's texts for the keyword index (Python), off the writer's turn.
-        presegment(text for job in batch
-                   for text in (keyword_title(job.draft.title, job.draft.content), job.draft.content))
+        presegment(
+            text for job in batch for text in (keyword_title(job.draft.title, job.draft.content), job.draft.content)
+        )
         for key, indexes in groups.items():
             try:
                 hits_of.update(zip(indexes, await queries[key]))
@@ -185,7 +241,8 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
     # thread: a hop per write (or per BEGIN and COMMIT) costs more than the SQL once other threads hold the
     # GIL, most of all for a writer on its own, whose batch is one write.
     outcomes, written = await run_plan_in_transaction(
-        runtime.db, _batch_plan(runtime, batch, hits_of, neighbour_ids, limit=wc.top_n))
+        runtime.db, _batch_plan(runtime, batch, hits_of, neighbour_ids, limit=wc.top_n)
+    )
     # After COMMIT (a rolled-back record must leave no staged vector) and still under the lock.
     for job, record in written:
         if job.vector is not None:
@@ -193,9 +250,14 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
     return outcomes
 
 
-def _batch_plan(runtime, batch: list[PendingUpsert], hits_of: dict[int, list[VectorHit]],
-                neighbour_ids: Sequence[str], *,
-                limit: int) -> WritePlan[tuple[list[Any], list[tuple[PendingUpsert, dict[str, Any]]]]]:
+def _batch_plan(
+    runtime,
+    batch: list[PendingUpsert],
+    hits_of: dict[int, list[VectorHit]],
+    neighbour_ids: Sequence[str],
+    *,
+    limit: int,
+) -> WritePlan[tuple[list[Any], list[tuple[PendingUpsert, dict[str, Any]]]]]:
     """Every write of a group commit, in queue order, as one plan (see ``storage.write_plans.run_plan``).
 
     Returns (one outcome per job: a ``WriteOutcome`` or the exception it failed with; the jobs that created
@@ -235,15 +297,20 @@ def _batch_plan(runtime, batch: list[PendingUpsert], hits_of: dict[int, list[Vec
     return outcomes, written
 
 
-def _with_batch_neighbours(job: PendingUpsert, hits: list[VectorHit],
-                           written: list[tuple[PendingUpsert, dict[str, Any]]], *, limit: int) -> list[VectorHit]:
+def _with_batch_neighbours(
+    job: PendingUpsert, hits: list[VectorHit], written: list[tuple[PendingUpsert, dict[str, Any]]], *, limit: int
+) -> list[VectorHit]:
     """``hits`` plus the records created earlier in this batch in the same store and partition, best first."""
     store_key, tier = job.writer.scope.writable_store_key, partition_of(job.draft)
     vector = job.vector
-    extra = [VectorHit(record["memory_id"], float(np.dot(vector, other.vector)), tier, other.vector)
-             for other, record in written
-             if vector is not None and other.vector is not None and record["store_key"] == store_key
-             and tier_of(record) == tier]
+    extra = [
+        VectorHit(record["memory_id"], float(np.dot(vector, other.vector)), tier, other.vector)
+        for other, record in written
+        if vector is not None
+        and other.vector is not None
+        and record["store_key"] == store_key
+        and tier_of(record) == tier
+    ]
     if not extra:
         return hits
     merged = sorted([*hits, *extra], key=lambda hit: hit.similarity, reverse=True)
@@ -265,15 +332,20 @@ class MemoryWriter:
         readable = set(self.scope.readable_store_keys)
         return {k: v for k, v in records.items() if v["store_key"] in readable}
 
-    async def writable(self, memory_ids: Sequence[str], *, include_deleted: bool, conn=None) -> dict[str, dict[str, Any]]:
+    async def writable(
+        self, memory_ids: Sequence[str], *, include_deleted: bool, conn=None
+    ) -> dict[str, dict[str, Any]]:
         """Records this scope may change through the memory API.
 
         Knowledge chunks are left out: they belong to their document (re-ingest or delete the document instead),
         and editing or restoring one chunk alone would bring back text its document no longer has.
         """
         records = await self.rt.records.get_many(memory_ids, include_deleted=include_deleted, conn=conn)
-        return {k: v for k, v in records.items()
-                if v["store_key"] == self.scope.writable_store_key and v["bucket"] != "knowledge"}
+        return {
+            k: v
+            for k, v in records.items()
+            if v["store_key"] == self.scope.writable_store_key and v["bucket"] != "knowledge"
+        }
 
     def ensure_may_author(self, what: str) -> None:
         """Mechanical writes (maintenance, lifecycle) may change state but never author content."""
@@ -325,8 +397,9 @@ class MemoryWriter:
             "item": record_item(record, snippet_chars=self.snippet_chars),
         }
         if outcome.superseded is not None:
-            result["superseded"] = [{"id": outcome.superseded["memory_id"],
-                                     "title": outcome.superseded.get("title") or ""}]
+            result["superseded"] = [
+                {"id": outcome.superseded["memory_id"], "title": outcome.superseded.get("title") or ""}
+            ]
         if outcome.unsure is not None:
             # After the commit and outside any transaction: a model's answer may take seconds.
             from .evidence.unsure_pairs import schedule_unsure_pair
@@ -337,8 +410,13 @@ class MemoryWriter:
             result["degraded"] = f"向量不可用，已仅写入数据库并跳过相似合并检查：{degraded}"
         return result
 
-    def _write_one_plan(self, job: PendingUpsert, hits: list[VectorHit], records: dict[str, dict[str, Any]],
-                        keyword_rows: list[KeywordRow]) -> WritePlan[WriteOutcome]:
+    def _write_one_plan(
+        self,
+        job: PendingUpsert,
+        hits: list[VectorHit],
+        records: dict[str, dict[str, Any]],
+        keyword_rows: list[KeywordRow],
+    ) -> WritePlan[WriteOutcome]:
         """One upsert of a batch, inside the batch's transaction: merge or update decision, then insert or merge.
 
         ``hits`` are the job's neighbours (Chroma, staged and earlier writes of this batch) and ``records`` their
@@ -350,16 +428,23 @@ class MemoryWriter:
         draft, vector = job.draft, job.vector
         judgement = WriteJudgement()
         if job.allow_merge and vector is not None and hits:
-            fact = NewFact(draft.content, draft.folder_id, draft.memory_type, draft.person_id,
-                           dated=bool(draft.fields.get("event_start_at")))
+            fact = NewFact(
+                draft.content,
+                draft.folder_id,
+                draft.memory_type,
+                draft.person_id,
+                dated=bool(draft.fields.get("event_start_at")),
+            )
             judgement = judge_write(self.rt.config.write_conflict, fact, vector, hits, records)
         target, novelty, replaces, unsure = judgement.target, judgement.novelty, judgement.replaces, judgement.unsure
         if job.allow_merge and draft.memory_type == "person" and draft.person_id:
             # Same layer only: a current fact merged into an archived person record would vanish from retrieval.
             # Read through the transaction, so a person created earlier in this batch counts.
             person = yield from self.rt.records.find_person_plan(
-                draft.person_id, store_keys=[self.scope.writable_store_key],
-                statuses=("active",) if draft.status == "active" else ("archived", "expired"))
+                draft.person_id,
+                store_keys=[self.scope.writable_store_key],
+                statuses=("active",) if draft.status == "active" else ("archived", "expired"),
+            )
             if person is not None:
                 target, replaces, unsure = person, None, None
         if target is not None:
@@ -367,23 +452,35 @@ class MemoryWriter:
             target = yield from self.rt.records.read_plan(target["memory_id"])
         if target is not None:
             record = yield from self.rt.records.update_plan(
-                target["memory_id"], merge_changes(target, draft, novelty),
-                action="merge", actor=self.scope.context, note=f"合并写入：{draft.title[:60]}",
-                savepoint=UPSERT_SAVEPOINT, keyword_rows=keyword_rows,
+                target["memory_id"],
+                merge_changes(target, draft, novelty),
+                action="merge",
+                actor=self.scope.context,
+                note=f"合并写入：{draft.title[:60]}",
+                savepoint=UPSERT_SAVEPOINT,
+                keyword_rows=keyword_rows,
             )
             return WriteOutcome("merged", record, novelty)
-        values = {**draft.as_record(), "memory_id": f"mem-{uuid.uuid4().hex}", "owner_uid": self.scope.owner_uid,
-                  "store_key": self.scope.writable_store_key, "novelty_energy": novelty}
+        values = {
+            **draft.as_record(),
+            "memory_id": f"mem-{uuid.uuid4().hex}",
+            "owner_uid": self.scope.owner_uid,
+            "store_key": self.scope.writable_store_key,
+            "novelty_energy": novelty,
+        }
         record, superseded = yield from savepoint_plan(
-            self._create_plan(values, replaces, keyword_rows), UPSERT_SAVEPOINT)
+            self._create_plan(values, replaces, keyword_rows), UPSERT_SAVEPOINT
+        )
         return WriteOutcome("created", record, novelty, superseded, None if superseded else unsure)
 
-    def _create_plan(self, values: dict[str, Any], replaces: str | None, keyword_rows: list[KeywordRow]
-                     ) -> WritePlan[tuple[dict[str, Any], dict[str, Any] | None]]:
+    def _create_plan(
+        self, values: dict[str, Any], replaces: str | None, keyword_rows: list[KeywordRow]
+    ) -> WritePlan[tuple[dict[str, Any], dict[str, Any] | None]]:
         """Insert the new memory and, when it updates ``replaces``, mark that one superseded by it (an audited
         change of the writer's authority; its text is never touched). Returns (new record, superseded record)."""
-        record = yield from self.rt.records.insert_plan(values, action="create", actor=self.scope.context,
-                                                        keyword_rows=keyword_rows)
+        record = yield from self.rt.records.insert_plan(
+            values, action="create", actor=self.scope.context, keyword_rows=keyword_rows
+        )
         if replaces is None:
             return record, None
         old = yield from self.rt.records.read_plan(replaces)
@@ -391,7 +488,8 @@ class MemoryWriter:
             return record, None
         changes, note = supersession_mark(record)
         superseded = yield from self.rt.records.update_plan(
-            replaces, changes, action="supersede", actor=self.scope.context, touch=False, note=note)
+            replaces, changes, action="supersede", actor=self.scope.context, touch=False, note=note
+        )
         return record, superseded
 
     # ------------------------------------------------------------- update
@@ -401,21 +499,43 @@ class MemoryWriter:
         async with self.rt.db.transaction() as conn:
             current = (await self.writable([memory_id], include_deleted=False, conn=conn)).get(memory_id)
             if current is None:
-                return {"action": "update_memory_by_id", "updated": 0, "items": [], "missing": [memory_id],
-                        "changed_fields": []}
+                return {
+                    "action": "update_memory_by_id",
+                    "updated": 0,
+                    "items": [],
+                    "missing": [memory_id],
+                    "changed_fields": [],
+                }
             effective = {k: v for k, v in changes.items() if current.get(k) != v}
             if not effective:
-                return {"action": "update_memory_by_id", "updated": 0, "items": [record_item(current, full=True)],
-                        "missing": [], "changed_fields": []}
+                return {
+                    "action": "update_memory_by_id",
+                    "updated": 0,
+                    "items": [record_item(current, full=True)],
+                    "missing": [],
+                    "changed_fields": [],
+                }
             record = await self.rt.records.update(conn, memory_id, effective, action="update", actor=self.scope.context)
         await self.rt.sync_vectors()
         await self.rt.notify_changed("updated", [memory_id])
-        return {"action": "update_memory_by_id", "updated": 1, "items": [record_item(record, full=True)],
-                "missing": [], "changed_fields": sorted(effective)}
+        return {
+            "action": "update_memory_by_id",
+            "updated": 1,
+            "items": [record_item(record, full=True)],
+            "missing": [],
+            "changed_fields": sorted(effective),
+        }
 
     # ------------------------------------------------------- bulk changes
-    async def change_many(self, memory_ids: Sequence[str], changes: dict[str, Any], *, action: str,
-                          include_deleted: bool = False, only_if=None) -> tuple[list[dict], list[str], list[str]]:
+    async def change_many(
+        self,
+        memory_ids: Sequence[str],
+        changes: dict[str, Any],
+        *,
+        action: str,
+        include_deleted: bool = False,
+        only_if=None,
+    ) -> tuple[list[dict], list[str], list[str]]:
         """Apply the same change to many records in one transaction. Returns (changed, skipped, missing)."""
         changed, skipped = [], []
         async with self.rt.db.transaction() as conn:
@@ -427,8 +547,9 @@ class MemoryWriter:
                 if only_if is not None and not only_if(record):
                     skipped.append(memory_id)
                     continue
-                updated = await self.rt.records.update(conn, memory_id, changes, action=action,
-                                                       actor=self.scope.context)
+                updated = await self.rt.records.update(
+                    conn, memory_id, changes, action=action, actor=self.scope.context
+                )
                 changed.append(updated)
         missing = [i for i in memory_ids if i not in {r["memory_id"] for r in changed} and i not in skipped]
         if changed:
@@ -438,10 +559,17 @@ class MemoryWriter:
 
     async def soft_delete(self, memory_ids: Sequence[str]) -> dict[str, Any]:
         now = time.time()
-        changed, _, missing = await self.change_many(memory_ids, {"is_deleted": True, "deleted_at": now},
-                                                     action="delete")
-        return {"action": "delete_memories", "mode": "soft", "deleted": len(changed), "requested": len(memory_ids),
-                "missing": missing, "ids": [r["memory_id"] for r in changed]}
+        changed, _, missing = await self.change_many(
+            memory_ids, {"is_deleted": True, "deleted_at": now}, action="delete"
+        )
+        return {
+            "action": "delete_memories",
+            "mode": "soft",
+            "deleted": len(changed),
+            "requested": len(memory_ids),
+            "missing": missing,
+            "ids": [r["memory_id"] for r in changed],
+        }
 
     async def hard_delete(self, memory_ids: Sequence[str]) -> dict[str, Any]:
         async with self.rt.db.transaction() as conn:
@@ -449,16 +577,29 @@ class MemoryWriter:
             deleted = await self.rt.records.hard_delete(conn, list(records), actor=self.scope.context)
         await self.rt.sync_vectors()
         await self.rt.notify_changed("hard_delete", list(records))
-        return {"action": "delete_memories", "mode": "hard", "deleted": deleted, "requested": len(memory_ids),
-                "missing": [i for i in memory_ids if i not in records], "ids": list(records)}
+        return {
+            "action": "delete_memories",
+            "mode": "hard",
+            "deleted": deleted,
+            "requested": len(memory_ids),
+            "missing": [i for i in memory_ids if i not in records],
+            "ids": list(records),
+        }
 
     async def restore(self, memory_ids: Sequence[str]) -> dict[str, Any]:
         changed, _, missing = await self.change_many(
-            memory_ids, {"is_deleted": False, "deleted_at": 0.0}, action="restore", include_deleted=True,
+            memory_ids,
+            {"is_deleted": False, "deleted_at": 0.0},
+            action="restore",
+            include_deleted=True,
             only_if=lambda r: r["is_deleted"],
         )
-        return {"action": "restore_memories", "restored": len(changed), "missing": missing,
-                "items": [record_item(r, snippet_chars=self.snippet_chars) for r in changed]}
+        return {
+            "action": "restore_memories",
+            "restored": len(changed),
+            "missing": missing,
+            "items": [record_item(r, snippet_chars=self.snippet_chars) for r in changed],
+        }
 
     async def revert(self, memory_id: str, version: int) -> dict[str, Any]:
         self.ensure_may_author("回退版本")
@@ -476,19 +617,39 @@ class MemoryWriter:
             current = await self.rt.records.get(memory_id, include_deleted=True, conn=conn)
             if current is None:
                 # Hard-deleted: bring it back from its snapshot.
-                record = await self.rt.records.insert(conn, {
-                    **changes, "memory_id": memory_id, "owner_uid": snapshot.get("owner_uid", self.scope.owner_uid),
-                    "store_key": self.scope.writable_store_key, "created_at": snapshot.get("created_at", time.time()),
-                    "is_deleted": False, "version": history[-1]["version"] + 1,
-                }, action="revert", actor=self.scope.context, note=f"从版本 {version} 恢复")
+                record = await self.rt.records.insert(
+                    conn,
+                    {
+                        **changes,
+                        "memory_id": memory_id,
+                        "owner_uid": snapshot.get("owner_uid", self.scope.owner_uid),
+                        "store_key": self.scope.writable_store_key,
+                        "created_at": snapshot.get("created_at", time.time()),
+                        "is_deleted": False,
+                        "version": history[-1]["version"] + 1,
+                    },
+                    action="revert",
+                    actor=self.scope.context,
+                    note=f"从版本 {version} 恢复",
+                )
             else:
-                record = await self.rt.records.update(conn, memory_id, {**changes, "is_deleted": False, "deleted_at": 0.0},
-                                                      action="revert", actor=self.scope.context,
-                                                      note=f"回退到版本 {version}")
+                record = await self.rt.records.update(
+                    conn,
+                    memory_id,
+                    {**changes, "is_deleted": False, "deleted_at": 0.0},
+                    action="revert",
+                    actor=self.scope.context,
+                    note=f"回退到版本 {version}",
+                )
         await self.rt.sync_vectors()
         await self.rt.notify_changed("revert", [memory_id])
-        return {"action": "revert_memory", "memory_id": memory_id, "reverted_to": version,
-                "version": record["version"], "item": record_item(record, full=True)}
+        return {
+            "action": "revert_memory",
+            "memory_id": memory_id,
+            "reverted_to": version,
+            "version": record["version"],
+            "item": record_item(record, full=True),
+        }
 
     async def supersede(self, memory_id: str, successor_id: str) -> dict[str, Any]:
         """Mark ``memory_id`` superseded by ``successor_id`` by hand (a reviewer accepting "可能是更新"), audited as
@@ -509,11 +670,22 @@ class MemoryWriter:
             if successor["superseded_by"] == memory_id:
                 raise ValidationError(f"记忆 {successor_id} 已被 {memory_id} 取代，不能再反过来取代它")
             record = await self.rt.records.update(
-                conn, memory_id, {"superseded_at": time.time(), "superseded_by": successor_id},
-                action="supersede", actor=self.scope.context, touch=False, note=f"被 {successor_id} 取代")
+                conn,
+                memory_id,
+                {"superseded_at": time.time(), "superseded_by": successor_id},
+                action="supersede",
+                actor=self.scope.context,
+                touch=False,
+                note=f"被 {successor_id} 取代",
+            )
         await self.rt.notify_changed("supersede", [memory_id])
-        return {"action": "supersede_memory", "memory_id": memory_id, "superseded_by": successor_id,
-                "version": record["version"], "item": record_item(record, full=True)}
+        return {
+            "action": "supersede_memory",
+            "memory_id": memory_id,
+            "superseded_by": successor_id,
+            "version": record["version"],
+            "item": record_item(record, full=True),
+        }
 
     async def unsupersede(self, memory_id: str) -> dict[str, Any]:
         """Undo a supersession ("撤销取代"): the memory is current again, its successor stays as it is. Audited as
@@ -527,12 +699,23 @@ class MemoryWriter:
             successor = current["superseded_by"]
             if not successor:
                 raise ValidationError(f"记忆 {memory_id} 没有被其他记忆取代，无需撤销取代")
-            record = await self.rt.records.update(conn, memory_id, {"superseded_at": 0.0, "superseded_by": ""},
-                                                  action="unsupersede", actor=self.scope.context, touch=False,
-                                                  note=f"撤销取代：不再视为被 {successor} 取代")
+            record = await self.rt.records.update(
+                conn,
+                memory_id,
+                {"superseded_at": 0.0, "superseded_by": ""},
+                action="unsupersede",
+                actor=self.scope.context,
+                touch=False,
+                note=f"撤销取代：不再视为被 {successor} 取代",
+            )
         await self.rt.notify_changed("unsupersede", [memory_id])
-        return {"action": "unsupersede_memory", "memory_id": memory_id, "was_superseded_by": successor,
-                "version": record["version"], "item": record_item(record, full=True)}
+        return {
+            "action": "unsupersede_memory",
+            "memory_id": memory_id,
+            "was_superseded_by": successor,
+            "version": record["version"],
+            "item": record_item(record, full=True),
+        }
 
     # ---------------------------------------------------------- lifecycle
     async def promote_stale_emergent(self, folder_id: str | None) -> dict[str, Any]:
@@ -540,22 +723,40 @@ class MemoryWriter:
         window = self.rt.config.time_window
         now = time.time()
         cutoff = now - window.emergent_days * 86400
-        flt = RecordFilter(store_keys=[self.scope.writable_store_key], statuses=("active",), created_before=cutoff,
-                           folder_id=folder_id, extra_sql=["r.pinned = 0", "r.protected = 0", "r.anchor = 0",
-                                                           "r.source != 'promoted'",
-                                                           # companion memories age through the decay engine
-                                                           "r.source != 'companion'"])
+        flt = RecordFilter(
+            store_keys=[self.scope.writable_store_key],
+            statuses=("active",),
+            created_before=cutoff,
+            folder_id=folder_id,
+            extra_sql=[
+                "r.pinned = 0",
+                "r.protected = 0",
+                "r.anchor = 0",
+                "r.source != 'promoted'",
+                # companion memories age through the decay engine
+                "r.source != 'companion'",
+            ],
+        )
         stale = await self.rt.records.list_records(flt, limit=10000, order_by="r.created_at")
-        promote = [r["memory_id"] for r in stale
-                   if r["activation_count"] >= window.activation_threshold and r["last_activated_at"] >= cutoff]
+        promote = [
+            r["memory_id"]
+            for r in stale
+            if r["activation_count"] >= window.activation_threshold and r["last_activated_at"] >= cutoff
+        ]
         expire = [r["memory_id"] for r in stale if r["memory_id"] not in set(promote)]
-        lifecycle = MemoryWriter(self.rt, self.scope.acting(authority="mechanical", actor="booku-lifecycle",
-                                                            cause="emergent_window_closed"))
+        lifecycle = MemoryWriter(
+            self.rt, self.scope.acting(authority="mechanical", actor="booku-lifecycle", cause="emergent_window_closed")
+        )
         promoted, _, _ = await lifecycle.change_many(promote, {"status": "archived"}, action="promote")
         expired, _, _ = await lifecycle.change_many(expire, {"status": "expired"}, action="expire")
-        return {"action": "promote_stale_emergent", "promoted": len(promoted), "discarded": len(expired),
-                "folder_id": folder_id or "all", "promoted_ids": [r["memory_id"] for r in promoted],
-                "expired_ids": [r["memory_id"] for r in expired]}
+        return {
+            "action": "promote_stale_emergent",
+            "promoted": len(promoted),
+            "discarded": len(expired),
+            "folder_id": folder_id or "all",
+            "promoted_ids": [r["memory_id"] for r in promoted],
+            "expired_ids": [r["memory_id"] for r in expired],
+        }
 
     # ---------------------------------------------------------- audit undo
     async def restore_audit_entries(self, entries: list[dict[str, Any]], *, cause: str) -> list[str]:
@@ -572,8 +773,13 @@ class MemoryWriter:
                 current = await self.rt.records.get(memory_id, include_deleted=True, conn=conn)
                 if before is None:
                     if current is not None and not current["is_deleted"]:
-                        await self.rt.records.update(conn, memory_id, {"is_deleted": True, "deleted_at": time.time()},
-                                                     action="undo_create", actor=ctx)
+                        await self.rt.records.update(
+                            conn,
+                            memory_id,
+                            {"is_deleted": True, "deleted_at": time.time()},
+                            action="undo_create",
+                            actor=ctx,
+                        )
                         restored.append(memory_id)
                     continue
                 changes = {c: before[c] for c in REVERTIBLE_COLUMNS if c in before}
@@ -581,12 +787,19 @@ class MemoryWriter:
                 if current is None:
                     # Hard-deleted: re-insert after the last recorded version (the deletion itself is one).
                     last = await self.rt.records.history(memory_id)
-                    await self.rt.records.insert(conn, {**changes, "memory_id": memory_id,
-                                                        "owner_uid": before["owner_uid"],
-                                                        "store_key": before["store_key"],
-                                                        "created_at": before.get("created_at", time.time()),
-                                                        "version": (last[-1]["version"] if last else 0) + 1},
-                                                 action="undo_delete", actor=ctx)
+                    await self.rt.records.insert(
+                        conn,
+                        {
+                            **changes,
+                            "memory_id": memory_id,
+                            "owner_uid": before["owner_uid"],
+                            "store_key": before["store_key"],
+                            "created_at": before.get("created_at", time.time()),
+                            "version": (last[-1]["version"] if last else 0) + 1,
+                        },
+                        action="undo_delete",
+                        actor=ctx,
+                    )
                 else:
                     await self.rt.records.update(conn, memory_id, changes, action="undo", actor=ctx)
                 restored.append(memory_id)
@@ -612,11 +825,22 @@ class MemoryWriter:
             raise ValidationError(f"expire_hours={hours} 超过上限 {memo_cfg.max_expire_hours} 小时")
         now = time.time()
         stream = str(stream_id or "").strip()
-        memo, created = await self.rt.memos.upsert(owner_uid=self.scope.owner_uid, stream_id=stream, content=text,
-                                                   expires_at=now + hours * 3600, allow_shorten=allow_shorten, now=now)
+        memo, created = await self.rt.memos.upsert(
+            owner_uid=self.scope.owner_uid,
+            stream_id=stream,
+            content=text,
+            expires_at=now + hours * 3600,
+            allow_shorten=allow_shorten,
+            now=now,
+        )
         active = await self.rt.memos.list_active(owner_uid=self.scope.owner_uid, stream_id=stream, now=now)
         await self.rt.notify_changed("memo", [])
         public = {k: memo[k] for k in ("memo_id", "stream_id", "content", "expires_at", "created_at", "updated_at")}
-        return {"action": "create_temporary_memo", "mode": "created" if created else "refreshed",
-                "memo_id": memo["memo_id"], "expires_at": memo["expires_at"], "active_memo_count": len(active),
-                "item": public}
+        return {
+            "action": "create_temporary_memo",
+            "mode": "created" if created else "refreshed",
+            "memo_id": memo["memo_id"],
+            "expires_at": memo["expires_at"],
+            "active_memo_count": len(active),
+            "item": public,
+        }

@@ -74,8 +74,7 @@ def _advice(owner: OwnerRecord | None) -> str:
     if owner.entry_point == "cli":
         return "它是一条正在运行的命令（如 reindex、import），请等它结束后再试。"
     if owner.entry_point == "open":
-        return ("请等它退出，或让它以 booku_memory.open(..., accept_clients=True) 打开，"
-                "其他进程就会自动通过它读写。")
+        return "请等它退出，或让它以 booku_memory.open(..., accept_clients=True) 打开，其他进程就会自动通过它读写。"
     return "请等它启动完成后重试。"
 
 
@@ -85,8 +84,10 @@ def busy_message(data_dir: Path, owner: OwnerRecord | None, *, wanted: str = "")
     head = f"数据目录 {data_dir} 正由{who}使用"
     if wanted:
         return f"{head}；{wanted}"
-    return (f"{head}，它不接受其他进程连接。为免两个进程各自缓存、互相看不到对方的写入，本进程不会打开该目录。"
-            + _advice(owner))
+    return (
+        f"{head}，它不接受其他进程连接。为免两个进程各自缓存、互相看不到对方的写入，本进程不会打开该目录。"
+        + _advice(owner)
+    )
 
 
 def lock_path(data_dir: Path) -> Path:
@@ -115,9 +116,14 @@ def _try_lock(fd: int) -> bool:
 def _parse(text: str) -> OwnerRecord | None:
     try:
         data = json.loads(text)
-        return OwnerRecord(pid=int(data["pid"]), entry_point=str(data["entry_point"]),
-                           started_at=float(data["started_at"]), accepts_clients=bool(data["accepts_clients"]),
-                           address=str(data.get("address", "")), token=str(data.get("token", "")))
+        return OwnerRecord(
+            pid=int(data["pid"]),
+            entry_point=str(data["entry_point"]),
+            started_at=float(data["started_at"]),
+            accepts_clients=bool(data["accepts_clients"]),
+            address=str(data.get("address", "")),
+            token=str(data.get("token", "")),
+        )
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -55,15 +55,28 @@ async def export_jsonl(runtime: BookuRuntime, path: str | Path, *, progress: Pro
     total = await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records", (), 0)
     counts = {"record": 0}
     with open_private_for_writing(path) as out:
-        out.write(json.dumps({"kind": "meta", "format": FORMAT, "version": 1, "exported_at": time.time(),
-                              "schema_version": await runtime.db.schema_version()}, ensure_ascii=False) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "kind": "meta",
+                    "format": FORMAT,
+                    "version": 1,
+                    "exported_at": time.time(),
+                    "schema_version": await runtime.db.schema_version(),
+                },
+                ensure_ascii=False,
+            )
+            + "\n"
+        )
         async for ids in runtime.records.iter_ids():
             records = await runtime.records.get_many(ids, include_deleted=True)
             history = await runtime.records.history_many(ids)
             for memory_id in ids:
                 record = {k: v for k, v in records[memory_id].items() if k not in ("rid", "embedded_text_hash")}
-                out.write(json.dumps({"kind": "record", "record": record, "history": history[memory_id]},
-                                     ensure_ascii=False) + "\n")
+                out.write(
+                    json.dumps({"kind": "record", "record": record, "history": history[memory_id]}, ensure_ascii=False)
+                    + "\n"
+                )
                 counts["record"] += 1
             progress(counts["record"], int(total), "导出记忆")
         for kind, (table, order) in PLAIN_TABLES.items():
@@ -100,7 +113,9 @@ async def import_jsonl(runtime: BookuRuntime, path: str | Path, *, progress: Pro
                         exists = await runtime.db.fetch_value(
                             "SELECT COUNT(*) FROM booku_knowledge_document_revisions WHERE document_id = ? "
                             "AND version = ?",
-                            [row["document_id"], row["version"]], 0)
+                            [row["document_id"], row["version"]],
+                            0,
+                        )
                         if exists:
                             continue
                     imported[entry["kind"]] += await insert_rows_ignoring_existing(conn, table, [row])

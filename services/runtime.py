@@ -136,9 +136,12 @@ class BookuRuntime:
         self._host_chat_fn = host_chat_fn
         self.dreaming: Any = None
         self.db = Database(self._resolve(self.config.storage.database_path))
-        self.records = RecordRepository(self.db, posting_budget=self.config.retrieval.keyword_posting_budget,
-                                        in_memory_keywords=self.config.retrieval.in_memory_keyword_index,
-                                        in_memory_candidates=self.config.retrieval.in_memory_candidates)
+        self.records = RecordRepository(
+            self.db,
+            posting_budget=self.config.retrieval.keyword_posting_budget,
+            in_memory_keywords=self.config.retrieval.in_memory_keyword_index,
+            in_memory_candidates=self.config.retrieval.in_memory_candidates,
+        )
         # Where a query's dates are read and in which zone new memories keep their times (``time_zone``).
         self.time_zone = deployment_zone(self.config.retrieval.timezone)
         self.records.write_zone = self.time_zone.name
@@ -186,8 +189,9 @@ class BookuRuntime:
         """Take ownership of the data dir (raises ``DataDirBusy`` when another runtime holds it, before anything
         is opened), then open SQLite, the vector index and the embedder."""
         private_dir(self.data_dir)
-        self.ownership = Ownership.claim(self.data_dir, entry_point=self.entry_point,
-                                         accepts_clients=self.accepts_clients)
+        self.ownership = Ownership.claim(
+            self.data_dir, entry_point=self.entry_point, accepts_clients=self.accepts_clients
+        )
         await self.db.open()
         # A migration that reshapes the keyword index leaves it empty and flags it; refill it once, here, because
         # its segmentation (jieba) runs in Python, before any search could miss rows.
@@ -410,11 +414,19 @@ class BookuRuntime:
         """
         captured = dict(self.vector_sync.staged)
         removal_seq = self.vector_sync.removal_seq
-        hits = await self.vectors.query(vector, store_keys=store_keys, tiers=tiers, limit=limit,
-                                        with_embeddings=with_embeddings)
-        return self.vector_sync.merge_staged([vector], [hits], captured, removal_seq=removal_seq,
-                                             store_keys=store_keys, tiers=tiers, limit=limit,
-                                             with_embeddings=with_embeddings)[0]
+        hits = await self.vectors.query(
+            vector, store_keys=store_keys, tiers=tiers, limit=limit, with_embeddings=with_embeddings
+        )
+        return self.vector_sync.merge_staged(
+            [vector],
+            [hits],
+            captured,
+            removal_seq=removal_seq,
+            store_keys=store_keys,
+            tiers=tiers,
+            limit=limit,
+            with_embeddings=with_embeddings,
+        )[0]
 
     async def query_vectors_many(
         self,
@@ -428,10 +440,19 @@ class BookuRuntime:
         """``query_vectors`` for several vectors in one Chroma call per partition; one hit list per vector."""
         captured = dict(self.vector_sync.staged)
         removal_seq = self.vector_sync.removal_seq
-        found = await self.vectors.query_many(vectors, store_keys=store_keys, tiers=tiers, limit=limit,
-                                              with_embeddings=with_embeddings)
-        return self.vector_sync.merge_staged(vectors, found, captured, removal_seq=removal_seq, store_keys=store_keys,
-                                             tiers=tiers, limit=limit, with_embeddings=with_embeddings)
+        found = await self.vectors.query_many(
+            vectors, store_keys=store_keys, tiers=tiers, limit=limit, with_embeddings=with_embeddings
+        )
+        return self.vector_sync.merge_staged(
+            vectors,
+            found,
+            captured,
+            removal_seq=removal_seq,
+            store_keys=store_keys,
+            tiers=tiers,
+            limit=limit,
+            with_embeddings=with_embeddings,
+        )
 
     # ---------------------------------------------------------------- events
     def add_change_listener(self, listener: ChangeListener) -> None:
@@ -465,8 +486,13 @@ class BookuRuntime:
         decay = await refresh_decay(self)
         sync = await self.sync_vectors()
         trimmed = await self.records.trim_keyword_journal()
-        return {"memos_purged": purged, "lifecycle": lifecycle, "decay": decay, "vector_pending": sync.pending,
-                "keyword_journal_trimmed": trimmed}
+        return {
+            "memos_purged": purged,
+            "lifecycle": lifecycle,
+            "decay": decay,
+            "vector_pending": sync.pending,
+            "keyword_journal_trimmed": trimmed,
+        }
 
     async def _maintenance_loop(self) -> None:
         interval = self.config.maintenance.interval_seconds

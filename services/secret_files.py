@@ -45,7 +45,9 @@ def require_long_secret(secret: str, what: str) -> str:
     throttle exists only for floods; so a short configured secret stops start-up instead of being used.
     """
     if len(secret) < MIN_SECRET_CHARS:
-        raise ConfigError(f"{what} 太短：至少需要 {MIN_SECRET_CHARS} 个字符（当前 {len(secret)} 个）。请换一个更长的随机"
-                          "密钥（例如 python -c \"import secrets; print(secrets.token_urlsafe(32))\" 的输出），"
-                          "或删掉该配置让程序自动生成")
+        raise ConfigError(
+            f"{what} 太短：至少需要 {MIN_SECRET_CHARS} 个字符（当前 {len(secret)} 个）。请换一个更长的随机"
+            '密钥（例如 python -c "import secrets; print(secrets.token_urlsafe(32))" 的输出），'
+            "或删掉该配置让程序自动生成"
+        )
     return secret

@@ -57,7 +57,7 @@ class OwnerMap:
         if store_key == self.default_store:
             return self.default_owners
         if store_key.startswith(PRIVATE_PREFIX):
-            return (store_key[len(PRIVATE_PREFIX):],)
+            return (store_key[len(PRIVATE_PREFIX) :],)
         if store_key.startswith(GROUP_PREFIX):
             return (store_key,)
         return ()

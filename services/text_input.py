@@ -42,7 +42,8 @@ def encodable_text(value: str, field: str) -> str:
     except UnicodeEncodeError as exc:
         raise ValidationError(
             f"{field} 含有无法编码为 UTF-8 的字符（第 {exc.start + 1} 个字符 {value[exc.start]!r}，"
-            "常见于孤立的代理项 \\ud800–\\udfff）；只接受合法的 Unicode 文本，请去掉或替换该字符后重试") from None
+            "常见于孤立的代理项 \\ud800–\\udfff）；只接受合法的 Unicode 文本，请去掉或替换该字符后重试"
+        ) from None
     return value
 
 
@@ -66,7 +67,8 @@ def bounded_query(value: Any, field: str, limit: int) -> None:
     if isinstance(value, str) and len(value) > limit:
         raise ValidationError(
             f"{field} 太长：{len(value)} 个字符，最多 {limit} 个（配置项 retrieval.max_query_chars）；"
-            "请只保留要找的关键词或一句话")
+            "请只保留要找的关键词或一句话"
+        )
 
 
 def _query_limit(service: Any) -> int | None:

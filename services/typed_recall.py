@@ -38,8 +38,19 @@ from .storage.record_filter import RecordFilter
 if TYPE_CHECKING:
     from .runtime import BookuRuntime
 
-CATEGORIES = ("profile", "preferences", "entities", "events", "identity", "soul", "cases", "trajectories",
-              "experiences", "tools", "skills")
+CATEGORIES = (
+    "profile",
+    "preferences",
+    "entities",
+    "events",
+    "identity",
+    "soul",
+    "cases",
+    "trajectories",
+    "experiences",
+    "tools",
+    "skills",
+)
 DEFAULT_QUOTAS = {"events": 10, "entities": 10, "preferences": 3, "experiences": 0}
 DEFAULT_PENALTIES = {"events": 0.1, "entities": 0.1, "preferences": 0.02, "experiences": 0.02}
 OTHER_DEFAULT_PENALTY = 0.05
@@ -51,8 +62,12 @@ CATEGORY_FILTERS: dict[str, dict[str, Any]] = {
     "preferences": {"memory_types": ("preference",)},
     "entities": {"memory_types": ("person", "place", "asset", "knowledge"), "extra_sql": ["r.pinned = 0"]},
     "events": {"memory_types": ("event",)},
-    "identity": {"extra_sql": ["r.pinned = 1", "EXISTS (SELECT 1 FROM json_each(r.domains) d WHERE d.value = 'identity')"]},
-    "soul": {"extra_sql": ["r.pinned = 1", "NOT EXISTS (SELECT 1 FROM json_each(r.domains) d WHERE d.value = 'identity')"]},
+    "identity": {
+        "extra_sql": ["r.pinned = 1", "EXISTS (SELECT 1 FROM json_each(r.domains) d WHERE d.value = 'identity')"]
+    },
+    "soul": {
+        "extra_sql": ["r.pinned = 1", "NOT EXISTS (SELECT 1 FROM json_each(r.domains) d WHERE d.value = 'identity')"]
+    },
     "cases": {"memory_types": ("case",)},
     "trajectories": {"memory_types": ("trajectory",)},
     "experiences": {"memory_types": ("experience",)},
@@ -68,15 +83,21 @@ def category_of(record: Mapping[str, Any]) -> str:
         return "identity" if "identity" in (record.get("domains") or []) else "soul"
     if kind == "procedure":
         return "tools" if record.get("procedure_type") in ("tech", "deploy") else "skills"
-    return {"profile": "profile", "preference": "preferences", "event": "events", "case": "cases",
-            "trajectory": "trajectories", "experience": "experiences"}.get(kind, "entities")
+    return {
+        "profile": "profile",
+        "preference": "preferences",
+        "event": "events",
+        "case": "cases",
+        "trajectory": "trajectories",
+        "experience": "experiences",
+    }.get(kind, "entities")
 
 
 def checked_quotas(quotas: Any) -> dict[str, int]:
     if quotas is None:
         return dict(DEFAULT_QUOTAS)
     if not isinstance(quotas, dict):
-        raise ValidationError("quotas 必须是对象，如 {\"events\": 5, \"preferences\": 3}")
+        raise ValidationError('quotas 必须是对象，如 {"events": 5, "preferences": 3}')
     result = {}
     for key, value in quotas.items():
         if key not in CATEGORIES:
@@ -99,8 +120,12 @@ def checked_penalties(value: Any, categories: list[str]) -> dict[str, float]:
         for key, number in value.items():
             if key not in CATEGORIES:
                 raise ValidationError(f"other_peer_penalty 中的类型 {key!r} 无效，可选：{'、'.join(CATEGORIES)}")
-            if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number) \
-                    or not 0 <= number <= 1:
+            if (
+                isinstance(number, bool)
+                or not isinstance(number, (int, float))
+                or not math.isfinite(number)
+                or not 0 <= number <= 1
+            ):
                 raise ValidationError(f"other_peer_penalty.{key} 必须是 0 到 1 之间的数字")
             if key in penalties:
                 penalties[key] = float(number)
@@ -125,8 +150,18 @@ class TypedRecall:
     def uri(self, record: Mapping[str, Any], category: str) -> str:
         return f"booku://{record['store_key']}/memories/{category}/{record['memory_id']}"
 
-    async def recall(self, query: str, *, quotas: Any, max_chars: Any, min_score: Any, peer_scope: Any,
-                     other_peer_penalty: Any, render: bool, actor_peer_id: str | None) -> dict[str, Any]:
+    async def recall(
+        self,
+        query: str,
+        *,
+        quotas: Any,
+        max_chars: Any,
+        min_score: Any,
+        peer_scope: Any,
+        other_peer_penalty: Any,
+        render: bool,
+        actor_peer_id: str | None,
+    ) -> dict[str, Any]:
         text = str(query or "").strip()
         if not text:
             raise ValidationError("query 不能为空")
@@ -148,8 +183,14 @@ class TypedRecall:
         for category in active:
             spec = CATEGORY_FILTERS[category]
             flt = RecordFilter(memory_types=spec.get("memory_types"), extra_sql=list(spec.get("extra_sql", [])))
-            ranking = await search.rank(text, limit=limits[category] * 3, include_archived=False,
-                                        include_knowledge=False, triplet=TagTriplet(), flt_extra=flt)
+            ranking = await search.rank(
+                text,
+                limit=limits[category] * 3,
+                include_archived=False,
+                include_knowledge=False,
+                triplet=TagTriplet(),
+                flt_extra=flt,
+            )
             degraded = degraded or ranking.degraded
             kept: list[BudgetEntry] = []
             for hit in ranking.hits:
@@ -163,12 +204,21 @@ class TypedRecall:
                 if score < min_score:
                     continue
                 searched[category] += 1
-                kept.append(BudgetEntry(
-                    uri=self.uri(record, category), score=score, category=category, origin=origin,
-                    content=record["content"], summary=make_summary(record["title"], record["content"]),
-                    extra={"abstract": record["title"], "memory_id": record["memory_id"],
-                           "superseded_by": record.get("superseded_by") or ""},
-                ))
+                kept.append(
+                    BudgetEntry(
+                        uri=self.uri(record, category),
+                        score=score,
+                        category=category,
+                        origin=origin,
+                        content=record["content"],
+                        summary=make_summary(record["title"], record["content"]),
+                        extra={
+                            "abstract": record["title"],
+                            "memory_id": record["memory_id"],
+                            "superseded_by": record.get("superseded_by") or "",
+                        },
+                    )
+                )
             kept.sort(key=lambda e: e.score, reverse=True)
             for rank, entry in enumerate(kept[: limits[category]], start=1):
                 entry.rank = rank
@@ -178,9 +228,16 @@ class TypedRecall:
         for entry in entries:
             if render and entry.mode == "dropped":
                 continue
-            item = {"uri": entry.uri, "score": round(entry.score, 4), "type": entry.category,
-                    "mode": entry.mode if render else "full", "rank": entry.rank, "origin": entry.origin,
-                    "abstract": entry.extra["abstract"], "id": entry.extra["memory_id"]}
+            item = {
+                "uri": entry.uri,
+                "score": round(entry.score, 4),
+                "type": entry.category,
+                "mode": entry.mode if render else "full",
+                "rank": entry.rank,
+                "origin": entry.origin,
+                "abstract": entry.extra["abstract"],
+                "id": entry.extra["memory_id"],
+            }
             if entry.extra.get("superseded_by"):
                 item["superseded_by"] = entry.extra["superseded_by"]
             if item["mode"] == "full":

@@ -47,23 +47,36 @@ class WriteJudgement:
 
 def thresholds_of(write_conflict: Any) -> Thresholds:
     """The decision's thresholds from ``config.write_conflict``."""
-    return Thresholds(update_min_similarity=write_conflict.update_min_similarity,
-                      restatement_min_similarity=write_conflict.merge_min_similarity,
-                      restatement_min_overlap=write_conflict.restatement_min_overlap)
+    return Thresholds(
+        update_min_similarity=write_conflict.update_min_similarity,
+        restatement_min_similarity=write_conflict.merge_min_similarity,
+        restatement_min_overlap=write_conflict.restatement_min_overlap,
+    )
 
 
 def eligible(fact: NewFact, hits: Sequence[VectorHit], records: dict[str, dict[str, Any]]) -> list[VectorHit]:
     """The neighbours a write may merge into or supersede: same folder and type, and for a person memory the same
     person (two people described in the same words are still two people)."""
-    return [h for h in hits if h.memory_id in records
-            and records[h.memory_id]["folder_id"] == fact.folder_id
-            and records[h.memory_id]["memory_type"] == fact.memory_type
-            and (fact.memory_type != "person" or records[h.memory_id]["person_id"] == fact.person_id)]
+    return [
+        h
+        for h in hits
+        if h.memory_id in records
+        and records[h.memory_id]["folder_id"] == fact.folder_id
+        and records[h.memory_id]["memory_type"] == fact.memory_type
+        and (fact.memory_type != "person" or records[h.memory_id]["person_id"] == fact.person_id)
+    ]
 
 
-def judge_write(write_conflict: Any, fact: NewFact, vector: np.ndarray, hits: Sequence[VectorHit],
-                records: dict[str, dict[str, Any]], *, may_merge: bool = True,
-                merge_allowed: Callable[[dict[str, Any]], bool] | None = None) -> WriteJudgement:
+def judge_write(
+    write_conflict: Any,
+    fact: NewFact,
+    vector: np.ndarray,
+    hits: Sequence[VectorHit],
+    records: dict[str, dict[str, Any]],
+    *,
+    may_merge: bool = True,
+    merge_allowed: Callable[[dict[str, Any]], bool] | None = None,
+) -> WriteJudgement:
     """Decide a write against its neighbours (``hits`` best first, ``records`` their rows).
 
     A restatement of the most similar eligible neighbour merges into it (``may_merge=False``: never, as for a held
@@ -99,8 +112,9 @@ def judge_write(write_conflict: Any, fact: NewFact, vector: np.ndarray, hits: Se
     return WriteJudgement(novelty=novelty, unsure=unsure)
 
 
-def _supersession(fact: NewFact, near: list[VectorHit], records: dict[str, dict[str, Any]],
-                  thresholds: Thresholds) -> tuple[str, Decision] | None:
+def _supersession(
+    fact: NewFact, near: list[VectorHit], records: dict[str, dict[str, Any]], thresholds: Thresholds
+) -> tuple[str, Decision] | None:
     """The current memory the write updates or may update: its id with ``UPDATE`` or ``MAYBE_UPDATE``, or None.
 
     Only neighbours in the update band are read for cues, so a write far from everything costs nothing. Two
@@ -108,9 +122,13 @@ def _supersession(fact: NewFact, near: list[VectorHit], records: dict[str, dict[
     changed: a dated write only supersedes an undated memory."""
     if thresholds.update_min_similarity >= 1.0:
         return None
-    candidates = [(h.memory_id, fact_cues(records[h.memory_id]["content"]), h.similarity) for h in near
-                  if h.similarity >= thresholds.update_min_similarity and not records[h.memory_id]["superseded_by"]
-                  and not (fact.dated and records[h.memory_id].get("event_start_at"))]
+    candidates = [
+        (h.memory_id, fact_cues(records[h.memory_id]["content"]), h.similarity)
+        for h in near
+        if h.similarity >= thresholds.update_min_similarity
+        and not records[h.memory_id]["superseded_by"]
+        and not (fact.dated and records[h.memory_id].get("event_start_at"))
+    ]
     if not candidates:
         return None
     return best_supersession(fact_cues(fact.content), candidates, thresholds)

@@ -67,7 +67,7 @@ def findings(paths: list[Path], pattern: re.Pattern[str]) -> list[str]:
     for path in paths:
         for line, text in prose(path):
             for match in pattern.finditer(text):
-                context = text[max(0, match.start() - 40): match.end() + 40].replace("\n", " ")
+                context = text[max(0, match.start() - 40) : match.end() + 40].replace("\n", " ")
                 found.append(f"{path.relative_to(ROOT)}:{line}: …{context}…")
     return found
 
@@ -89,17 +89,20 @@ def test_docs_point_only_inside_the_repository() -> None:
         assert match is None, f"{doc.name}: {match and match.group(0)}"
 
 
-@pytest.mark.parametrize(("text", "figure"), [
-    ("recall@1/5/10/25 40.1/72.5/78.6/85.6", True),
-    ("MemoryBank-zh recall@5 90.7 → 92.7", True),
-    ("p50 24 / p95 29 ms", True),
-    ("1.7 ms p50 alone", True),
-    ("about 6 points recall@5", True),
-    ("96 % of the gold turns", True),
-    ("60-75/s", True),
-    ("``hobb*`` → hobby, hobbies", False),
-    ("the 5 s budget of a host handler", False),
-    ("keeps ``top_k`` results, recall@k is for benches", False),
-])
+@pytest.mark.parametrize(
+    ("text", "figure"),
+    [
+        ("recall@1/5/10/25 40.1/72.5/78.6/85.6", True),
+        ("MemoryBank-zh recall@5 90.7 → 92.7", True),
+        ("p50 24 / p95 29 ms", True),
+        ("1.7 ms p50 alone", True),
+        ("about 6 points recall@5", True),
+        ("96 % of the gold turns", True),
+        ("60-75/s", True),
+        ("``hobb*`` → hobby, hobbies", False),
+        ("the 5 s budget of a host handler", False),
+        ("keeps ``top_k`` results, recall@k is for benches", False),
+    ],
+)
 def test_the_figure_pattern_tells_figures_from_prose(text: str, figure: bool) -> None:
     assert (BENCHMARK_FIGURE.search(text) is not None) is figure

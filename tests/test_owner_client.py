@@ -30,8 +30,9 @@ TAGS = {"core_tags": ["书店"], "diffusion_tags": ["读书会"], "opposing_tags
 
 @pytest.fixture
 async def owner(tmp_path):
-    async with booku_memory.open(tmp_path / "data", QUIET_CONFIG, embedder=DeterministicTestEmbedder(),
-                                 accept_clients=True) as handle:
+    async with booku_memory.open(
+        tmp_path / "data", QUIET_CONFIG, embedder=DeterministicTestEmbedder(), accept_clients=True
+    ) as handle:
         yield handle
 
 
@@ -44,8 +45,10 @@ async def client(owner):
 async def test_second_open_gets_proxies_with_the_real_signatures(owner, client) -> None:
     assert isinstance(owner, MemoryHandle) and isinstance(client, RemoteMemoryHandle)
     assert client.owner.pid == os.getpid() and client.owner.entry_point == "open"
-    for signature, cls in ((booku_memory.MEMORY_SERVICE, BookuMemoryService),
-                           (booku_memory.KNOWLEDGE_SERVICE, BookuKnowledgeService)):
+    for signature, cls in (
+        (booku_memory.MEMORY_SERVICE, BookuMemoryService),
+        (booku_memory.KNOWLEDGE_SERVICE, BookuKnowledgeService),
+    ):
         proxy, real = client.get_service(signature), owner.get_service(signature)
         names = [name for name, _ in inspect.getmembers(cls, inspect.iscoroutinefunction) if not name.startswith("_")]
         assert "retrieve_memories" in names or "ingest_document" in names
@@ -64,8 +67,9 @@ async def test_a_client_write_is_found_by_the_owner_and_results_match(owner, cli
     # Positional first argument, keyword rest: bound like the real method, answered like the owner's own call.
     assert await remote.retrieve_memories("紫藤书店 读书会", record_activation=False) == found
     assert await remote.list_memory_entries() == await local.list_memory_entries()
-    assert await remote.get_memory_history(memory_id=created["id"]) == \
-        await local.get_memory_history(memory_id=created["id"])
+    assert await remote.get_memory_history(memory_id=created["id"]) == await local.get_memory_history(
+        memory_id=created["id"]
+    )
 
 
 async def test_errors_keep_their_type_and_chinese_message_and_nothing_is_written(owner, client) -> None:
@@ -85,8 +89,11 @@ async def test_errors_keep_their_type_and_chinese_message_and_nothing_is_written
 
 async def test_maintenance_reports_progress_through_the_owner(owner, client, tmp_path, monkeypatch) -> None:
     remote = client.get_service(booku_memory.MEMORY_SERVICE)
-    for title, content in (("紫藤书店", "周六下午在紫藤书店参加读书会"), ("南湖划船", "傍晚去南湖划船看晚霞"),
-                           ("老槐树", "外公每天在老槐树下和邻居下象棋")):
+    for title, content in (
+        ("紫藤书店", "周六下午在紫藤书店参加读书会"),
+        ("南湖划船", "傍晚去南湖划船看晚霞"),
+        ("老槐树", "外公每天在老槐树下和邻居下象棋"),
+    ):
         assert (await remote.create_memory(title=title, content=content, **TAGS))["mode"] == "created"
     seen: list[tuple] = []
     result = await client.reindex(progress=lambda *args: seen.append(args))
@@ -106,7 +113,8 @@ async def test_maintenance_reports_progress_through_the_owner(owner, client, tmp
 
 async def test_memory_command_runs_in_the_owner(owner, client) -> None:
     answer = await client.run_memory_command(
-        'create -title 青石巷 -content "青石巷的咖啡馆手冲很好喝" -triple_tags "咖啡|手冲|茶"')
+        'create -title 青石巷 -content "青石巷的咖啡馆手冲很好喝" -triple_tags "咖啡|手冲|茶"'
+    )
     assert answer["ok"], answer
     found = await owner.run_memory_command('search -q "青石巷 咖啡"')
     assert found["results"][0]["result"]["items"][0]["title"] == "青石巷"
@@ -116,17 +124,20 @@ async def test_the_endpoint_wants_the_token_and_a_bounded_body(owner) -> None:
     record = read_owner(owner.data_dir)
     mode = stat.S_IMODE(os.stat(owner.data_dir / LOCK_FILE_NAME).st_mode)
     assert mode == 0o600 and record.ready and record.address.startswith("http://127.0.0.1:")
-    body = {"target": "memory", "method": "create_memory",
-            "kwargs": {"title": "越权", "content": "不该写进去", **TAGS}}
+    body = {"target": "memory", "method": "create_memory", "kwargs": {"title": "越权", "content": "不该写进去", **TAGS}}
     async with httpx.AsyncClient(base_url=record.address, trust_env=False) as http:
         assert (await http.post(CALL_PATH, json=body)).status_code == 401
         wrong = await http.post(CALL_PATH, json=body, headers={"Authorization": "Bearer " + "x" * len(record.token)})
         assert wrong.status_code == 401
-        huge = await http.post(CALL_PATH, content=b"{" + b" " * (MAX_BODY_BYTES + 1) + b"}",
-                               headers={"Authorization": f"Bearer {record.token}"})
+        huge = await http.post(
+            CALL_PATH,
+            content=b"{" + b" " * (MAX_BODY_BYTES + 1) + b"}",
+            headers={"Authorization": f"Bearer {record.token}"},
+        )
         assert huge.status_code == 413
-        private = await http.post(CALL_PATH, json={**body, "method": "_writer"},
-                                  headers={"Authorization": f"Bearer {record.token}"})
+        private = await http.post(
+            CALL_PATH, json={**body, "method": "_writer"}, headers={"Authorization": f"Bearer {record.token}"}
+        )
         assert json.loads(private.text.strip().splitlines()[-1])["error"]["type"] == "ValidationError"
     assert (await owner.get_service(booku_memory.MEMORY_SERVICE).memory_statistics())["total"] == 0
 

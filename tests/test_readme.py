@@ -46,8 +46,10 @@ class Block:
 
 def readme_blocks() -> list[Block]:
     text = README.read_text(encoding="utf-8")
-    return [Block(m["lang"], m["body"], (m["mark"] or "").strip(), text.count("\n", 0, m.start()) + 1)
-            for m in BLOCK.finditer(text)]
+    return [
+        Block(m["lang"], m["body"], (m["mark"] or "").strip(), text.count("\n", 0, m.start()) + 1)
+        for m in BLOCK.finditer(text)
+    ]
 
 
 BLOCKS = readme_blocks()
@@ -96,8 +98,14 @@ def test_ci_runs_exactly_the_readme_test_command():
 def test_python_example_runs_as_written(block, checkout):
     script = checkout / "example.py"
     script.write_text(block.body, encoding="utf-8")
-    result = subprocess.run([str(checkout / ".venv" / "bin" / "python"), "example.py"], cwd=checkout, env=_env(),
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [str(checkout / ".venv" / "bin" / "python"), "example.py"],
+        cwd=checkout,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert re.match(r"(created|merged) mem-[0-9a-f]+$", lines[0]), result.stdout
@@ -106,8 +114,9 @@ def test_python_example_runs_as_written(block, checkout):
 
 @pytest.mark.parametrize("block", _blocks("bash"), ids=lambda b: b.name)
 def test_command_block_runs_as_written(block, checkout):
-    result = subprocess.run(["bash", "-e", "-c", block.body], cwd=checkout, env=_env(), capture_output=True,
-                            text=True, timeout=900)
+    result = subprocess.run(
+        ["bash", "-e", "-c", block.body], cwd=checkout, env=_env(), capture_output=True, text=True, timeout=900
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Traceback" not in result.stderr
 
@@ -123,8 +132,15 @@ def test_server_block_comes_up(block, checkout):
     url = block.mark.split()[1]
     if not _port_is_free(url):
         pytest.skip(f"{url} 已被本机其他程序占用，无法按 README 原样启动")
-    process = subprocess.Popen(["bash", "-e", "-c", block.body], cwd=checkout, env=_env(), start_new_session=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        ["bash", "-e", "-c", block.body],
+        cwd=checkout,
+        env=_env(),
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + SERVER_TIMEOUT
         answer = None

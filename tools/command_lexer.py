@@ -166,9 +166,7 @@ def parse_segment(segment: str) -> ParsedCommand:
         raise CommandError("空命令段：&& 两边都要有子命令。")
     head = tokens[0]
     if head.startswith("-"):
-        raise CommandError(
-            f"每一步都要以子命令开头，而不是参数 {head}；可用子命令：{'、'.join(command_names())}。"
-        )
+        raise CommandError(f"每一步都要以子命令开头，而不是参数 {head}；可用子命令：{'、'.join(command_names())}。")
     spec = command_by_name(head)
     if spec is None:
         hint = _suggest(head.lower(), command_names())
@@ -203,8 +201,7 @@ def parse_segment(segment: str) -> ParsedCommand:
             following = args[i + 1] if i + 1 < len(args) else None
             if following is None or match_flag(spec, following) is not None:
                 raise CommandError(
-                    f"-{spelling} 缺少值：在它后面写上值，如 -{spelling} 值；"
-                    f"值本身恰好是参数名时写成 -{spelling}=值。"
+                    f"-{spelling} 缺少值：在它后面写上值，如 -{spelling} 值；值本身恰好是参数名时写成 -{spelling}=值。"
                 )
             raw = following
             i += 1
@@ -302,7 +299,9 @@ def parse_time(raw: str, name: str = "时间") -> float:
         except (ValueError, OverflowError, OSError):
             value = None
     if value is None or not math.isfinite(value):
-        raise CommandError(f"{name} 需要时间：Unix 秒数，或日期如 2024-05-01、2024-05-01 14:30；当前是 {_clip(raw, 30)!r}。")
+        raise CommandError(
+            f"{name} 需要时间：Unix 秒数，或日期如 2024-05-01、2024-05-01 14:30；当前是 {_clip(raw, 30)!r}。"
+        )
     if value < 0:
         raise CommandError(f"{name} 不能早于 1970-01-01。")
     return value
@@ -338,15 +337,24 @@ def _coerce_number(flag: FlagSpec, name: str, raw: str) -> float:
     if not _NUMBER.match(text):
         raise CommandError(f"{name} 必须是数字{bounds}，当前是 {_clip(raw, 20)!r}。")
     value = float(text)
-    if not math.isfinite(value) or (flag.minimum is not None and value < flag.minimum) or (
-            flag.maximum is not None and value > flag.maximum):
+    if (
+        not math.isfinite(value)
+        or (flag.minimum is not None and value < flag.minimum)
+        or (flag.maximum is not None and value > flag.maximum)
+    ):
         raise CommandError(f"{name}={_number_text(value)} 超出范围{bounds}。")
     return value
 
 
-_JSON_TYPE_WORDS = {"array": "JSON 列表", "object": "JSON 对象", "number": "数字", "string": "带引号的 JSON 字符串",
-                    "integer": "整数", "boolean": "true/false"}
-_JSON_SAMPLES = {"array": '\'["…"]\'', "object": '\'{"键": 值}\''}
+_JSON_TYPE_WORDS = {
+    "array": "JSON 列表",
+    "object": "JSON 对象",
+    "number": "数字",
+    "string": "带引号的 JSON 字符串",
+    "integer": "整数",
+    "boolean": "true/false",
+}
+_JSON_SAMPLES = {"array": "'[\"…\"]'", "object": "'{\"键\": 值}'"}
 
 
 def _json_type(value: Any) -> str:

@@ -112,7 +112,7 @@ TAG_FLAGS: tuple[FlagSpec, ...] = (
     FlagSpec("core_tags", ("core_tags", "core"), FlagKind.LIST, "核心：讲的是什么"),
     FlagSpec("diffusion_tags", ("diffusion_tags", "diffusion"), FlagKind.LIST, "扩散：相关、也该能搜到它的话题"),
     FlagSpec("opposing_tags", ("opposing_tags", "opposing"), FlagKind.LIST, "对立：明确不是什么"),
-    FlagSpec("triple_tags", ("triple_tags", "triplet"), FlagKind.TEXT, "简写 \"核心|扩散|对立\"，组内用逗号"),
+    FlagSpec("triple_tags", ("triple_tags", "triplet"), FlagKind.TEXT, '简写 "核心|扩散|对立"，组内用逗号'),
 )
 TAG_KEYS = ("core_tags", "diffusion_tags", "opposing_tags")
 
@@ -122,9 +122,7 @@ TOP_N_FLAG = FlagSpec("top_n", ("topn", "top_n", "n"), FlagKind.INT, "条数（�
 INCLUDE_ARCHIVED_FLAG = FlagSpec(
     "include_archived", ("include_archived",), FlagKind.BOOL, "也找已归档/过期的（默认 false）"
 )
-TYPE_FLAG = FlagSpec(
-    "memory_type", ("type", "memory_type"), FlagKind.WORD, "记忆类型", choices=_choices(MEMORY_TYPES)
-)
+TYPE_FLAG = FlagSpec("memory_type", ("type", "memory_type"), FlagKind.WORD, "记忆类型", choices=_choices(MEMORY_TYPES))
 STATUS_FLAG = FlagSpec("status", ("status",), FlagKind.WORD, "状态", choices=_choices(STATUSES))
 PERSON_FLAG = FlagSpec("person_id", ("person_id",), FlagKind.LINE, "人物 id（platform:id）")
 TITLE_FLAG = FlagSpec("title", ("title",), FlagKind.LINE, "标题")
@@ -176,17 +174,19 @@ MEMORY_COMMANDS: tuple[CommandSpec, ...] = (
             PERSON_FLAG,
             FlagSpec("relation_of", ("relation_of", "related_to"), FlagKind.ID, "只找与该 id 关联的记忆"),
             INCLUDE_ARCHIVED_FLAG,
-            FlagSpec(
-                "include_knowledge", ("include_knowledge",), FlagKind.BOOL, "也找知识库文档片段（默认 true）"
-            ),
+            FlagSpec("include_knowledge", ("include_knowledge",), FlagKind.BOOL, "也找知识库文档片段（默认 true）"),
             FlagSpec("include_related", ("include_related", "related"), FlagKind.BOOL, "附带关联记忆"),
-            FlagSpec("include_superseded", ("include_superseded", "superseded"), FlagKind.BOOL,
-                     "也找已过时（被取代）的（默认 true）"),
+            FlagSpec(
+                "include_superseded",
+                ("include_superseded", "superseded"),
+                FlagKind.BOOL,
+                "也找已过时（被取代）的（默认 true）",
+            ),
             *TAG_FLAGS,
         ),
         notes=(
             "不带 -q 也不带标签时，按最近活跃列出",
-            "查询里可以写时间：-q \"5月2日 博物馆\"、-q \"昨天聊了什么\"、-q 上周；那段时间的记忆排在前面"
+            '查询里可以写时间：-q "5月2日 博物馆"、-q "昨天聊了什么"、-q 上周；那段时间的记忆排在前面'
             "（记忆的时间是事件起止时间，没有则为记下的时间，所以记事件时请填 -start_at/-end_at）",
         ),
     ),
@@ -196,14 +196,15 @@ MEMORY_COMMANDS: tuple[CommandSpec, ...] = (
         example="read -ids mem-1,mem-2",
         flags=(
             IDS_FLAG,
-            FlagSpec("offset", ("offset",), FlagKind.INT, "从正文第几个字开始读（长文分段）", minimum=0,
-                     maximum=MAX_OFFSET),
+            FlagSpec(
+                "offset", ("offset",), FlagKind.INT, "从正文第几个字开始读（长文分段）", minimum=0, maximum=MAX_OFFSET
+            ),
         ),
     ),
     CommandSpec(
         name="create",
         summary="新建一条记忆；与已有记忆说的是同一件事时会合并进去，是旧事实的更新时把旧记录标记为过时，"
-                "并告诉你涉及哪个 id",
+        "并告诉你涉及哪个 id",
         example=(
             'create -type person -title 张三 -person_id qq:10001 -content "- 大学同学，爱打篮球" '
             '-triple_tags "朋友,同学|学校,篮球|陌生人"'
@@ -262,7 +263,9 @@ MEMORY_COMMANDS: tuple[CommandSpec, ...] = (
         flags=(
             IDS_FLAG,
             FlagSpec("to_folder_id", ("to_folder", "to_folder_id", "folder", "folder_id"), FlagKind.LINE, "目标文件夹"),
-            FlagSpec("to_bucket", ("to_bucket", "bucket"), FlagKind.WORD, "目标存储桶", choices=("memory", "knowledge")),
+            FlagSpec(
+                "to_bucket", ("to_bucket", "bucket"), FlagKind.WORD, "目标存储桶", choices=("memory", "knowledge")
+            ),
         ),
     ),
     CommandSpec(
@@ -295,8 +298,10 @@ MEMORY_COMMANDS: tuple[CommandSpec, ...] = (
         name="history",
         summary="查看一条记忆的历史版本（每次修改、合并都会留一版）",
         example="history -id mem-1",
-        flags=(SINGLE_ID_FLAG, FlagSpec("limit", ("topn", "top_n", "n"), FlagKind.INT, "显示最近几版（默认 10）",
-                                        minimum=1, maximum=100)),
+        flags=(
+            SINGLE_ID_FLAG,
+            FlagSpec("limit", ("topn", "top_n", "n"), FlagKind.INT, "显示最近几版（默认 10）", minimum=1, maximum=100),
+        ),
     ),
     CommandSpec(
         name="revert",
@@ -349,7 +354,7 @@ TOOL_EXAMPLES: dict[str, str] = {
     "letter_read": "letter_read -author user -limit 3",
     "feel": 'feel -q "她搬家那天"',
     "I": 'I -content "我觉得我在意的是被认真对待" -aspect values',
-    "recall": "recall -q \"周末去哪玩\" -quotas '{\"events\": 5, \"preferences\": 3}'",
+    "recall": 'recall -q "周末去哪玩" -quotas \'{"events": 5, "preferences": 3}\'',
 }
 # Familiar short spellings (the memory sub-commands use -q and -id); added only where no parameter has that name.
 PARAM_ALIASES: dict[str, tuple[str, ...]] = {"query": ("q",), "bucket_id": ("id",)}

@@ -49,8 +49,9 @@ def companion_service_for(service: Any) -> BookuCompanionService:
     return BookuCompanionService(service.runtime, service.scope, side=COMPANION_SIDE)
 
 
-async def run_tool(service: Any, spec: ToolSpec, arguments: Mapping[str, Any], *,
-                   config: BookuConfig | None = None) -> dict[str, Any]:
+async def run_tool(
+    service: Any, spec: ToolSpec, arguments: Mapping[str, Any], *, config: BookuConfig | None = None
+) -> dict[str, Any]:
     """Run one table tool with already-checked ``arguments``; returns the result dict the model reads.
 
     Raises ``BookuError`` (a ``ValueError``, Chinese message) for input the service rejects.
@@ -105,8 +106,12 @@ async def recall_for_llm(service: Any, arguments: dict[str, Any], *, budget: int
 
 
 def _recall_item(entry: Mapping[str, Any], *, with_title: bool) -> dict[str, Any]:
-    item: dict[str, Any] = {"id": entry.get("id"), "type": entry.get("type"), "mode": entry.get("mode"),
-                            "score": entry.get("score")}
+    item: dict[str, Any] = {
+        "id": entry.get("id"),
+        "type": entry.get("type"),
+        "mode": entry.get("mode"),
+        "score": entry.get("score"),
+    }
     if entry.get("origin") and entry.get("origin") != "self":
         item["origin"] = entry["origin"]
     if with_title:
@@ -181,8 +186,9 @@ def checked_host_arguments(spec: ToolSpec, arguments: Mapping[str, Any]) -> dict
     return given
 
 
-async def run_host_tool(service: Any, name: str, arguments: Mapping[str, Any], *,
-                        config: BookuConfig | None = None) -> tuple[bool, str]:
+async def run_host_tool(
+    service: Any, name: str, arguments: Mapping[str, Any], *, config: BookuConfig | None = None
+) -> tuple[bool, str]:
     """Run the host tool ``name`` for the model and never raise.
 
     Returns ``(ok, text)``: a companion tool's ``text``; recall's compact answer as JSON within the output budget;

@@ -129,14 +129,16 @@ class FlashbackPicker:
         else:
             recent.clear()
         pool = [
-            item for item in candidates[: self.config.candidate_limit]
+            item
+            for item in candidates[: self.config.candidate_limit]
             if item.get("id") not in recent and (item.get("metadata") or {}).get("bucket") != "knowledge"
         ]
         if not pool:
             return None
         weights = [
-            activation_weight((item.get("metadata") or {}).get("activation_count"),
-                              self.config.activation_weight_exponent)
+            activation_weight(
+                (item.get("metadata") or {}).get("activation_count"), self.config.activation_weight_exponent
+            )
             for item in pool
         ]
         picked = weighted_choice(pool, weights, self.rng())

@@ -101,8 +101,16 @@ def compact_item(item: dict[str, Any], *, snippet_chars: int) -> dict[str, Any]:
 
 # Type-specific fields worth showing on read, in this order; empty values are left out.
 _DETAIL_FIELDS = (
-    "person_id", "related_people", "relation_memory_ids", "relation_aliases", "knowledge_type", "address_or_coord",
-    "place_type", "asset_type", "disposition_status", "procedure_type",
+    "person_id",
+    "related_people",
+    "relation_memory_ids",
+    "relation_aliases",
+    "knowledge_type",
+    "address_or_coord",
+    "place_type",
+    "asset_type",
+    "disposition_status",
+    "procedure_type",
 )
 
 
@@ -135,7 +143,8 @@ def full_item(item: dict[str, Any], *, offset: int = 0) -> dict[str, Any]:
         detail["superseded_by"] = metadata["superseded_by"]
         replaced_at = format_time(metadata.get("superseded_at"))
         detail["outdated"] = f"这条记录{outdated_mark(metadata['superseded_by'])}" + (
-            f"（{replaced_at} 被取代）" if replaced_at else "")
+            f"（{replaced_at} 被取代）" if replaced_at else ""
+        )
     if metadata.get("supersedes"):
         detail["supersedes"] = list(metadata["supersedes"])
     content = str(item.get("content") or "")
@@ -199,8 +208,7 @@ def format_create(raw: dict[str, Any]) -> dict[str, Any]:
     merged = raw.get("mode") == "merged"
     superseded = [entry for entry in raw.get("superseded") or [] if entry.get("id")]
     unsure = [entry for entry in raw.get("unsure") or [] if entry.get("id")]
-    message = write_outcome_sentence(memory_id, item.get("title"), merged=merged, superseded=superseded,
-                                     unsure=unsure)
+    message = write_outcome_sentence(memory_id, item.get("title"), merged=merged, superseded=superseded, unsure=unsure)
     result = {"action": "create", "result": "merged" if merged else "created", "id": memory_id, "message": message}
     if superseded:
         result["superseded"] = [entry["id"] for entry in superseded]
@@ -235,8 +243,9 @@ def format_delete(raw: dict[str, Any], *, requested: int) -> dict[str, Any]:
         message = f"已删除 {deleted} 条记忆（软删除，可用 restore -ids {ids} 恢复）"
     else:
         message = "这些记忆本来就已删除，没有变化"
-    return with_missing({"action": "delete", "mode": "hard" if hard else "soft", "deleted": deleted,
-                         "message": message}, missing)
+    return with_missing(
+        {"action": "delete", "mode": "hard" if hard else "soft", "deleted": deleted, "message": message}, missing
+    )
 
 
 def format_archive(raw: dict[str, Any], *, requested: int) -> dict[str, Any]:
@@ -321,8 +330,13 @@ def format_history(raw: dict[str, Any], *, limit: int) -> dict[str, Any]:
         if snapshot.get("is_deleted"):
             entry["deleted"] = True
         items.append(entry)
-    result: dict[str, Any] = {"action": "history", "id": raw.get("memory_id"), "total": len(versions),
-                              "items": items, "hint": "用 revert -id <id> -version <版本号> 恢复到某一版"}
+    result: dict[str, Any] = {
+        "action": "history",
+        "id": raw.get("memory_id"),
+        "total": len(versions),
+        "items": items,
+        "hint": "用 revert -id <id> -version <版本号> 恢复到某一版",
+    }
     if len(versions) > limit:
         result["omitted"] = len(versions) - limit
     return result
@@ -338,7 +352,7 @@ def format_revert(raw: dict[str, Any]) -> dict[str, Any]:
         "id": memory_id,
         "reverted_to": target,
         "message": f"已把 {memory_id} 恢复为第 {target} 版的内容（保存为新的第 {new_version} 版，"
-                   "之前的内容仍在历史中）",
+        "之前的内容仍在历史中）",
     }
 
 

@@ -46,17 +46,32 @@ RECALL_SPEC = ToolSpec(
     (
         ToolParam("query", "string", "要回忆的话题或问题，一句话即可", default=REQUIRED),
         ToolParam(
-            "quotas", "object",
-            f"每种类别最多取几条（0~{MAX_QUOTA}），JSON 对象如 {{\"events\": 5}}；类别：{'、'.join(CATEGORIES)}；"
-            f"不传按缺省 {'、'.join(f'{k}={v}' for k, v in DEFAULT_QUOTAS.items())}"),
-        ToolParam("max_chars", "integer",
-                  "文本块的字符上限；超出时低分条目先降为摘要、再降为只留地址、最后省略（还受工具输出上限约束）",
-                  default=_recall_default("max_chars"), minimum=1, maximum=RECALL_MAX_CHARS),
+            "quotas",
+            "object",
+            f'每种类别最多取几条（0~{MAX_QUOTA}），JSON 对象如 {{"events": 5}}；类别：{"、".join(CATEGORIES)}；'
+            f"不传按缺省 {'、'.join(f'{k}={v}' for k, v in DEFAULT_QUOTAS.items())}",
+        ),
+        ToolParam(
+            "max_chars",
+            "integer",
+            "文本块的字符上限；超出时低分条目先降为摘要、再降为只留地址、最后省略（还受工具输出上限约束）",
+            default=_recall_default("max_chars"),
+            minimum=1,
+            maximum=RECALL_MAX_CHARS,
+        ),
         ToolParam("min_score", "number", "相关度下限，低于它的条目不返回", default=_recall_default("min_score")),
-        ChoiceParam("peer_scope", "string", "all=全部记忆（关于他人的略降分）；actor=只要关于当前说话人的",
-                    default=_recall_default("peer_scope"), choices=tuple(PEER_SCOPES)),
-        ToolParam("other_peer_penalty", ("number", "object"),
-                  "关于他人的记忆扣多少分（0~1）：一个数字，或 JSON 对象 {类别: 数字}"),
+        ChoiceParam(
+            "peer_scope",
+            "string",
+            "all=全部记忆（关于他人的略降分）；actor=只要关于当前说话人的",
+            default=_recall_default("peer_scope"),
+            choices=tuple(PEER_SCOPES),
+        ),
+        ToolParam(
+            "other_peer_penalty",
+            ("number", "object"),
+            "关于他人的记忆扣多少分（0~1）：一个数字，或 JSON 对象 {类别: 数字}",
+        ),
         ToolParam("render", "boolean", "是否给出可直接放进提示词的文本块", default=_recall_default("render")),
     ),
 )
@@ -100,8 +115,11 @@ def param_choices(param: ToolParam) -> tuple[str, ...]:
 def is_comma_list(param: ToolParam) -> bool:
     """A string-or-list-of-strings parameter (domain, tags): written as a comma list on the command line."""
     kinds = param_types(param)
-    return "array" in kinds and item_types(param) in ((), ("string",)) and (
-        "string" in kinds or item_types(param) == ("string",))
+    return (
+        "array" in kinds
+        and item_types(param) in ((), ("string",))
+        and ("string" in kinds or item_types(param) == ("string",))
+    )
 
 
 _ITEM_PYTHON = {"string": str, "integer": int, "number": float, "boolean": bool, "object": dict}
@@ -140,8 +158,9 @@ class HostParameter:
 def host_parameters(spec: ToolSpec) -> list[HostParameter]:
     """The host tool parameters of ``spec``, in table order (optional ones default to the table's default)."""
     return [
-        HostParameter(param.name, python_type(param), param.description, param.required,
-                      None if param.required else param.default)
+        HostParameter(
+            param.name, python_type(param), param.description, param.required, None if param.required else param.default
+        )
         for param in spec.params
     ]
 

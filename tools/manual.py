@@ -51,7 +51,7 @@ def build_manual(config: BookuConfig | None = None) -> str:
         "",
         "## 写法",
         "- 子命令 + 参数：search -q 张三 -n 5。参数名不分大小写，-x 与 --x 相同，也可写 -x=值。",
-        "- 含空格、换行或引号的值要加引号；以 - 开头的值照常写，如 -content \"- 第一条\"、-q -5度"
+        '- 含空格、换行或引号的值要加引号；以 - 开头的值照常写，如 -content "- 第一条"、-q -5度'
         "（只有当值恰好是该子命令的参数名时才写成 -content=-title）。",
         "- 布尔参数单写就是 true，也可跟 true/false。",
         "- 多步用 && 串联：search -q 张三 && read -id mem-1。有一步写错则整条都不执行；"
@@ -83,15 +83,17 @@ def build_manual(config: BookuConfig | None = None) -> str:
     for spec in MEMORY_COMMANDS:
         lines.extend(_command_block(spec, cfg))
     lines.extend(_tool_commands_section())
-    lines.extend([
-        "",
-        "## temporary_memo（便签）",
-        f"参数：action（{'/'.join(MEMO_ACTIONS)}，默认 create）、content、"
-        f"expire_hours（默认 {DEFAULT_EXPIRE_HOURS:g}，最多 {cfg.memo.max_expire_hours:g}）、memo_id（cancel 用）、"
-        "allow_shorten（默认 false：同样内容再记一次只延长、不缩短过期时间）。便签不进入长期检索。",
-        f"例：temporary_memo(content=\"小王晚上八点开会，提醒他\", expire_hours={DEFAULT_EXPIRE_HOURS:g})；"
-        "temporary_memo(action=\"list\")；temporary_memo(action=\"cancel\", memo_id=\"memo-…\")",
-    ])
+    lines.extend(
+        [
+            "",
+            "## temporary_memo（便签）",
+            f"参数：action（{'/'.join(MEMO_ACTIONS)}，默认 create）、content、"
+            f"expire_hours（默认 {DEFAULT_EXPIRE_HOURS:g}，最多 {cfg.memo.max_expire_hours:g}）、memo_id（cancel 用）、"
+            "allow_shorten（默认 false：同样内容再记一次只延长、不缩短过期时间）。便签不进入长期检索。",
+            f'例：temporary_memo(content="小王晚上八点开会，提醒他", expire_hours={DEFAULT_EXPIRE_HOURS:g})；'
+            'temporary_memo(action="list")；temporary_memo(action="cancel", memo_id="memo-…")',
+        ]
+    )
     return "\n".join(lines).strip() + "\n"
 
 
@@ -124,8 +126,10 @@ def _tool_commands_section() -> list[str]:
         "",
         "## 陪伴记忆与分类型回忆（也是同名独立工具，参数相同）",
         "- 带 * 的参数必填；help <子命令> 看每个参数的说明。-domain/-tags 用逗号分隔；"
-        + "、".join(json_flags) + " 写 JSON 并用单引号包住，如 -quotes '[\"原话\"]'"
-        + ("；" + "、".join(switches) + " 单写即 1，也可写 0" if switches else "") + "。",
+        + "、".join(json_flags)
+        + " 写 JSON 并用单引号包住，如 -quotes '[\"原话\"]'"
+        + ("；" + "、".join(switches) + " 单写即 1，也可写 0" if switches else "")
+        + "。",
         "- 陪伴子命令逐字返回记忆正文，不受输出长度上限截断（放不下的整条省略并说明）；recall "
         "的文本块会缩到输出上限以内。",
     ]

@@ -112,7 +112,7 @@ def parameter_descriptions() -> dict[str, str]:
     """Chinese description of each ``memory_command`` parameter, for ``Annotated[...]`` in the host adapter."""
     return {
         "command": (
-            "一条记忆命令，如 search -q \"张三 生日\" -n 5；多步用 && 串联，如 search -q 张三 && read -id mem-…；"
+            '一条记忆命令，如 search -q "张三 生日" -n 5；多步用 && 串联，如 search -q 张三 && read -id mem-…；'
             "含空格的值加引号；不确定写法先执行 help 或 help <子命令>"
         )
     }
@@ -168,8 +168,10 @@ async def _run_chain(service: Any, command: str | None, ctx: _Context) -> dict[s
             message = one_line(str(exc), ERROR_CHARS)
             summary = message
             if len(segments) > 1:
-                summary = (f"第 {index} 步「{_echo(segment)}」有误：{message.rstrip('。')}。"
-                           "整条命令都没有执行，改正后重新提交。")
+                summary = (
+                    f"第 {index} 步「{_echo(segment)}」有误：{message.rstrip('。')}。"
+                    "整条命令都没有执行，改正后重新提交。"
+                )
             return _envelope(False, 0, [_failure(segment, message)], summary)
         plans.append((segment, parsed.spec.name, runner))
 
@@ -232,7 +234,7 @@ def _tags(parsed: ParsedCommand, *, required: bool) -> dict[str, list[str]] | No
         if required:
             raise CommandError(
                 f"{parsed.spec.name} 需要完整的三组标签：-core_tags、-diffusion_tags、-opposing_tags 都不能为空，"
-                "或用简写 -triple_tags \"核心|扩散|对立\"。"
+                '或用简写 -triple_tags "核心|扩散|对立"。'
             )
         return None
     groups = {key: normalise_tags(parsed.get(key)) for key in TAG_KEYS if parsed.has(key)}
@@ -246,11 +248,11 @@ def _tags(parsed: ParsedCommand, *, required: bool) -> dict[str, list[str]] | No
         if required:
             raise CommandError(
                 f"{parsed.spec.name} 需要完整的三组标签，缺少或为空：{absent}；"
-                "也可用简写 -triple_tags \"核心|扩散|对立\"。"
+                '也可用简写 -triple_tags "核心|扩散|对立"。'
             )
         raise CommandError(
             f"三组标签要么都不给，要么都给且都不能为空，禁止只传一组或两组；缺少或为空：{absent}"
-            "（或用 -triple_tags \"核心|扩散|对立\"）。"
+            '（或用 -triple_tags "核心|扩散|对立"）。'
         )
     return {key: groups[key] for key in TAG_KEYS}
 
@@ -289,9 +291,7 @@ def _typed_fields(parsed: ParsedCommand) -> dict[str, Any]:
     fields = {flag.key: parsed.get(flag.key) for flag in TYPED_FIELD_FLAGS if parsed.has(flag.key)}
     start, end = fields.get("event_start_at"), fields.get("event_end_at")
     if start and end and end < start:
-        raise CommandError(
-            f"{parsed.flag('event_end_at')} 不能早于 {parsed.flag('event_start_at')}。"
-        )
+        raise CommandError(f"{parsed.flag('event_end_at')} 不能早于 {parsed.flag('event_start_at')}。")
     return fields
 
 

@@ -86,13 +86,17 @@ def select_digest_items(items: Sequence[Mapping[str, Any]], limit: int = DIGEST_
     the others, so a memory recalled every day stays visible even when it was not touched today.
     """
     eligible = [item for item in items if _is_active_memory(item)]
-    by_recent = sorted(eligible, key=lambda item: (_recency(item), _metadata(item).get("updated_at") or 0),
-                       reverse=True)
+    by_recent = sorted(
+        eligible, key=lambda item: (_recency(item), _metadata(item).get("updated_at") or 0), reverse=True
+    )
     recent_slots = max(1, (limit * 2 + 2) // 3) if limit > 0 else 0
     chosen = by_recent[:recent_slots]
     chosen_ids = {item.get("id") for item in chosen}
-    by_use = sorted((item for item in eligible if item.get("id") not in chosen_ids),
-                    key=lambda item: (int(_metadata(item).get("activation_count") or 0), _recency(item)), reverse=True)
+    by_use = sorted(
+        (item for item in eligible if item.get("id") not in chosen_ids),
+        key=lambda item: (int(_metadata(item).get("activation_count") or 0), _recency(item)),
+        reverse=True,
+    )
     chosen.extend(by_use[: max(0, limit - len(chosen))])
     return chosen[:limit]
 
@@ -110,12 +114,14 @@ def active_memory_digest(items: Sequence[Mapping[str, Any]], *, limit: int = DIG
         f"{index}. {one_line(item.get('title') or '未命名记忆', DIGEST_TITLE_CHARS)} ({item.get('id')})"
         for index, item in enumerate(chosen, start=1)
     ]
-    return "\n".join([
-        "## 最新活跃记忆",
-        "以下只展示一小部分最新的活跃记忆记录，你还有很多记忆，不要把这个列表当作全部记忆；"
-        "需要细节时用 memory_command 的 search 或 read -id 查询。",
-        quote_untrusted(lines),
-    ])
+    return "\n".join(
+        [
+            "## 最新活跃记忆",
+            "以下只展示一小部分最新的活跃记忆记录，你还有很多记忆，不要把这个列表当作全部记忆；"
+            "需要细节时用 memory_command 的 search 或 read -id 查询。",
+            quote_untrusted(lines),
+        ]
+    )
 
 
 def temporary_memo_block(
@@ -136,7 +142,8 @@ def temporary_memo_block(
     current = time.time() if now is None else now
     stream = str(stream_id or "").strip()
     mine = [
-        memo for memo in memos
+        memo
+        for memo in memos
         if str(memo.get("stream_id") or "").strip() == stream and float(memo.get("expires_at") or 0) > current
     ]
     if not mine:
@@ -153,12 +160,14 @@ def temporary_memo_block(
         f"（{describe_remaining(float(memo['expires_at']), current)}）"
         for memo in mine
     ]
-    return "\n".join([
-        "## 临时备忘录",
-        "这些是当前聊天里的短期便签，不是长期记忆，到期会自动消失；长期有用的信息请用 memory_command create 记下。",
-        header,
-        quote_untrusted(lines),
-    ])
+    return "\n".join(
+        [
+            "## 临时备忘录",
+            "这些是当前聊天里的短期便签，不是长期记忆，到期会自动消失；长期有用的信息请用 memory_command create 记下。",
+            header,
+            quote_untrusted(lines),
+        ]
+    )
 
 
 def flashback_block(item: Mapping[str, Any]) -> str:
@@ -167,13 +176,15 @@ def flashback_block(item: Mapping[str, Any]) -> str:
     body = str(item.get("content") or item.get("content_snippet") or "").strip()
     if len(body) > FLASHBACK_CHARS:
         body = body[:FLASHBACK_CHARS] + "…"
-    return "\n".join([
-        "## 记忆闪回",
-        f"就在刚才，你突然想起了一段旧记忆（{item.get('id')}）：",
-        quote_untrusted([f"# {title}", body] if body else [f"# {title}"]),
-        "- 这是自然浮现的回忆，可以顺势提起，也可以忽略。",
-        "- 这段记忆已经在记忆库里，不要再重复写入。",
-    ])
+    return "\n".join(
+        [
+            "## 记忆闪回",
+            f"就在刚才，你突然想起了一段旧记忆（{item.get('id')}）：",
+            quote_untrusted([f"# {title}", body] if body else [f"# {title}"]),
+            "- 这是自然浮现的回忆，可以顺势提起，也可以忽略。",
+            "- 这段记忆已经在记忆库里，不要再重复写入。",
+        ]
+    )
 
 
 def knowledge_guide(titles: Iterable[str], *, limit: int = KNOWLEDGE_TITLES_LIMIT) -> str:
@@ -203,7 +214,7 @@ def normalise_tool_name(name: Any) -> str:
     text = text.rsplit(":", 1)[-1]
     for prefix in ("tool-", "tool_", "action-"):
         if text.startswith(prefix):
-            text = text[len(prefix):]
+            text = text[len(prefix) :]
     return text
 
 

@@ -54,10 +54,17 @@ def tool_schema(config: BookuConfig | None = None) -> dict[str, Any]:
         "description": TOOL_DESCRIPTION,
         "parameters": {
             "content": {"type": "string", "description": descriptions["content"], "default": ""},
-            "expire_hours": {"type": "number", "description": descriptions["expire_hours"],
-                             "default": DEFAULT_EXPIRE_HOURS},
-            "action": {"type": "string", "description": descriptions["action"], "default": "create",
-                       "enum": list(MEMO_ACTIONS)},
+            "expire_hours": {
+                "type": "number",
+                "description": descriptions["expire_hours"],
+                "default": DEFAULT_EXPIRE_HOURS,
+            },
+            "action": {
+                "type": "string",
+                "description": descriptions["action"],
+                "default": "create",
+                "enum": list(MEMO_ACTIONS),
+            },
             "memo_id": {"type": "string", "description": descriptions["memo_id"], "default": ""},
             "allow_shorten": {"type": "boolean", "description": descriptions["allow_shorten"], "default": False},
         },
@@ -99,16 +106,20 @@ async def run_temporary_memo(
         return {"action": TOOL_NAME, "ok": False, "error": one_line(str(exc), 300)}
     except Exception as exc:  # never hand the model a traceback or internal paths
         logger.exception("temporary_memo failed")
-        return {"action": TOOL_NAME, "ok": False,
-                "error": f"便签服务出错（{type(exc).__name__}），这次没有完成，请稍后重试。"}
+        return {
+            "action": TOOL_NAME,
+            "ok": False,
+            "error": f"便签服务出错（{type(exc).__name__}），这次没有完成，请稍后重试。",
+        }
 
 
 class _MemoError(BookuError):
     """A memo call rejected before the service is asked."""
 
 
-async def _create(service: Any, content: str | None, expire_hours: Any, allow_shorten: bool,
-                  stream: str) -> dict[str, Any]:
+async def _create(
+    service: Any, content: str | None, expire_hours: Any, allow_shorten: bool, stream: str
+) -> dict[str, Any]:
     text = str(content or "").strip()
     if not text:
         raise _MemoError("content 不能为空：写下要记住的便签内容。")
@@ -116,29 +127,37 @@ async def _create(service: Any, content: str | None, expire_hours: Any, allow_sh
     if isinstance(hours, bool):
         raise _MemoError("expire_hours 必须是大于 0 的小时数。")
     requested_at = time.time()
-    raw = await service.create_temporary_memo(content=text, expire_hours=hours, stream_id=stream,
-                                              allow_shorten=bool(allow_shorten))
+    raw = await service.create_temporary_memo(
+        content=text, expire_hours=hours, stream_id=stream, allow_shorten=bool(allow_shorten)
+    )
     expires_at = float(raw.get("expires_at") or 0)
     remaining = describe_remaining(expires_at)
     if raw.get("mode") == "refreshed":
         requested_expiry = requested_at + float(hours) * 3600
         if expires_at > requested_expiry + 60:
-            message = (f"当前聊天已有同样的便签，保留了它更晚的过期时间（{remaining}）；"
-                       "要改短请设 allow_shorten=true")
+            message = f"当前聊天已有同样的便签，保留了它更晚的过期时间（{remaining}）；要改短请设 allow_shorten=true"
         else:
             message = f"当前聊天已有同样的便签，已刷新过期时间（{remaining}）"
     else:
         message = f"已记下便签（{remaining}），它只在当前聊天里提醒你"
-    return {"mode": raw.get("mode", "created"), "memo_id": raw.get("memo_id"), "expires": remaining,
-            "active_memos_here": raw.get("active_memo_count"), "message": message}
+    return {
+        "mode": raw.get("mode", "created"),
+        "memo_id": raw.get("memo_id"),
+        "expires": remaining,
+        "active_memos_here": raw.get("active_memo_count"),
+        "message": message,
+    }
 
 
 async def _list(service: Any, stream: str) -> dict[str, Any]:
     raw = await service.list_temporary_memos(stream_id=stream)
     now = time.time()
     items = [
-        {"memo_id": memo.get("memo_id"), "text": one_line(memo.get("content"), 200),
-         "expires": describe_remaining(float(memo.get("expires_at") or 0), now)}
+        {
+            "memo_id": memo.get("memo_id"),
+            "text": one_line(memo.get("content"), 200),
+            "expires": describe_remaining(float(memo.get("expires_at") or 0), now),
+        }
         for memo in raw.get("items") or []
     ]
     message = f"当前聊天有 {len(items)} 条便签" if items else "当前聊天没有便签"
@@ -157,5 +176,11 @@ async def _cancel(service: Any, content: str | None, memo_id: str | None, stream
     return {"mode": "cancelled", "cancelled": cancelled, "message": f"已取消 {cancelled} 条便签"}
 
 
-__all__ = ["MEMO_ACTIONS", "TOOL_DESCRIPTION", "TOOL_NAME", "parameter_descriptions", "run_temporary_memo",
-           "tool_schema"]
+__all__ = [
+    "MEMO_ACTIONS",
+    "TOOL_DESCRIPTION",
+    "TOOL_NAME",
+    "parameter_descriptions",
+    "run_temporary_memo",
+    "tool_schema",
+]

@@ -35,8 +35,9 @@ def record_score(record: Mapping[str, Any], params, now: float) -> float:
     """The live decay score of a record dict (see ``logic.decay``)."""
     return decay_score(
         importance=record.get("importance") or 5,
-        days_since_activity=days_since_activity(record.get("created_at") or 0.0,
-                                                record.get("last_activated_at") or 0.0, now),
+        days_since_activity=days_since_activity(
+            record.get("created_at") or 0.0, record.get("last_activated_at") or 0.0, now
+        ),
         activation_count=record.get("activation_count") or 0,
         arousal=record.get("arousal") or 0.0,
         resolved=bool(record.get("resolved")),
@@ -58,8 +59,10 @@ async def refresh_decay(runtime: BookuRuntime, *, now: float | None = None) -> d
     rows = await store.scoring_rows()
     scores = [(row["memory_id"], record_score(row, params, moment)) for row in rows]
     due = [
-        memory_id for row, (memory_id, score) in zip(rows, scores)
-        if settings.decay_auto_archive and row["source"] == COMPANION_SOURCE
+        memory_id
+        for row, (memory_id, score) in zip(rows, scores)
+        if settings.decay_auto_archive
+        and row["source"] == COMPANION_SOURCE
         and archive_due(score, exempt=is_exempt(row), params=params)
     ]
     batch_id = f"decay-{uuid.uuid4().hex[:12]}"
@@ -78,8 +81,15 @@ async def refresh_decay(runtime: BookuRuntime, *, now: float | None = None) -> d
         await store.write_scores(conn, scores, now=moment)
         for memory_id in due:
             # touch=False: being archived is not activity, and updated_at keeps meaning "last real change".
-            updated = await runtime.records.update(conn, memory_id, {"status": "archived"}, action="decay_archive",
-                                                   actor=context, note=DECAY_CAUSE, touch=False)
+            updated = await runtime.records.update(
+                conn,
+                memory_id,
+                {"status": "archived"},
+                action="decay_archive",
+                actor=context,
+                note=DECAY_CAUSE,
+                touch=False,
+            )
             if updated is not None:
                 archived.append(memory_id)
         state["archived"] = len(archived)

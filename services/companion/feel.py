@@ -43,17 +43,23 @@ async def feel(service, query: Any, max_tokens: Any) -> dict[str, Any]:
     text = f.checked_query(query)
     budget = f.checked_max_tokens(max_tokens, service.settings.breath_max_tokens)
     feelings = await runtime.records.list_records(
-        RecordFilter(store_keys=service.scope.readable_store_keys, buckets=("memory",),
-                     extra_sql=[f"{KIND_SQL} = 'feel'"]),
-        limit=FEEL_POOL, order_by="r.created_at DESC, r.rid DESC")
-    sims = await similarities(runtime, text, [compose_embedding_text(r["title"], r["content"]) for r in feelings],
-                              query=True)
+        RecordFilter(
+            store_keys=service.scope.readable_store_keys, buckets=("memory",), extra_sql=[f"{KIND_SQL} = 'feel'"]
+        ),
+        limit=FEEL_POOL,
+        order_by="r.created_at DESC, r.rid DESC",
+    )
+    sims = await similarities(
+        runtime, text, [compose_embedding_text(r["title"], r["content"]) for r in feelings], query=True
+    )
     if sims.values is not None:
         scored = [(float(s), r) for s, r in zip(sims.values.tolist(), feelings) if s >= FEEL_MIN_SIMILARITY]
     else:
-        scored = [(share, r) for share, r in
-                  ((keyword_share(text, f"{r['title']}\n{r['content']}"), r) for r in feelings)
-                  if share >= FEEL_KEYWORD_MIN_SHARE or text in r["content"]]
+        scored = [
+            (share, r)
+            for share, r in ((keyword_share(text, f"{r['title']}\n{r['content']}"), r) for r in feelings)
+            if share >= FEEL_KEYWORD_MIN_SHARE or text in r["content"]
+        ]
     scored.sort(key=lambda pair: -pair[0])
     now = time.time()
     items = []
@@ -66,14 +72,30 @@ async def feel(service, query: Any, max_tokens: Any) -> dict[str, Any]:
         rule = f"相似度 ≥ {FEEL_MIN_SIMILARITY}" if sims.values is not None else "关键词字面匹配"
         heading = f"关于「{text}」，我以前留下的感受 {len(kept)} 条（{rule}，逐字原文）"
     else:
-        heading = (f"没有找到关于「{text}」的感受" + (f"（没有相似度 ≥ {FEEL_MIN_SIMILARITY} 的，不拿低相关的凑数）"
-                                                    if sims.values is not None else "") if not omitted else "")
-    sections = [f"⚠ 向量检索不可用，本次已退回关键词字面匹配（换个说法的感受可能找不到）：{sims.degraded}"
-                if sims.values is None else "", UNTRUSTED_NOTE, heading, "\n\n".join(render_block(i) for i in kept),
-                omitted_notice(omitted)]
-    answer = {"action": "feel", "query": text, "mode": "vector" if sims.values is not None else "keyword",
-              "total": len(kept), "items": kept, "omitted": [i["id"] for i in omitted],
-              "text": "\n\n".join(s for s in sections if s)}
+        heading = (
+            f"没有找到关于「{text}」的感受"
+            + (f"（没有相似度 ≥ {FEEL_MIN_SIMILARITY} 的，不拿低相关的凑数）" if sims.values is not None else "")
+            if not omitted
+            else ""
+        )
+    sections = [
+        f"⚠ 向量检索不可用，本次已退回关键词字面匹配（换个说法的感受可能找不到）：{sims.degraded}"
+        if sims.values is None
+        else "",
+        UNTRUSTED_NOTE,
+        heading,
+        "\n\n".join(render_block(i) for i in kept),
+        omitted_notice(omitted),
+    ]
+    answer = {
+        "action": "feel",
+        "query": text,
+        "mode": "vector" if sims.values is not None else "keyword",
+        "total": len(kept),
+        "items": kept,
+        "omitted": [i["id"] for i in omitted],
+        "text": "\n\n".join(s for s in sections if s),
+    }
     if sims.values is None:
         answer["degraded"] = sims.degraded
     return answer

@@ -148,14 +148,16 @@ def checked_quotes(value: Any, field: str = "quotes") -> list[dict[str, str]]:
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):
-        raise ValidationError(f"{field} 必须是列表：字符串，或 {{\"text\",\"speaker\",\"at\"}} 对象")
+        raise ValidationError(f'{field} 必须是列表：字符串，或 {{"text","speaker","at"}} 对象')
     if len(value) > MAX_QUOTES:
-        raise ValidationError(f"{field} 最多 {MAX_QUOTES} 句，当前 {len(value)} 句；超限拒绝而不是截断，请只留真正不想忘的那几句")
+        raise ValidationError(
+            f"{field} 最多 {MAX_QUOTES} 句，当前 {len(value)} 句；超限拒绝而不是截断，请只留真正不想忘的那几句"
+        )
     quotes: list[dict[str, str]] = []
     for index, raw in enumerate(value, start=1):
         entry = {"text": raw} if isinstance(raw, str) else raw
         if not isinstance(entry, dict):
-            raise ValidationError(f"{field} 第 {index} 项必须是字符串或 {{\"text\",\"speaker\",\"at\"}} 对象")
+            raise ValidationError(f'{field} 第 {index} 项必须是字符串或 {{"text","speaker","at"}} 对象')
         unknown = set(entry) - set(QUOTE_KEYS)
         if unknown:
             raise ValidationError(f"{field} 第 {index} 项含未知字段 {sorted(unknown)}，只允许 text、speaker、at")
@@ -174,7 +176,9 @@ def checked_quotes(value: Any, field: str = "quotes") -> list[dict[str, str]]:
             if meta is None or (isinstance(meta, str) and not meta.strip()):
                 continue
             if not isinstance(meta, str) or len(meta.strip()) > MAX_QUOTE_META_CHARS:
-                raise ValidationError(f"{field} 第 {index} 项的 {key} 必须是不超过 {MAX_QUOTE_META_CHARS} 个字符的字符串")
+                raise ValidationError(
+                    f"{field} 第 {index} 项的 {key} 必须是不超过 {MAX_QUOTE_META_CHARS} 个字符的字符串"
+                )
             quote[key] = meta.strip()
         quotes.append(quote)
     return quotes
@@ -227,8 +231,11 @@ def checked_source_ranges(value: Any, line_count: int, field: str = "source_rang
         raise ValidationError(f"{field} 最多 {MAX_SOURCE_RANGES} 段，当前 {len(value)} 段")
     ranges: list[list[int]] = []
     for pair in value:
-        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
-                or any(isinstance(n, bool) or not isinstance(n, int) for n in pair)):
+        if (
+            not isinstance(pair, (list, tuple))
+            or len(pair) != 2
+            or any(isinstance(n, bool) or not isinstance(n, int) for n in pair)
+        ):
             raise ValidationError(f"{field} 的每一段必须是两个整数 [起始行, 结束行]，收到 {pair!r}")
         start, end = pair
         if not 1 <= start <= end <= line_count:

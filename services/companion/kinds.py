@@ -45,20 +45,53 @@ class KindSpec:
 KINDS: dict[str, KindSpec] = {
     spec.key: spec
     for spec in (
-        KindSpec("memory", "记忆", "event", decays=True, in_breath=True, in_search=True, in_dream=True,
-                 mergeable=True),
-        KindSpec("feel", "感受", "experience", decays=False, in_breath=False, in_search=True, in_dream=False,
-                 mergeable=False),
-        KindSpec("plan", "计划", "event", decays=False, in_breath=False, in_search=False, in_dream=False,
-                 mergeable=False, statuses=("active", "resolved", "abandoned")),
-        KindSpec("letter", "信件", "experience", decays=False, in_breath=False, in_search=False, in_dream=False,
-                 mergeable=False),
-        KindSpec("self", "自我认知", "profile", decays=False, in_breath=False, in_search=False, in_dream=False,
-                 mergeable=False),
+        KindSpec("memory", "记忆", "event", decays=True, in_breath=True, in_search=True, in_dream=True, mergeable=True),
+        KindSpec(
+            "feel", "感受", "experience", decays=False, in_breath=False, in_search=True, in_dream=False, mergeable=False
+        ),
+        KindSpec(
+            "plan",
+            "计划",
+            "event",
+            decays=False,
+            in_breath=False,
+            in_search=False,
+            in_dream=False,
+            mergeable=False,
+            statuses=("active", "resolved", "abandoned"),
+        ),
+        KindSpec(
+            "letter",
+            "信件",
+            "experience",
+            decays=False,
+            in_breath=False,
+            in_search=False,
+            in_dream=False,
+            mergeable=False,
+        ),
+        KindSpec(
+            "self",
+            "自我认知",
+            "profile",
+            decays=False,
+            in_breath=False,
+            in_search=False,
+            in_dream=False,
+            mergeable=False,
+        ),
         # A self-knowledge candidate (「我觉得……」 written with I) lives like an ordinary memory until promoted to
         # ``self``, except that grow never folds other text into it: the statement must stay the one that was made.
-        KindSpec("self_candidate", "自我认知候选", "event", decays=True, in_breath=True, in_search=True, in_dream=True,
-                 mergeable=False),
+        KindSpec(
+            "self_candidate",
+            "自我认知候选",
+            "event",
+            decays=True,
+            in_breath=True,
+            in_search=True,
+            in_dream=True,
+            mergeable=False,
+        ),
     )
 }
 FEEL_DOMAIN = "feel"

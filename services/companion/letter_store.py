@@ -51,23 +51,56 @@ class LetterRow:
     lock_changed_at: float
 
 
-_COLUMNS = ("letter_id", "owner_uid", "store_key", "side", "author", "author_side", "user_name", "ai_name", "title",
-            "letter_date", "written_at", "content", "lock_type", "unlock_at", "unlock_date", "created_at",
-            "lock_changed_at")
+_COLUMNS = (
+    "letter_id",
+    "owner_uid",
+    "store_key",
+    "side",
+    "author",
+    "author_side",
+    "user_name",
+    "ai_name",
+    "title",
+    "letter_date",
+    "written_at",
+    "content",
+    "lock_type",
+    "unlock_at",
+    "unlock_date",
+    "created_at",
+    "lock_changed_at",
+)
 
 
 def _letter(row: aiosqlite.Row) -> LetterRow:
     return LetterRow(**{column: row[column] for column in _COLUMNS})
 
 
-async def _audit_event(conn: aiosqlite.Connection, *, action: str, letter: LetterRow, ctx: WriteContext,
-                       details: dict[str, Any], now: float) -> None:
+async def _audit_event(
+    conn: aiosqlite.Connection,
+    *,
+    action: str,
+    letter: LetterRow,
+    ctx: WriteContext,
+    details: dict[str, Any],
+    now: float,
+) -> None:
     after = {"event": action, "title": f"{LETTER_EVENTS[action]} {letter.letter_id}", "side": letter.side, **details}
     await conn.execute(
         "INSERT INTO booku_audit_log (at, authority, actor, cause, batch_id, action, memory_id, owner_uid, store_key, "
         "version, before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?)",
-        [now, ctx.authority, ctx.actor, ctx.cause, ctx.batch_id, action, letter.letter_id, letter.owner_uid,
-         letter.store_key, json.dumps(after, ensure_ascii=False, sort_keys=True)],
+        [
+            now,
+            ctx.authority,
+            ctx.actor,
+            ctx.cause,
+            ctx.batch_id,
+            action,
+            letter.letter_id,
+            letter.owner_uid,
+            letter.store_key,
+            json.dumps(after, ensure_ascii=False, sort_keys=True),
+        ],
     )
 
 
@@ -83,18 +116,31 @@ class LetterStore:
             f"INSERT INTO booku_companion_letters ({', '.join(values)}) VALUES ({placeholders(len(values))})",
             list(values.values()),
         )
-        await _audit_event(conn, action="letter_written", letter=letter, ctx=ctx, now=letter.created_at,
-                           details={"author_side": letter.author_side, "lock_type": letter.lock_type,
-                                    "unlock_date": letter.unlock_date, "chars": len(letter.content)})
+        await _audit_event(
+            conn,
+            action="letter_written",
+            letter=letter,
+            ctx=ctx,
+            now=letter.created_at,
+            details={
+                "author_side": letter.author_side,
+                "lock_type": letter.lock_type,
+                "unlock_date": letter.unlock_date,
+                "chars": len(letter.content),
+            },
+        )
 
     async def exists(self, conn: aiosqlite.Connection, letter_id: str) -> bool:
         async with conn.execute("SELECT 1 FROM booku_companion_letters WHERE letter_id = ?", [letter_id]) as cur:
             return await cur.fetchone() is not None
 
-    async def get(self, letter_id: str, *, store_keys: Sequence[str],
-                  conn: aiosqlite.Connection | None = None) -> LetterRow | None:
-        sql = (f"SELECT * FROM booku_companion_letters WHERE letter_id = ? "
-               f"AND store_key IN ({placeholders(len(store_keys))})")
+    async def get(
+        self, letter_id: str, *, store_keys: Sequence[str], conn: aiosqlite.Connection | None = None
+    ) -> LetterRow | None:
+        sql = (
+            f"SELECT * FROM booku_companion_letters WHERE letter_id = ? "
+            f"AND store_key IN ({placeholders(len(store_keys))})"
+        )
         params = [letter_id, *store_keys]
         if conn is None:
             row = await self.db.fetch_one(sql, params)
@@ -103,17 +149,36 @@ class LetterStore:
                 row = await cur.fetchone()
         return _letter(row) if row is not None else None
 
-    async def change_lock(self, conn: aiosqlite.Connection, letter: LetterRow, *, lock_type: str,
-                          unlock_at: float | None, unlock_date: str, ctx: WriteContext, now: float) -> None:
+    async def change_lock(
+        self,
+        conn: aiosqlite.Connection,
+        letter: LetterRow,
+        *,
+        lock_type: str,
+        unlock_at: float | None,
+        unlock_date: str,
+        ctx: WriteContext,
+        now: float,
+    ) -> None:
         """Set a new lock (the table's triggers refuse any other column and any change of a permanent lock)."""
         await conn.execute(
             "UPDATE booku_companion_letters SET lock_type = ?, unlock_at = ?, unlock_date = ?, lock_changed_at = ? "
             "WHERE letter_id = ?",
             [lock_type, unlock_at, unlock_date, now, letter.letter_id],
         )
-        await _audit_event(conn, action="letter_lock_changed", letter=letter, ctx=ctx, now=now,
-                           details={"from": letter.lock_type, "from_unlock_date": letter.unlock_date,
-                                    "lock_type": lock_type, "unlock_date": unlock_date})
+        await _audit_event(
+            conn,
+            action="letter_lock_changed",
+            letter=letter,
+            ctx=ctx,
+            now=now,
+            details={
+                "from": letter.lock_type,
+                "from_unlock_date": letter.unlock_date,
+                "lock_type": lock_type,
+                "unlock_date": unlock_date,
+            },
+        )
 
     async def listing(self, *, store_keys: Sequence[str]) -> list[LetterRow]:
         """Every letter of the stores, newest written first (filters are applied by the caller, see letters.py)."""
@@ -125,9 +190,13 @@ class LetterStore:
         return [_letter(row) for row in rows]
 
     async def count(self, *, store_keys: Sequence[str]) -> int:
-        return int(await self.db.fetch_value(
-            f"SELECT COUNT(*) FROM booku_companion_letters WHERE store_key IN ({placeholders(len(store_keys))})",
-            list(store_keys), 0))
+        return int(
+            await self.db.fetch_value(
+                f"SELECT COUNT(*) FROM booku_companion_letters WHERE store_key IN ({placeholders(len(store_keys))})",
+                list(store_keys),
+                0,
+            )
+        )
 
 
 class WitnessStore:

@@ -62,7 +62,9 @@ def checked_side(value: Any) -> str:
 def checked_lock_type(value: Any) -> str:
     text = value.strip().lower() if isinstance(value, str) else value
     if text not in LOCK_TYPES:
-        raise ValidationError(f"lock_type 取值 {value!r} 无效，可选：none（不锁）、timed（到期打开）、permanent（永久封存）")
+        raise ValidationError(
+            f"lock_type 取值 {value!r} 无效，可选：none（不锁）、timed（到期打开）、permanent（永久封存）"
+        )
     return text
 
 
@@ -77,7 +79,7 @@ def parse_unlock_date(value: Any, *, now: float) -> tuple[float, str]:
     because "09:00" alone is a different instant on every server.
     """
     if value is None or (isinstance(value, str) and not value.strip()):
-        raise ValidationError(f"lock_type=\"timed\" 必须同时给 unlock_date，且必须是未来：{UNLOCK_FORMATS_HINT}")
+        raise ValidationError(f'lock_type="timed" 必须同时给 unlock_date，且必须是未来：{UNLOCK_FORMATS_HINT}')
     if not isinstance(value, str):
         raise ValidationError(f"unlock_date 必须是字符串：{UNLOCK_FORMATS_HINT}")
     text = value.strip()
@@ -94,8 +96,10 @@ def parse_unlock_date(value: Any, *, now: float) -> tuple[float, str]:
         if "T" not in text.upper() and " " not in text:
             raise ValidationError(f"unlock_date={text!r} 格式无效：{UNLOCK_FORMATS_HINT}")
         if parsed.tzinfo is None or parsed.utcoffset() is None:
-            raise ValidationError(f"unlock_date={text!r} 是完整时刻但没有时区偏移，请写成如 2027-01-01T09:00:00+08:00"
-                                  f"，或只写日期 2027-01-01")
+            raise ValidationError(
+                f"unlock_date={text!r} 是完整时刻但没有时区偏移，请写成如 2027-01-01T09:00:00+08:00"
+                f"，或只写日期 2027-01-01"
+            )
         moment = parsed.timestamp()
     if moment <= now:
         raise ValidationError(f"unlock_date={text!r} 不在未来（现在是 {format_time(now)}），定时锁必须给一个更晚的时间")
@@ -138,8 +142,9 @@ def signature(author: str, *, ai_name: str, user_name: str, writer_side: str) ->
 
 def is_open(letter: LetterRow, now: float) -> bool:
     """Whether a timed lock has reached its moment (inclusive). Permanent letters are never open."""
-    return letter.lock_type == "none" or (letter.lock_type == "timed" and letter.unlock_at is not None
-                                          and now >= letter.unlock_at)
+    return letter.lock_type == "none" or (
+        letter.lock_type == "timed" and letter.unlock_at is not None and now >= letter.unlock_at
+    )
 
 
 def may_read(letter: LetterRow, side: str, now: float) -> bool:
@@ -158,11 +163,20 @@ def letter_item(letter: LetterRow, side: str, now: float) -> dict[str, Any]:
     """What a reader on ``side`` may know of a letter: ``title``/``content`` only when ``readable``."""
     readable = may_read(letter, side, now)
     item: dict[str, Any] = {
-        "id": letter.letter_id, "author": letter.author, "author_side": letter.author_side,
-        "written_by": letter.side, "written_by_you": letter.side == side, "user_name": letter.user_name,
-        "ai_name": letter.ai_name, "date": written_label(letter), "written_at": letter.written_at,
-        "created_at": letter.created_at, "lock_type": letter.lock_type, "unlock_date": letter.unlock_date,
-        "unlock_at": letter.unlock_at, "unlocked": letter.lock_type == "timed" and is_open(letter, now),
+        "id": letter.letter_id,
+        "author": letter.author,
+        "author_side": letter.author_side,
+        "written_by": letter.side,
+        "written_by_you": letter.side == side,
+        "user_name": letter.user_name,
+        "ai_name": letter.ai_name,
+        "date": written_label(letter),
+        "written_at": letter.written_at,
+        "created_at": letter.created_at,
+        "lock_type": letter.lock_type,
+        "unlock_date": letter.unlock_date,
+        "unlock_at": letter.unlock_at,
+        "unlocked": letter.lock_type == "timed" and is_open(letter, now),
         "readable": readable,
     }
     if readable:
@@ -217,8 +231,18 @@ class LetterBook:
         if self.scope.authority == "mechanical":
             raise ValidationError("mechanical 权限不能写信，只能改变状态，且必须注明原因")
 
-    async def write(self, author: Any, content: Any, *, title: Any, date: Any, user_name: Any, ai_name: Any,
-                    lock_type: Any, unlock_date: Any) -> dict[str, Any]:
+    async def write(
+        self,
+        author: Any,
+        content: Any,
+        *,
+        title: Any,
+        date: Any,
+        user_name: Any,
+        ai_name: Any,
+        lock_type: Any,
+        unlock_date: Any,
+    ) -> dict[str, Any]:
         self._ensure_may_author()
         signed = f.checked_line(author, "author", max_chars=MAX_SIGNATURE_CHARS, allow_empty=False)
         body = f.checked_body(content, "content", max_chars=MAX_LETTER_CHARS)
@@ -233,12 +257,27 @@ class LetterBook:
         if lock != "none" and author_side != self.side:
             raise ValidationError(
                 f"只能给自己这一方写的信上锁：署名「{signed}」是{SIDE_LABELS[author_side]}一方，这封是代为保存的信，"
-                f"只能不锁（lock_type=\"none\"）")
+                f'只能不锁（lock_type="none"）'
+            )
         letter = LetterRow(
-            letter_id="", owner_uid=self.scope.owner_uid, store_key=self.scope.writable_store_key, side=self.side,
-            author=stored_author, author_side=author_side, user_name=users, ai_name=ai, title=heading,
-            letter_date=date_text, written_at=date_moment if date_moment is not None else now, content=body,
-            lock_type=lock, unlock_at=unlock_at, unlock_date=unlock_text, created_at=now, lock_changed_at=0.0)
+            letter_id="",
+            owner_uid=self.scope.owner_uid,
+            store_key=self.scope.writable_store_key,
+            side=self.side,
+            author=stored_author,
+            author_side=author_side,
+            user_name=users,
+            ai_name=ai,
+            title=heading,
+            letter_date=date_text,
+            written_at=date_moment if date_moment is not None else now,
+            content=body,
+            lock_type=lock,
+            unlock_at=unlock_at,
+            unlock_date=unlock_text,
+            created_at=now,
+            lock_changed_at=0.0,
+        )
         async with self.rt.db.transaction() as conn:
             letter_id = uuid.uuid4().hex[:12]
             while await self.store.exists(conn, letter_id):
@@ -246,11 +285,15 @@ class LetterBook:
             letter = replace(letter, letter_id=letter_id)
             await self.store.insert(conn, letter, ctx=self.scope.context)
         item = letter_item(letter, self.side, now)
-        lines = [f"💌 已写下信件 [{letter_id}]（署名 {stored_author}，写于 {item['date']}），"
-                 "原文永久保存，不压缩、不合并、不衰减"]
+        lines = [
+            f"💌 已写下信件 [{letter_id}]（署名 {stored_author}，写于 {item['date']}），"
+            "原文永久保存，不压缩、不合并、不衰减"
+        ]
         if lock == "timed" and unlock_at is not None:
-            lines.append(f"🔒 定时锁：{format_time(unlock_at)} 起对方可读；在那之前对方看不到标题和正文。"
-                         f"只有你这一方能用 letter_lock_update 改这把锁")
+            lines.append(
+                f"🔒 定时锁：{format_time(unlock_at)} 起对方可读；在那之前对方看不到标题和正文。"
+                f"只有你这一方能用 letter_lock_update 改这把锁"
+            )
         elif lock == "permanent":
             lines.append("🔒 永久封存：从现在起谁都读不到标题和正文（包括你自己），这把锁也不能再改")
         else:
@@ -262,7 +305,7 @@ class LetterBook:
         if lock == "timed":
             return parse_unlock_date(unlock_date, now=now)
         if unlock_date not in (None, ""):
-            raise ValidationError(f"unlock_date 只和 lock_type=\"timed\" 一起用；lock_type=\"{lock}\" 时不要传 unlock_date")
+            raise ValidationError(f'unlock_date 只和 lock_type="timed" 一起用；lock_type="{lock}" 时不要传 unlock_date')
         return None, ""
 
     async def change_lock(self, letter_id: Any, lock_type: Any, unlock_date: Any) -> dict[str, Any]:
@@ -273,19 +316,31 @@ class LetterBook:
         async with self.rt.db.transaction() as conn:
             letter = await self.store.get(wanted_id, store_keys=[self.scope.writable_store_key], conn=conn)
             if letter is None:
-                raise NotFoundError(f"letter_id={wanted_id!r} 不存在（或不在当前可写的库中），请从 letter_read 结果开头的方括号里取 ID")
+                raise NotFoundError(
+                    f"letter_id={wanted_id!r} 不存在（或不在当前可写的库中），请从 letter_read 结果开头的方括号里取 ID"
+                )
             if letter.side != self.side:
                 raise ValidationError(
                     f"只有写这封信的一方能改它的锁：[{wanted_id}] 是{SIDE_LABELS[letter.side]}一方写的，"
-                    f"你（{SIDE_LABELS[self.side]}一方）改不了")
+                    f"你（{SIDE_LABELS[self.side]}一方）改不了"
+                )
             if letter.lock_type == "permanent":
                 raise ValidationError(f"[{wanted_id}] 已永久封存：永久封存是终态，任何一方都不能再改这把锁")
             if lock != "none" and letter.author_side != letter.side:
-                raise ValidationError(f"[{wanted_id}] 署名是{SIDE_LABELS[letter.author_side]}一方，是代为保存的信，不能上锁")
+                raise ValidationError(
+                    f"[{wanted_id}] 署名是{SIDE_LABELS[letter.author_side]}一方，是代为保存的信，不能上锁"
+                )
             unchanged = letter.lock_type == lock and letter.unlock_at == unlock_at
             if not unchanged:
-                await self.store.change_lock(conn, letter, lock_type=lock, unlock_at=unlock_at,
-                                             unlock_date=unlock_text, ctx=self.scope.context, now=now)
+                await self.store.change_lock(
+                    conn,
+                    letter,
+                    lock_type=lock,
+                    unlock_at=unlock_at,
+                    unlock_date=unlock_text,
+                    ctx=self.scope.context,
+                    now=now,
+                )
         updated = replace(letter, lock_type=lock, unlock_at=unlock_at, unlock_date=unlock_text)
         item = letter_item(updated, self.side, now)
         if unchanged:
@@ -296,8 +351,13 @@ class LetterBook:
             text = f"🔒 已把 [{wanted_id}] 设为定时锁：{format_time(unlock_at)} 起对方可读"
         else:
             text = f"🔒 已把 [{wanted_id}] 永久封存：从现在起谁都读不到正文，这把锁也不能再改"
-        return {"action": "letter_lock_update", "id": wanted_id, "changed": not unchanged, "letter": item,
-                "text": text + "（只动了锁，标题、正文、署名和时间都没变）"}
+        return {
+            "action": "letter_lock_update",
+            "id": wanted_id,
+            "changed": not unchanged,
+            "letter": item,
+            "text": text + "（只动了锁，标题、正文、署名和时间都没变）",
+        }
 
     async def read(self, query: Any, author: Any, date_from: Any, date_to: Any, limit: Any) -> dict[str, Any]:
         text = None if query is None or (isinstance(query, str) and not query.strip()) else f.checked_query(query)
@@ -305,13 +365,18 @@ class LetterBook:
         dates = f.checked_date_range(date_from, date_to)
         count = checked_limit("limit", limit, default=LETTER_READ_DEFAULT, maximum=LETTER_READ_MAX)
         now = self.clock()
-        letters = [letter for letter in await self.store.listing(store_keys=self.scope.readable_store_keys)
-                   if self._by_author(letter, wanted_author) and dates.contains(letter.written_at)]
+        letters = [
+            letter
+            for letter in await self.store.listing(store_keys=self.scope.readable_store_keys)
+            if self._by_author(letter, wanted_author) and dates.contains(letter.written_at)
+        ]
         degraded = ""
         if text is None:
             chosen = letters[:count]
         else:
-            chosen, degraded = await self._search(text, [row for row in letters if may_read(row, self.side, now)], count)
+            chosen, degraded = await self._search(
+                text, [row for row in letters if may_read(row, self.side, now)], count
+            )
         items = [letter_item(letter, self.side, now) for letter in chosen]
         sections = []
         if degraded:
@@ -320,12 +385,20 @@ class LetterBook:
         if text is None:
             heading = f"最近的信件 {len(items)} 封（按时间倒序，完整原文）" if items else "还没有符合条件的信件。"
         else:
-            heading = (f"检索「{text}」找到 {len(items)} 封信（完整原文；上了锁、你还不能读的信不参与检索）" if items
-                       else f"检索「{text}」没有找到你能读的信。")
+            heading = (
+                f"检索「{text}」找到 {len(items)} 封信（完整原文；上了锁、你还不能读的信不参与检索）"
+                if items
+                else f"检索「{text}」没有找到你能读的信。"
+            )
         sections.append(heading)
         sections.extend(render_letter(item) for item in items)
-        answer = {"action": "letter_read", "query": text, "total": len(items), "items": items,
-                  "text": "\n\n".join(sections)}
+        answer = {
+            "action": "letter_read",
+            "query": text,
+            "total": len(items),
+            "items": items,
+            "text": "\n\n".join(sections),
+        }
         if degraded:
             answer["degraded"] = degraded
         return answer
@@ -346,8 +419,9 @@ class LetterBook:
         needle = query.lower()
         literal = [row for row in letters if needle in "\n".join((row.title, row.content, row.author)).lower()]
         rest = [row for row in letters if row not in literal]
-        sims = await similarities(self.rt, query, [compose_embedding_text(row.title, row.content) for row in rest],
-                                  query=True)
+        sims = await similarities(
+            self.rt, query, [compose_embedding_text(row.title, row.content) for row in rest], query=True
+        )
         if sims.values is not None:
             ranked = [row for _, row in sorted(zip(sims.values.tolist(), rest), key=lambda pair: -pair[0])]
         else:

@@ -39,7 +39,7 @@ PLAN_STATUSES = KINDS["plan"].statuses
 PLAN_HINT_SIMILARITY = 0.85
 PLAN_HINT_COVERAGE = 0.6
 ACTIVE_PLANS_LIMIT = 200
-CLOSE_GUIDE = "完成了 → trace(bucket_id, status=\"resolved\")；不打算做了 → trace(bucket_id, status=\"abandoned\")"
+CLOSE_GUIDE = '完成了 → trace(bucket_id, status="resolved")；不打算做了 → trace(bucket_id, status="abandoned")'
 
 
 def checked_weight(value: Any) -> float:
@@ -60,17 +60,24 @@ def checked_plan_status(value: Any) -> str:
 
 
 def _active_filter(store_keys: Sequence[str], *extra_sql: str, params: Sequence[Any] = ()) -> RecordFilter:
-    return RecordFilter(store_keys=list(store_keys), buckets=("memory",), statuses=("active",),
-                        extra_sql=[f"{KIND_SQL} = 'plan'",
-                                   "COALESCE(json_extract(r.extra, '$.status'), 'active') = 'active'",
-                                   *extra_sql],
-                        extra_params=list(params))
+    return RecordFilter(
+        store_keys=list(store_keys),
+        buckets=("memory",),
+        statuses=("active",),
+        extra_sql=[
+            f"{KIND_SQL} = 'plan'",
+            "COALESCE(json_extract(r.extra, '$.status'), 'active') = 'active'",
+            *extra_sql,
+        ],
+        extra_params=list(params),
+    )
 
 
 async def active_plans(runtime: BookuRuntime, store_keys: Sequence[str]) -> list[dict[str, Any]]:
     """Active plans of the stores, heaviest first (then oldest first)."""
-    records = await runtime.records.list_records(_active_filter(store_keys), limit=ACTIVE_PLANS_LIMIT,
-                                                 order_by="r.created_at, r.rid")
+    records = await runtime.records.list_records(
+        _active_filter(store_keys), limit=ACTIVE_PLANS_LIMIT, order_by="r.created_at, r.rid"
+    )
     return sorted(records, key=lambda r: -float((r.get("extra") or {}).get("weight", PLAN_DEFAULT_WEIGHT)))
 
 
@@ -80,8 +87,12 @@ def plan_item(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_plan(item: dict[str, Any], related_label: str = "") -> str:
-    head = [f"📋 [{item['id']}] 计划", item["plan_status"], f"重量 {item['weight']:g}",
-            f"登记于 {format_time(item['created_at'])}"]
+    head = [
+        f"📋 [{item['id']}] 计划",
+        item["plan_status"],
+        f"重量 {item['weight']:g}",
+        f"登记于 {format_time(item['created_at'])}",
+    ]
     if item["related_bucket"]:
         head.append(f"关联 [{item['related_bucket']}]" + (f" {related_label}" if related_label else ""))
     block = " · ".join(head) + "\n" + item["content"]
@@ -98,8 +109,9 @@ class PlanBook:
         self.rt = service.runtime
         self.scope = service.scope
 
-    async def create(self, content: Any, status: Any, related_bucket: Any, weight: Any,
-                     why_remembered: Any) -> dict[str, Any]:
+    async def create(
+        self, content: Any, status: Any, related_bucket: Any, weight: Any, why_remembered: Any
+    ) -> dict[str, Any]:
         if self.scope.authority == "mechanical":
             raise ValidationError("mechanical 权限不能登记计划，只能改变状态，且必须注明原因")
         body = f.checked_body(content, "content")
@@ -112,36 +124,54 @@ class PlanBook:
         async with self.rt.write_lock:
             if plan_status == "active":
                 same = await self.rt.records.list_records(
-                    _active_filter([store_key], "r.content = ?", params=[body]), limit=1)
+                    _active_filter([store_key], "r.content = ?", params=[body]), limit=1
+                )
                 if same:
                     item = plan_item(same[0])
-                    return {"action": "plan", "mode": "duplicate", "id": item["id"], "item": item,
-                            "text": f"已有逐字相同的进行中计划 [{item['id']}]，未重复登记"}
-            draft = MomentDraft(content=body, title=extract_title(body), kind="plan", domains=[], tags=[],
-                                importance=NEUTRAL_IMPORTANCE, valence=NEUTRAL_VALENCE, arousal=NEUTRAL_AROUSAL,
-                                why_remembered=why)
+                    return {
+                        "action": "plan",
+                        "mode": "duplicate",
+                        "id": item["id"],
+                        "item": item,
+                        "text": f"已有逐字相同的进行中计划 [{item['id']}]，未重复登记",
+                    }
+            draft = MomentDraft(
+                content=body,
+                title=extract_title(body),
+                kind="plan",
+                domains=[],
+                tags=[],
+                importance=NEUTRAL_IMPORTANCE,
+                valence=NEUTRAL_VALENCE,
+                arousal=NEUTRAL_AROUSAL,
+                why_remembered=why,
+            )
             record = draft.record(self.scope, self.service.folder_id)
             record["extra"].update(status=plan_status, weight=heaviness)
             if related:
                 record["extra"]["related_bucket"] = related
                 record["relation_memory_ids"] = [related]
             async with self.rt.db.transaction() as conn:
-                stored = await self.rt.records.insert(conn, record, action="plan", actor=self.scope.context,
-                                                      note=f"登记计划（{plan_status}）")
+                stored = await self.rt.records.insert(
+                    conn, record, action="plan", actor=self.scope.context, note=f"登记计划（{plan_status}）"
+                )
         await self.rt.sync_vectors()
         await self.rt.notify_changed("plan", [stored["memory_id"]])
         item = plan_item(stored)
-        lines = [f"📋 已登记计划 [{item['id']}] · {plan_status} · 重量 {heaviness:g}"
-                 + (f" · 关联 [{related}] {display_name(related_record)}" if related_record else ""),
-                 "计划不衰减、不出现在 breath，只在 dream 末尾的「进行中的计划」段出现；之后 hold/grow 写到像是完成了它的"
-                 "事时只会提示，关闭要你明确调用。" + CLOSE_GUIDE]
+        lines = [
+            f"📋 已登记计划 [{item['id']}] · {plan_status} · 重量 {heaviness:g}"
+            + (f" · 关联 [{related}] {display_name(related_record)}" if related_record else ""),
+            "计划不衰减、不出现在 breath，只在 dream 末尾的「进行中的计划」段出现；之后 hold/grow 写到像是完成了它的"
+            "事时只会提示，关闭要你明确调用。" + CLOSE_GUIDE,
+        ]
         return {"action": "plan", "mode": "created", "id": item["id"], "item": item, "text": "\n".join(lines)}
 
     async def _related(self, memory_id: str) -> dict[str, Any]:
         record = await self.rt.records.get(memory_id)
-        if (record is None or record["bucket"] != "memory"
-                or record["store_key"] not in self.scope.readable_store_keys):
-            raise NotFoundError(f"related_bucket={memory_id!r} 不存在，请传要关联的那条记忆的准确 ID（从 breath_search 结果里取）")
+        if record is None or record["bucket"] != "memory" or record["store_key"] not in self.scope.readable_store_keys:
+            raise NotFoundError(
+                f"related_bucket={memory_id!r} 不存在，请传要关联的那条记忆的准确 ID（从 breath_search 结果里取）"
+            )
         spec = spec_of(record)
         if not spec.in_search:
             raise ValidationError(f"related_bucket 只能关联普通记忆或感受，[{memory_id}] 是「{spec.label}」")
@@ -158,8 +188,10 @@ async def plans_dream_section(service, context: DreamContext) -> DreamSection | 
     related_ids = [(p.get("extra") or {}).get("related_bucket") for p in plans]
     related = await runtime.records.get_many([i for i in related_ids if i])
     items = [plan_item(p) for p in plans]
-    blocks = [render_plan(item, display_name(related[item["related_bucket"]]) if item["related_bucket"] in related
-                          else "") for item in items]
+    blocks = [
+        render_plan(item, display_name(related[item["related_bucket"]]) if item["related_bucket"] in related else "")
+        for item in items
+    ]
     text = "\n\n".join([f"{len(items)} 个进行中的计划（按重量）。{CLOSE_GUIDE}；只有明确调用才会关闭。", *blocks])
     return DreamSection(key="active_plans", title="进行中的计划（active）", items=items, text=text)
 
@@ -176,8 +208,9 @@ async def plan_completion_notices(service, records: list[dict[str, Any]]) -> lis
     plan_texts = [compose_embedding_text(p["title"], p["content"]) for p in plans]
     hinted: dict[str, tuple[dict[str, Any], str]] = {}
     for event in events:
-        sims = await similarities(runtime, compose_embedding_text(event["title"], event["content"]), plan_texts,
-                                  query=False)
+        sims = await similarities(
+            runtime, compose_embedding_text(event["title"], event["content"]), plan_texts, query=False
+        )
         for index, plan in enumerate(plans):
             share = keyword_share(plan["content"], event["content"])
             similarity = float(sims.values[index]) if sims.values is not None else None
@@ -186,7 +219,9 @@ async def plan_completion_notices(service, records: list[dict[str, Any]]) -> lis
                     hinted[plan["memory_id"]] = (plan, event["memory_id"])
     notices = []
     for plan_id, (plan, event_id) in hinted.items():
-        notices.append(f"[{event_id}] 可能完成了计划 [{plan_id}]「{display_name(plan)}」——若确实完成，请 "
-                       f"trace(bucket_id=\"{plan_id}\", status=\"resolved\")；不打算做了用 status=\"abandoned\"。"
-                       f"系统不会自动关闭计划")
+        notices.append(
+            f"[{event_id}] 可能完成了计划 [{plan_id}]「{display_name(plan)}」——若确实完成，请 "
+            f'trace(bucket_id="{plan_id}", status="resolved")；不打算做了用 status="abandoned"。'
+            f"系统不会自动关闭计划"
+        )
     return notices

@@ -48,8 +48,10 @@ class Selection:
             clauses.append(f"EXISTS (SELECT 1 FROM json_each(r.domains) d WHERE lower(d.value) IN ({wanted}))")
             params.extend(self.domains)
         for tag in self.tags:
-            clauses.append("EXISTS (SELECT 1 FROM booku_memory_tags t WHERE t.memory_id = r.memory_id "
-                           "AND t.tag_type != 'opposing' AND t.tag_value = ?)")
+            clauses.append(
+                "EXISTS (SELECT 1 FROM booku_memory_tags t WHERE t.memory_id = r.memory_id "
+                "AND t.tag_type != 'opposing' AND t.tag_value = ?)"
+            )
             params.append(tag)
         date_clauses, date_params = self.dates.sql()
         clauses.extend(date_clauses)

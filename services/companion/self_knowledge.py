@@ -88,8 +88,10 @@ def classify(entries: Sequence[dict[str, Any]], retired: dict[str, list[str]]) -
     (superseded or withdrawn formal entries, newest first)."""
     current = by_promotion([e for e in entries if is_formal(e) and is_live(e) and e["memory_id"] not in retired])
     pending = [e for e in entries if is_candidate(e) and is_live(e)]
-    former = sorted((e for e in entries if is_formal(e) and (not is_live(e) or e["memory_id"] in retired)),
-                    key=lambda e: -e["created_at"])
+    former = sorted(
+        (e for e in entries if is_formal(e) and (not is_live(e) or e["memory_id"] in retired)),
+        key=lambda e: -e["created_at"],
+    )
     return {"formal": current, "candidates": pending, "superseded": former}
 
 
@@ -107,8 +109,9 @@ def checked_statement(value: Any, field: str = "content") -> str:
     """A self-knowledge statement: verbatim, starting with 「我觉得」."""
     body = f.checked_body(value, field, max_chars=MAX_SELF_CHARS)
     if not body.lstrip().startswith(SELF_PREFIX):
-        raise ValidationError(f"{field} 必须是一个「{SELF_PREFIX}……」：I 记下的是自我认知的沉淀，不是日记或事件"
-                              f"（事件请用 hold）")
+        raise ValidationError(
+            f"{field} 必须是一个「{SELF_PREFIX}……」：I 记下的是自我认知的沉淀，不是日记或事件（事件请用 hold）"
+        )
     return body
 
 
@@ -135,7 +138,9 @@ class SelfKnowledge:
         """Every candidate and formal entry of the stores (deleted ones excluded), oldest first."""
         return await self.rt.records.list_records(
             RecordFilter(store_keys=list(store_keys), buckets=("memory",), extra_sql=[_SELF_SQL]),
-            limit=SELF_POOL, order_by="r.created_at, r.rid")
+            limit=SELF_POOL,
+            order_by="r.created_at, r.rid",
+        )
 
     def _item(self, record: dict[str, Any], dates: dict[str, list[str]], now: float) -> dict[str, Any]:
         item = memory_item(record, record_score(record, self.service.settings.decay, now))
@@ -171,25 +176,42 @@ class SelfKnowledge:
             item["superseded_by"] = retired.get(item["id"], [])
         total = sum(len(v) for v in groups.values())
         listed = sum(len(v) for v in shown.values())
-        sections = [f"🪞 自我认知{'（' + aspect_label(wanted) + '）' if wanted else ''}："
-                    f"正式 {len(groups['formal'])} 条 · 待沉淀候选 {len(groups['candidates'])} 条 · "
-                    f"已被取代/撤回 {len(groups['superseded'])} 条"]
+        sections = [
+            f"🪞 自我认知{'（' + aspect_label(wanted) + '）' if wanted else ''}："
+            f"正式 {len(groups['formal'])} 条 · 待沉淀候选 {len(groups['candidates'])} 条 · "
+            f"已被取代/撤回 {len(groups['superseded'])} 条"
+        ]
         if shown["formal"]:
             sections.append("【正式条目（当前信念）】\n" + "\n".join(self._line(i) for i in shown["formal"]))
         if shown["candidates"]:
-            sections.append("【待沉淀候选】\n" + "\n".join(
-                self._line(i) + f" · 见证 {len(i['witness_dates'])}/{WITNESS_DATES_REQUIRED}"
-                for i in shown["candidates"]))
+            sections.append(
+                "【待沉淀候选】\n"
+                + "\n".join(
+                    self._line(i) + f" · 见证 {len(i['witness_dates'])}/{WITNESS_DATES_REQUIRED}"
+                    for i in shown["candidates"]
+                )
+            )
         if shown["superseded"]:
-            sections.append("【已被取代或撤回（一字未删，不再作为当前信念读出）】\n" + "\n".join(
-                self._line(i) + (f" · 被 {'、'.join(i['superseded_by'])} 取代" if i["superseded_by"] else " · 已撤回")
-                for i in shown["superseded"]))
+            sections.append(
+                "【已被取代或撤回（一字未删，不再作为当前信念读出）】\n"
+                + "\n".join(
+                    self._line(i)
+                    + (f" · 被 {'、'.join(i['superseded_by'])} 取代" if i["superseded_by"] else " · 已撤回")
+                    for i in shown["superseded"]
+                )
+            )
         if not total:
-            sections.append("还没有自我认知。写下一个「我觉得……」：I(content=\"我觉得……\", aspect=…)")
+            sections.append('还没有自我认知。写下一个「我觉得……」：I(content="我觉得……", aspect=…)')
         if listed < total:
             sections.append(f"另有 {total - listed} 条超出 limit={count} 未列出")
-        return {"action": "I", "mode": "read", "aspect": wanted, **shown, "total": listed,
-                "text": "\n\n".join(sections)}
+        return {
+            "action": "I",
+            "mode": "read",
+            "aspect": wanted,
+            **shown,
+            "total": listed,
+            "text": "\n\n".join(sections),
+        }
 
     @staticmethod
     def _line(item: dict[str, Any]) -> str:
@@ -210,9 +232,15 @@ class SelfKnowledge:
 
     async def _own(self, memory_id: str, field: str) -> dict[str, Any]:
         record = await self.rt.records.get(memory_id)
-        if (record is None or record["bucket"] != "memory" or record["store_key"] != self.scope.writable_store_key
-                or not self_info(record)):
-            raise NotFoundError(f"{field}={memory_id!r} 不是当前可写库里的自我认知条目，请从 I(read=True) 的结果里取 ID")
+        if (
+            record is None
+            or record["bucket"] != "memory"
+            or record["store_key"] != self.scope.writable_store_key
+            or not self_info(record)
+        ):
+            raise NotFoundError(
+                f"{field}={memory_id!r} 不是当前可写库里的自我认知条目，请从 I(read=True) 的结果里取 ID"
+            )
         return record
 
     async def write(self, content: Any, aspect: Any, supersedes: Any) -> dict[str, Any]:
@@ -223,22 +251,38 @@ class SelfKnowledge:
         if supersedes not in (None, ""):
             target = await self._own(f.checked_bucket_id(supersedes, "supersedes"), "supersedes")
             if not is_formal(target):
-                raise ValidationError(f"supersedes 只能指向正式条目，[{target['memory_id']}] 还是候选；"
-                                      f"候选之间不用取代，不再这样觉得就 trace(bucket_id, resolved=1) 撤回它")
+                raise ValidationError(
+                    f"supersedes 只能指向正式条目，[{target['memory_id']}] 还是候选；"
+                    f"候选之间不用取代，不再这样觉得就 trace(bucket_id, resolved=1) 撤回它"
+                )
             old_aspect = self_info(target).get("aspect") or ""
             if dimension and dimension != old_aspect:
-                raise ValidationError(f"只能在同一 aspect 内取代：[{target['memory_id']}] 是 {aspect_label(old_aspect)}，"
-                                      f"新的是 {aspect_label(dimension)}")
+                raise ValidationError(
+                    f"只能在同一 aspect 内取代：[{target['memory_id']}] 是 {aspect_label(old_aspect)}，"
+                    f"新的是 {aspect_label(dimension)}"
+                )
             dimension = old_aspect
         async with self.rt.write_lock:
             for entry in await self.entries([self.scope.writable_store_key]):
                 if entry["content"] == body and is_live(entry):
                     item = self._item(entry, await self.witnesses.dates([entry["memory_id"]]), time.time())
-                    return {"action": "I", "mode": "duplicate", "id": entry["memory_id"], "item": item,
-                            "text": f"已有逐字相同的自我认知 [{entry['memory_id']}]，未重复记下"}
-            draft = MomentDraft(content=body, title=extract_title(body), kind="self_candidate", domains=[SELF_DOMAIN],
-                                tags=[], importance=NEUTRAL_IMPORTANCE, valence=NEUTRAL_VALENCE,
-                                arousal=NEUTRAL_AROUSAL)
+                    return {
+                        "action": "I",
+                        "mode": "duplicate",
+                        "id": entry["memory_id"],
+                        "item": item,
+                        "text": f"已有逐字相同的自我认知 [{entry['memory_id']}]，未重复记下",
+                    }
+            draft = MomentDraft(
+                content=body,
+                title=extract_title(body),
+                kind="self_candidate",
+                domains=[SELF_DOMAIN],
+                tags=[],
+                importance=NEUTRAL_IMPORTANCE,
+                valence=NEUTRAL_VALENCE,
+                arousal=NEUTRAL_AROUSAL,
+            )
             record = draft.record(self.scope, self.service.folder_id)
             info = {"stage": "candidate", "aspect": dimension}
             if target is not None:
@@ -247,17 +291,22 @@ class SelfKnowledge:
             if target is not None:
                 record["relation_memory_ids"] = [target["memory_id"]]
             async with self.rt.db.transaction() as conn:
-                stored = await self.rt.records.insert(conn, record, action="self_candidate", actor=self.scope.context,
-                                                      note="自我认知候选")
+                stored = await self.rt.records.insert(
+                    conn, record, action="self_candidate", actor=self.scope.context, note="自我认知候选"
+                )
         await self.rt.sync_vectors()
         await self.rt.notify_changed("self_candidate", [stored["memory_id"]])
         item = self._item(stored, {}, time.time())
-        lines = [f"🪞 已记下自我认知候选 [{item['id']}]（{aspect_label(dimension)}）：它像普通记忆一样会浮现、会衰减；"
-                 f"每次 dream 都会把它和相关记忆摆在一起。被 {WITNESS_DATES_REQUIRED} 个不同日期的 dream 见证后，"
-                 f"可用 I(promote=\"{item['id']}\") 升为正式条目（可同时传 content 用提炼后的措辞）"]
+        lines = [
+            f"🪞 已记下自我认知候选 [{item['id']}]（{aspect_label(dimension)}）：它像普通记忆一样会浮现、会衰减；"
+            f"每次 dream 都会把它和相关记忆摆在一起。被 {WITNESS_DATES_REQUIRED} 个不同日期的 dream 见证后，"
+            f'可用 I(promote="{item["id"]}") 升为正式条目（可同时传 content 用提炼后的措辞）'
+        ]
         if target is not None:
-            lines.append(f"[{target['memory_id']}] 从现在起不再作为当前信念读出（一字未删，I(read=True) 仍可查）；"
-                         f"撤回这条候选（trace(bucket_id, resolved=1) 或删除）它就回来")
+            lines.append(
+                f"[{target['memory_id']}] 从现在起不再作为当前信念读出（一字未删，I(read=True) 仍可查）；"
+                f"撤回这条候选（trace(bucket_id, resolved=1) 或删除）它就回来"
+            )
         return {"action": "I", "mode": "candidate", "id": item["id"], "item": item, "text": "\n".join(lines)}
 
     async def promote(self, candidate_id: Any, content: Any, aspect: Any) -> dict[str, Any]:
@@ -281,26 +330,35 @@ class SelfKnowledge:
                 raise ValidationError(
                     f"[{memory_id}] 只被 {len(dates)} 个不同日期的 dream 见证过（{seen}），"
                     f"需要 {WITNESS_DATES_REQUIRED} 个不同日期才能升为正式条目；"
-                    f"还差 {WITNESS_DATES_REQUIRED - len(dates)} 个，先让它在之后的 dream 里多碰撞几次")
+                    f"还差 {WITNESS_DATES_REQUIRED - len(dates)} 个，先让它在之后的 dream 里多碰撞几次"
+                )
             if dimension and info.get("aspect") and dimension != info["aspect"]:
-                raise ValidationError(f"[{memory_id}] 的 aspect 是 {aspect_label(info['aspect'])}，promote 不能改成 "
-                                      f"{aspect_label(dimension)}（取代关系只在同一 aspect 内成立）")
-            info.update(stage="formal", aspect=info.get("aspect") or dimension, promoted_at=now,
-                        witness_dates=dates)
+                raise ValidationError(
+                    f"[{memory_id}] 的 aspect 是 {aspect_label(info['aspect'])}，promote 不能改成 "
+                    f"{aspect_label(dimension)}（取代关系只在同一 aspect 内成立）"
+                )
+            info.update(stage="formal", aspect=info.get("aspect") or dimension, promoted_at=now, witness_dates=dates)
             extra = {**(record.get("extra") or {}), KIND_KEY: "self", SELF_KEY: info}
             changes: dict[str, Any] = {"extra": extra, "memory_type": KINDS["self"].memory_type}
             if refined is not None and refined != record["content"]:
                 changes.update(content=refined, title=extract_title(refined))
             async with self.rt.db.transaction() as conn:
-                updated = await self.rt.records.update(conn, memory_id, changes, action="promote",
-                                                       actor=self.scope.context,
-                                                       note="自我认知升为正式条目" + ("（提炼措辞）" if refined else ""))
+                updated = await self.rt.records.update(
+                    conn,
+                    memory_id,
+                    changes,
+                    action="promote",
+                    actor=self.scope.context,
+                    note="自我认知升为正式条目" + ("（提炼措辞）" if refined else ""),
+                )
         await self.rt.sync_vectors()
         await self.rt.notify_changed("promote", [memory_id])
         item = self._item(updated, {memory_id: dates}, time.time())
-        lines = [f"🪞 [{memory_id}] 已升为正式自我认知（{aspect_label(info['aspect'])}，见证于 {'、'.join(dates)}）"
-                 + ("，采用了提炼后的措辞（候选时的原话留在历史版本里）" if "content" in changes else "")
-                 + "。正式条目不再参与 breath 与 dream，用 I(read=True) 读取；会话开始时会附上最近几条"]
+        lines = [
+            f"🪞 [{memory_id}] 已升为正式自我认知（{aspect_label(info['aspect'])}，见证于 {'、'.join(dates)}）"
+            + ("，采用了提炼后的措辞（候选时的原话留在历史版本里）" if "content" in changes else "")
+            + "。正式条目不再参与 breath 与 dream，用 I(read=True) 读取；会话开始时会附上最近几条"
+        ]
         if info.get("supersedes"):
             lines.append(f"它取代了 [{info['supersedes']}]（一字未删，在 I(read=True) 的「已被取代」里）")
         return {"action": "I", "mode": "promote", "id": memory_id, "item": item, "text": "\n".join(lines)}
@@ -318,9 +376,14 @@ async def _related(service, candidate: dict[str, Any]) -> list[dict[str, Any]]:
         chosen = []
         for memory_id in ranked:
             record = records.get(memory_id)
-            if (record is None or memory_id == candidate["memory_id"] or self_info(record)
-                    or kind_of(record) not in ("memory", "feel") or record["status"] != "active"
-                    or record["store_key"] not in scope.readable_store_keys):
+            if (
+                record is None
+                or memory_id == candidate["memory_id"]
+                or self_info(record)
+                or kind_of(record) not in ("memory", "feel")
+                or record["status"] != "active"
+                or record["store_key"] not in scope.readable_store_keys
+            ):
                 continue
             chosen.append(record)
             if len(chosen) == RELATED_PER_CANDIDATE:
@@ -330,10 +393,12 @@ async def _related(service, candidate: dict[str, Any]) -> list[dict[str, Any]]:
     related: list[dict[str, Any]] = []
     if runtime.embedding_available():
         try:
-            vector = (await runtime.embed_documents(
-                [compose_embedding_text(candidate["title"], candidate["content"])]))[0]
-            hits = await runtime.query_vectors(vector, store_keys=scope.readable_store_keys, tiers=["live"],
-                                               limit=RELATED_PER_CANDIDATE * 6)
+            vector = (
+                await runtime.embed_documents([compose_embedding_text(candidate["title"], candidate["content"])])
+            )[0]
+            hits = await runtime.query_vectors(
+                vector, store_keys=scope.readable_store_keys, tiers=["live"], limit=RELATED_PER_CANDIDATE * 6
+            )
             related = await eligible([h.memory_id for h in hits if h.similarity >= RELATED_MIN_SIMILARITY])
         except EmbeddingUnavailableError:
             related = []
@@ -341,7 +406,8 @@ async def _related(service, candidate: dict[str, Any]) -> list[dict[str, Any]]:
         hits = await runtime.records.search_terms(
             query_terms(candidate["content"]),
             RecordFilter(store_keys=scope.readable_store_keys, buckets=("memory",), statuses=("active",)),
-            limit=RELATED_PER_CANDIDATE * 6)
+            limit=RELATED_PER_CANDIDATE * 6,
+        )
         related = await eligible([memory_id for memory_id, _ in hits])
     return related
 
@@ -359,8 +425,9 @@ async def self_dream_section(service, context: DreamContext) -> DreamSection | N
     shown = live[:DREAM_CANDIDATES_MAX]
     moment = service.clock()
     witness_date = local_date(moment)
-    await book.witnesses.record([(e["memory_id"], e["store_key"]) for e in shown], witness_date=witness_date,
-                                now=moment)
+    await book.witnesses.record(
+        [(e["memory_id"], e["store_key"]) for e in shown], witness_date=witness_date, now=moment
+    )
     dates = await book.witnesses.dates([e["memory_id"] for e in shown])
     in_dream = {item["id"] for item in context.items}
     formal = {e["memory_id"]: e for e in entries if is_formal(e)}
@@ -370,10 +437,15 @@ async def self_dream_section(service, context: DreamContext) -> DreamSection | N
         related = await _related(service, candidate)
         item["related"] = [r["memory_id"] for r in related]
         items.append(item)
-        head = (f"🪞 [{item['id']}] {aspect_label(item['aspect'])} · 已被 {len(item['witness_dates'])} 个不同日期的 dream "
-                f"见证（{'、'.join(item['witness_dates'])}）")
-        head += (f"，还差 {item['witnesses_needed']} 个" if item["witnesses_needed"]
-                 else f"，够了：可以 I(promote=\"{item['id']}\")")
+        head = (
+            f"🪞 [{item['id']}] {aspect_label(item['aspect'])} · 已被 {len(item['witness_dates'])} 个不同日期的 dream "
+            f"见证（{'、'.join(item['witness_dates'])}）"
+        )
+        head += (
+            f"，还差 {item['witnesses_needed']} 个"
+            if item["witnesses_needed"]
+            else f'，够了：可以 I(promote="{item["id"]}")'
+        )
         lines = [head, item["content"]]
         old = formal.get(item["supersedes"]) if item["supersedes"] else None
         if old is not None:
@@ -389,11 +461,13 @@ async def self_dream_section(service, context: DreamContext) -> DreamSection | N
         else:
             lines.append("  相关记忆：暂时没有找到")
         blocks.append("\n".join(lines))
-    guide = (f"每个候选都和相关记忆摆在一起：它们还撑得住这句话吗？被 {WITNESS_DATES_REQUIRED} 个不同日期的 dream "
-             f"见证后可 I(promote=ID) 升为正式条目（可同时传 content 用提炼后的措辞）；不再这样觉得 → "
-             f"trace(bucket_id, resolved=1) 撤回。本次见证日期 {witness_date}")
+    guide = (
+        f"每个候选都和相关记忆摆在一起：它们还撑得住这句话吗？被 {WITNESS_DATES_REQUIRED} 个不同日期的 dream "
+        f"见证后可 I(promote=ID) 升为正式条目（可同时传 content 用提炼后的措辞）；不再这样觉得 → "
+        f"trace(bucket_id, resolved=1) 撤回。本次见证日期 {witness_date}"
+    )
     if len(live) > len(shown):
         guide += f"；候选共 {len(live)} 条，本次按权重展示前 {len(shown)} 条"
-    return DreamSection(key="self_candidates", title="自我认知候选（与相关记忆碰撞）", items=items,
-                        text="\n\n".join([guide, *blocks]))
-
+    return DreamSection(
+        key="self_candidates", title="自我认知候选（与相关记忆碰撞）", items=items, text="\n\n".join([guide, *blocks])
+    )

@@ -59,12 +59,22 @@ class BookuCompanionService:
     """
 
     service_name = "booku_companion"
-    service_description = ("Booku 陪伴记忆：breath 浮现、hold/grow 逐字保存、trace 修改、dream 回顾、anchor 坐标、pulse 状态、"
-                           "plan 计划、letter 信件、feel 感受、I 自我认知")
+    service_description = (
+        "Booku 陪伴记忆：breath 浮现、hold/grow 逐字保存、trace 修改、dream 回顾、anchor 坐标、pulse 状态、"
+        "plan 计划、letter 信件、feel 感受、I 自我认知"
+    )
 
-    def __init__(self, runtime=None, scope: Scope | None = None, *, plugin: Any = None,
-                 tagger: MemoryTagger | None = None, splitter: GrowSplitter | None = None,
-                 side: str | None = None, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        runtime=None,
+        scope: Scope | None = None,
+        *,
+        plugin: Any = None,
+        tagger: MemoryTagger | None = None,
+        splitter: GrowSplitter | None = None,
+        side: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self._runtime = runtime if runtime is not None else getattr(plugin, "runtime", None)
         self._scope = scope
         self.tagger = tagger
@@ -103,8 +113,9 @@ class BookuCompanionService:
         return _Reader(self.runtime, self.scope, self.settings, service=self)
 
     def _writer(self) -> CompanionWriter:
-        return CompanionWriter(self.runtime, self.scope, self.settings, tagger=self.tagger, splitter=self.splitter,
-                               service=self)
+        return CompanionWriter(
+            self.runtime, self.scope, self.settings, tagger=self.tagger, splitter=self.splitter, service=self
+        )
 
     # -------------------------------------------------------------- reads
     async def breath(self, domain: str | list[str] | None = None, max_results: int | None = None) -> dict:
@@ -116,8 +127,15 @@ class BookuCompanionService:
         """
         return await self._reader().breath(domain, max_results)
 
-    async def breath_search(self, query: str, domain: str | list[str] | None = None, date_from: str | None = None,
-                            date_to: str | None = None, max_results: int | None = None, quotes: bool = False) -> dict:
+    async def breath_search(
+        self,
+        query: str,
+        domain: str | list[str] | None = None,
+        date_from: str | None = None,
+        date_to: str | None = None,
+        max_results: int | None = None,
+        quotes: bool = False,
+    ) -> dict:
         """Hybrid keyword + vector search, verbatim bodies, optional creation-date bounds, quotes when asked.
 
         Returns ``{"action": "breath_search", "mode": "search", "query", "total", "items", "omitted", "text"}``
@@ -125,20 +143,38 @@ class BookuCompanionService:
         """
         return await self._reader().breath_search(query, domain, date_from, date_to, max_results, quotes)
 
-    async def breath_advanced(self, query: str | None = None, max_tokens: int | None = None,
-                              domain: str | list[str] | None = None, valence: float | None = None,
-                              arousal: float | None = None, max_results: int | None = None,
-                              importance_min: int | None = None, tags: str | list[str] | None = None,
-                              catalog: bool = False, date_from: str | None = None,
-                              date_to: str | None = None) -> dict:
+    async def breath_advanced(
+        self,
+        query: str | None = None,
+        max_tokens: int | None = None,
+        domain: str | list[str] | None = None,
+        valence: float | None = None,
+        arousal: float | None = None,
+        max_results: int | None = None,
+        importance_min: int | None = None,
+        tags: str | list[str] | None = None,
+        catalog: bool = False,
+        date_from: str | None = None,
+        date_to: str | None = None,
+    ) -> dict:
         """breath with every knob: search (query), catalog, importance, emotion or surfacing mode.
 
         Returns ``{"action": "breath_advanced", "mode": "search"|"catalog"|"importance"|"emotion"|"surfacing",
         "total", "items", "omitted", "text"}`` (catalog adds ``"lines"``; items there have no content).
         """
         return await self._reader().breath_advanced(
-            query=query, domain=domain, tags=tags, importance_min=importance_min, valence=valence, arousal=arousal,
-            catalog=catalog, date_from=date_from, date_to=date_to, max_results=max_results, max_tokens=max_tokens)
+            query=query,
+            domain=domain,
+            tags=tags,
+            importance_min=importance_min,
+            valence=valence,
+            arousal=arousal,
+            catalog=catalog,
+            date_from=date_from,
+            date_to=date_to,
+            max_results=max_results,
+            max_tokens=max_tokens,
+        )
 
     async def dream(self, window_hours: float = 48) -> dict:
         """Every memory changed (or recalled) in the last ``window_hours``, full text, at most 40 by decay score,
@@ -164,34 +200,56 @@ class BookuCompanionService:
         link has none).
         """
         memory_id = checked_bucket_id(bucket_id)
-        links = await CompanionStore(self.runtime.db).source_links(memory_id,
-                                                                   store_keys=self.scope.readable_store_keys)
+        links = await CompanionStore(self.runtime.db).source_links(memory_id, store_keys=self.scope.readable_store_keys)
         for link in links:
             lines = (link["content"] or "").splitlines()
             if link["content"] is None:
                 link["excerpt"] = ""
             elif link["ranges"]:
-                link["excerpt"] = "\n".join("\n".join(lines[start - 1:end]) for start, end in link["ranges"])
+                link["excerpt"] = "\n".join("\n".join(lines[start - 1 : end]) for start, end in link["ranges"])
             else:
                 link["excerpt"] = link["content"]
         return {"action": "source_evidence", "id": memory_id, "sources": links}
 
     # ------------------------------------------------------------- writes
-    async def hold(self, content: str, title: str | None = None, domain: str | list[str] | None = None,
-                   tags: str | list[str] | None = None, importance: int | None = None, pinned: bool = False,
-                   feel: bool = False, source_bucket: str | None = None, source_content: str | None = None,
-                   source_ranges: list[list[int]] | None = None, valence: float | None = None,
-                   arousal: float | None = None, why_remembered: str | None = None,
-                   quotes: list[str | dict] | None = None) -> dict:
+    async def hold(
+        self,
+        content: str,
+        title: str | None = None,
+        domain: str | list[str] | None = None,
+        tags: str | list[str] | None = None,
+        importance: int | None = None,
+        pinned: bool = False,
+        feel: bool = False,
+        source_bucket: str | None = None,
+        source_content: str | None = None,
+        source_ranges: list[list[int]] | None = None,
+        valence: float | None = None,
+        arousal: float | None = None,
+        why_remembered: str | None = None,
+        quotes: list[str | dict] | None = None,
+    ) -> dict:
         """Keep one moment verbatim (never merged, never shortened).
 
         Returns ``{"action": "hold", "mode": "created"|"duplicate", "id", "item", "speakers": [{"speaker", "text",
         "line"}], "notices", "text"}``.
         """
         return await self._writer().hold(
-            content, title=title, domain=domain, tags=tags, importance=importance, pinned=pinned, feel=feel,
-            source_bucket=source_bucket, source_content=source_content, source_ranges=source_ranges,
-            valence=valence, arousal=arousal, why_remembered=why_remembered, quotes=quotes)
+            content,
+            title=title,
+            domain=domain,
+            tags=tags,
+            importance=importance,
+            pinned=pinned,
+            feel=feel,
+            source_bucket=source_bucket,
+            source_content=source_content,
+            source_ranges=source_ranges,
+            valence=valence,
+            arousal=arousal,
+            why_remembered=why_remembered,
+            quotes=quotes,
+        )
 
     async def grow(self, content: str | None = None, items: list[str | dict] | None = None) -> dict:
         """Store a long text as 2–6 event memories (split by the host model or on paragraphs/sentences), or the
@@ -202,22 +260,49 @@ class BookuCompanionService:
         """
         return await self._writer().grow(content, items)
 
-    async def trace(self, bucket_id: str, name: str | None = None, title: str | None = None,
-                    content: str | None = None, domain: str | list[str] | None = None,
-                    tags: str | list[str] | None = None, importance: int | None = None,
-                    valence: float | None = None, arousal: float | None = None, resolved: int | None = None,
-                    pinned: int | None = None, protected: int | None = None, digested: int | None = None,
-                    why_remembered: str | None = None, status: str | None = None,
-                    quotes_replace: list[str | dict] | None = None, reinforce: bool = False) -> dict:
+    async def trace(
+        self,
+        bucket_id: str,
+        name: str | None = None,
+        title: str | None = None,
+        content: str | None = None,
+        domain: str | list[str] | None = None,
+        tags: str | list[str] | None = None,
+        importance: int | None = None,
+        valence: float | None = None,
+        arousal: float | None = None,
+        resolved: int | None = None,
+        pinned: int | None = None,
+        protected: int | None = None,
+        digested: int | None = None,
+        why_remembered: str | None = None,
+        status: str | None = None,
+        quotes_replace: list[str | dict] | None = None,
+        reinforce: bool = False,
+    ) -> dict:
         """Change an existing memory (None = leave unchanged); every change is a new version in its history.
 
         Returns ``{"action": "trace", "id", "changed_fields", "notices", "item", "text"}``.
         """
         return await self._writer().trace(
-            bucket_id, name=name, title=title, content=content, domain=domain, tags=tags, importance=importance,
-            valence=valence, arousal=arousal, resolved=resolved, pinned=pinned, protected=protected,
-            digested=digested, why_remembered=why_remembered, status=status, quotes_replace=quotes_replace,
-            reinforce=reinforce)
+            bucket_id,
+            name=name,
+            title=title,
+            content=content,
+            domain=domain,
+            tags=tags,
+            importance=importance,
+            valence=valence,
+            arousal=arousal,
+            resolved=resolved,
+            pinned=pinned,
+            protected=protected,
+            digested=digested,
+            why_remembered=why_remembered,
+            status=status,
+            quotes_replace=quotes_replace,
+            reinforce=reinforce,
+        )
 
     async def anchor(self, bucket_id: str) -> dict:
         """Make a memory an anchor (a cold reference point; hard cap 24 per store).
@@ -235,8 +320,14 @@ class BookuCompanionService:
         return await self._writer().release(bucket_id)
 
     # ------------------------------------------------------------- plans
-    async def plan(self, content: str, status: str = "active", related_bucket: str | None = None,
-                   weight: float = 0.5, why_remembered: str | None = None) -> dict:
+    async def plan(
+        self,
+        content: str,
+        status: str = "active",
+        related_bucket: str | None = None,
+        weight: float = 0.5,
+        why_remembered: str | None = None,
+    ) -> dict:
         """Register a commitment or open loop (active / resolved / abandoned). Plans never decay, never surface in
         breath, and end every dream while active; only ``trace(bucket_id, status=...)`` closes them.
 
@@ -249,16 +340,32 @@ class BookuCompanionService:
     def _letters(self) -> LetterBook:
         return LetterBook(self.runtime, self.scope, side=self.side, clock=self.clock)
 
-    async def letter_write(self, author: str, content: str, title: str | None = None, date: str | None = None,
-                           user_name: str | None = None, ai_name: str | None = None, lock_type: str = "none",
-                           unlock_date: str | None = None) -> dict:
+    async def letter_write(
+        self,
+        author: str,
+        content: str,
+        title: str | None = None,
+        date: str | None = None,
+        user_name: str | None = None,
+        ai_name: str | None = None,
+        lock_type: str = "none",
+        unlock_date: str | None = None,
+    ) -> dict:
         """Write a letter, kept forever and verbatim, optionally locked (timed: opens to the other side at
         ``unlock_date``; permanent: nobody ever reads it). The writing side is this service's ``side``.
 
         Returns ``{"action": "letter_write", "id", "letter", "text"}``.
         """
-        return await self._letters().write(author, content, title=title, date=date, user_name=user_name,
-                                           ai_name=ai_name, lock_type=lock_type, unlock_date=unlock_date)
+        return await self._letters().write(
+            author,
+            content,
+            title=title,
+            date=date,
+            user_name=user_name,
+            ai_name=ai_name,
+            lock_type=lock_type,
+            unlock_date=unlock_date,
+        )
 
     async def letter_lock_update(self, letter_id: str, lock_type: str, unlock_date: str | None = None) -> dict:
         """Change only the lock of a letter this side wrote (a permanent lock is final).
@@ -267,8 +374,14 @@ class BookuCompanionService:
         """
         return await self._letters().change_lock(letter_id, lock_type, unlock_date)
 
-    async def letter_read(self, query: str | None = None, author: str | None = None, date_from: str | None = None,
-                          date_to: str | None = None, limit: int = 10) -> dict:
+    async def letter_read(
+        self,
+        query: str | None = None,
+        author: str | None = None,
+        date_from: str | None = None,
+        date_to: str | None = None,
+        limit: int = 10,
+    ) -> dict:
         """Letters, newest first, or the best matches of ``query`` among those this side may read; bodies whole.
         A letter this side may not read shows only its id, signature, date and lock.
 
@@ -287,8 +400,15 @@ class BookuCompanionService:
         return await feel_search(self, query, max_tokens)
 
     # ----------------------------------------------------------------- I
-    async def self_knowledge(self, content: str | None = None, aspect: str | None = None, read: bool = False,
-                             limit: int = 20, promote: str | None = None, supersedes: str | None = None) -> dict:
+    async def self_knowledge(
+        self,
+        content: str | None = None,
+        aspect: str | None = None,
+        read: bool = False,
+        limit: int = 20,
+        promote: str | None = None,
+        supersedes: str | None = None,
+    ) -> dict:
         """The "I" tool: write a 「我觉得……」 candidate (optionally superseding a formal entry of the same aspect),
         promote a candidate witnessed by dreams on 3 different dates, or read (``read=True`` or nothing given).
 
@@ -299,7 +419,9 @@ class BookuCompanionService:
         book = SelfKnowledge(self)
         if promote not in (None, ""):
             if reading or supersedes not in (None, ""):
-                raise ValidationError("promote 不能和 read 或 supersedes 同时使用：supersedes 在写候选时给出，promote 只升级已有候选")
+                raise ValidationError(
+                    "promote 不能和 read 或 supersedes 同时使用：supersedes 在写候选时给出，promote 只升级已有候选"
+                )
             return await book.promote(promote, content, aspect)
         if content not in (None, ""):
             if reading:

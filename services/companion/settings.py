@@ -50,8 +50,9 @@ def companion_settings(config: Any) -> CompanionSettings:
         archive_threshold=float(_section_value(config, "decay", "archive_threshold", base.archive_threshold)),
     )
     return CompanionSettings(
-        breath_max_results=min(BREATH_RESULTS_CEILING,
-                               int(_section_value(config, "surfacing", "breath_max_results", BREATH_MAX_RESULTS))),
+        breath_max_results=min(
+            BREATH_RESULTS_CEILING, int(_section_value(config, "surfacing", "breath_max_results", BREATH_MAX_RESULTS))
+        ),
         breath_max_tokens=int(_section_value(config, "surfacing", "breath_max_tokens", BREATH_MAX_TOKENS)),
         decay=decay,
         decay_auto_archive=bool(_section_value(config, "decay", "auto_archive", True)),

@@ -65,7 +65,7 @@ def _paragraphs(text: str, starts: list[int]) -> list[_Unit]:
 
 def _sentences(text: str, paragraph: _Unit) -> list[_Unit]:
     units, cursor = [], paragraph.start
-    for sentence in split_sentences(text[paragraph.start:paragraph.end]):
+    for sentence in split_sentences(text[paragraph.start : paragraph.end]):
         found = text.find(sentence, cursor, paragraph.end)
         if found < 0:  # cannot happen for stripped slices of the paragraph; keep the paragraph whole if it does
             return [paragraph]

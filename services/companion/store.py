@@ -43,8 +43,16 @@ class CompanionStore:
         )
         return source_id
 
-    async def link_source(self, conn: aiosqlite.Connection, *, memory_id: str, store_key: str, source_id: str | None,
-                          ranges: Sequence[Sequence[int]], source_bucket: str) -> None:
+    async def link_source(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        memory_id: str,
+        store_key: str,
+        source_id: str | None,
+        ranges: Sequence[Sequence[int]],
+        source_bucket: str,
+    ) -> None:
         await conn.execute(
             "INSERT INTO booku_memory_source_links (memory_id, store_key, source_id, ranges, source_bucket, "
             "created_at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -59,9 +67,16 @@ class CompanionStore:
             f"WHERE l.memory_id = ? AND l.store_key IN ({placeholders(len(store_keys))}) ORDER BY l.link_id",
             [memory_id, *store_keys],
         )
-        return [{"source_id": row["source_id"], "ranges": json.loads(row["ranges"]),
-                 "source_bucket": row["source_bucket"], "content": row["content"], "created_at": row["created_at"]}
-                for row in rows]
+        return [
+            {
+                "source_id": row["source_id"],
+                "ranges": json.loads(row["ranges"]),
+                "source_bucket": row["source_bucket"],
+                "content": row["content"],
+                "created_at": row["created_at"],
+            }
+            for row in rows
+        ]
 
     # ------------------------------------------------------------ records
     async def find_identical(self, *, store_key: str, kind: str, content: str) -> str | None:
@@ -74,8 +89,10 @@ class CompanionStore:
 
     async def anchors(self, store_key: str, *, conn: aiosqlite.Connection | None = None) -> list[tuple[str, str]]:
         """(id, display name) of every live anchor of a store, oldest first."""
-        sql = ("SELECT memory_id, CASE WHEN name != '' THEN name ELSE title END AS label FROM booku_memory_records "
-               "WHERE store_key = ? AND anchor = 1 AND is_deleted = 0 AND bucket = 'memory' ORDER BY rid")
+        sql = (
+            "SELECT memory_id, CASE WHEN name != '' THEN name ELSE title END AS label FROM booku_memory_records "
+            "WHERE store_key = ? AND anchor = 1 AND is_deleted = 0 AND bucket = 'memory' ORDER BY rid"
+        )
         if conn is None:
             rows = await self.db.fetch_all(sql, [store_key])
         else:
@@ -102,8 +119,9 @@ class CompanionStore:
             records.append(record)
         return records
 
-    async def write_scores(self, conn: aiosqlite.Connection, scores: Sequence[tuple[str, float]], *,
-                           now: float) -> None:
+    async def write_scores(
+        self, conn: aiosqlite.Connection, scores: Sequence[tuple[str, float]], *, now: float
+    ) -> None:
         """Store derived scores without a revision: they are recomputed on every maintenance pass."""
         await conn.executemany(
             "UPDATE booku_memory_records SET decay_score = ?, decay_computed_at = ? WHERE memory_id = ?",
@@ -138,5 +156,8 @@ class CompanionStore:
             list(store_keys),
         )
         assert sources is not None  # an aggregate always answers one row
-        return {"rows": [dict(row) for row in rows], "source_count": int(sources["n"]),
-                "source_chars": int(sources["chars"])}
+        return {
+            "rows": [dict(row) for row in rows],
+            "source_count": int(sources["n"]),
+            "source_chars": int(sources["chars"]),
+        }

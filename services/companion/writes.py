@@ -40,10 +40,25 @@ from .store import CompanionStore
 NEUTRAL_IMPORTANCE = 5
 NEUTRAL_VALENCE = 0.5
 NEUTRAL_AROUSAL = 0.3
-NEUTRAL_LABELS = {"title": "标题取正文首行", "domains": "不分主题域", "importance": f"重要度 {NEUTRAL_IMPORTANCE}",
-                  "valence": f"valence {NEUTRAL_VALENCE}", "arousal": f"arousal {NEUTRAL_AROUSAL}"}
-GROW_ITEM_KEYS = ("title", "content", "tags", "importance", "domain", "valence", "arousal", "why_remembered",
-                  "source_ranges", "quotes")
+NEUTRAL_LABELS = {
+    "title": "标题取正文首行",
+    "domains": "不分主题域",
+    "importance": f"重要度 {NEUTRAL_IMPORTANCE}",
+    "valence": f"valence {NEUTRAL_VALENCE}",
+    "arousal": f"arousal {NEUTRAL_AROUSAL}",
+}
+GROW_ITEM_KEYS = (
+    "title",
+    "content",
+    "tags",
+    "importance",
+    "domain",
+    "valence",
+    "arousal",
+    "why_remembered",
+    "source_ranges",
+    "quotes",
+)
 
 
 @dataclass
@@ -71,12 +86,24 @@ class MomentDraft:
         if self.source_bucket:
             extra["source_bucket"] = self.source_bucket
         return {
-            "memory_id": f"mem-{uuid.uuid4().hex}", "owner_uid": scope.owner_uid,
-            "store_key": scope.writable_store_key, "title": self.title, "content": self.content, "bucket": "memory",
-            "folder_id": folder_id, "source": COMPANION_SOURCE, "memory_type": KINDS[self.kind].memory_type,
-            "status": "active", "importance": self.importance, "valence": self.valence, "arousal": self.arousal,
-            "domains": self.domains, "pinned": self.pinned, "why_remembered": self.why_remembered,
-            "tags": self.tags, "extra": extra,
+            "memory_id": f"mem-{uuid.uuid4().hex}",
+            "owner_uid": scope.owner_uid,
+            "store_key": scope.writable_store_key,
+            "title": self.title,
+            "content": self.content,
+            "bucket": "memory",
+            "folder_id": folder_id,
+            "source": COMPANION_SOURCE,
+            "memory_type": KINDS[self.kind].memory_type,
+            "status": "active",
+            "importance": self.importance,
+            "valence": self.valence,
+            "arousal": self.arousal,
+            "domains": self.domains,
+            "pinned": self.pinned,
+            "why_remembered": self.why_remembered,
+            "tags": self.tags,
+            "extra": extra,
             "relation_memory_ids": [self.source_bucket] if self.source_bucket else [],
         }
 
@@ -104,9 +131,14 @@ class WriteOutcome:
     def sentence(self, title: str) -> str:
         """What this write did, in the words ``memory_command create`` uses (``logic.write_report``)."""
         links = self.links()
-        return write_outcome_sentence(self.record["memory_id"], title, merged=self.mode == "merged",
-                                      superseded=links.get("superseded", []), unsure=links.get("unsure", []),
-                                      created="已保存记忆")
+        return write_outcome_sentence(
+            self.record["memory_id"],
+            title,
+            merged=self.mode == "merged",
+            superseded=links.get("superseded", []),
+            unsure=links.get("unsure", []),
+            created="已保存记忆",
+        )
 
     @property
     def noteworthy(self) -> bool:
@@ -140,8 +172,16 @@ def merge_changes(target: dict[str, Any], draft: MomentDraft, novelty: float, no
 
 
 class CompanionWriter:
-    def __init__(self, runtime, scope: Scope, settings: CompanionSettings, *, tagger: MemoryTagger | None,
-                 splitter: GrowSplitter | None, service: Any = None) -> None:
+    def __init__(
+        self,
+        runtime,
+        scope: Scope,
+        settings: CompanionSettings,
+        *,
+        tagger: MemoryTagger | None,
+        splitter: GrowSplitter | None,
+        service: Any = None,
+    ) -> None:
         self.rt = runtime
         self.scope = scope
         self.settings = settings
@@ -166,7 +206,9 @@ class CompanionWriter:
     async def _writable(self, conn, memory_id: str, field_name: str = "bucket_id") -> dict[str, Any]:
         record = await self.rt.records.get(memory_id, conn=conn)
         if record is None or record["store_key"] != self.scope.writable_store_key or record["bucket"] != "memory":
-            raise NotFoundError(f"{field_name}={memory_id!r} 不存在（或不在当前可写的记忆库中），请先用 breath_search 找到准确 ID")
+            raise NotFoundError(
+                f"{field_name}={memory_id!r} 不存在（或不在当前可写的记忆库中），请先用 breath_search 找到准确 ID"
+            )
         return record
 
     async def _suggest(self, content: str, needed: bool, notices: list[str]) -> TagSuggestion | None:
@@ -182,10 +224,25 @@ class CompanionWriter:
             return None
         return suggestion if isinstance(suggestion, TagSuggestion) else None
 
-    async def _draft(self, content: Any, *, title: Any, domain: Any, tags: Any, importance: Any, valence: Any,
-                     arousal: Any, why_remembered: Any, quotes: Any, kind: str = "memory", pinned: bool = False,
-                     ranges: list[list[int]] | None = None, source_bucket: str = "", notices: list[str],
-                     field_prefix: str = "") -> MomentDraft:
+    async def _draft(
+        self,
+        content: Any,
+        *,
+        title: Any,
+        domain: Any,
+        tags: Any,
+        importance: Any,
+        valence: Any,
+        arousal: Any,
+        why_remembered: Any,
+        quotes: Any,
+        kind: str = "memory",
+        pinned: bool = False,
+        ranges: list[list[int]] | None = None,
+        source_bucket: str = "",
+        notices: list[str],
+        field_prefix: str = "",
+    ) -> MomentDraft:
         """Validate explicit fields, then complete missing metadata from the tagger or neutral values.
 
         Explicit values always win; a suggested value is used only when it passes the same validation; whatever is
@@ -205,17 +262,28 @@ class CompanionWriter:
             notices.append(f"pinned 锁定 importance=10，传入的 importance={given_importance} 未采用")
         if kind == "feel":
             if explicit["domains"] not in (None, [FEEL_DOMAIN]):
-                notices.append(f"feel=True 时 domain 固定为 feel，传入的 domain（{'、'.join(explicit['domains'])}）未采用")
+                notices.append(
+                    f"feel=True 时 domain 固定为 feel，传入的 domain（{'、'.join(explicit['domains'])}）未采用"
+                )
             explicit["domains"] = [FEEL_DOMAIN]
         tag_list = f.checked_tag_list(tags, f"{p}tags")
         why = f.checked_line(why_remembered, f"{p}why_remembered", max_chars=f.MAX_WHY_CHARS)
         quote_list = f.checked_quotes(quotes, f"{p}quotes")
         hint = await self._suggest(body, any(v is None for v in explicit.values()), notices)
         checks: dict[str, Callable[[Any], Any]] = {
-                  "title": f.checked_title, "domains": f.checked_domains, "importance": f.checked_importance,
-                  "valence": lambda v: f.checked_unit(v, "valence"), "arousal": lambda v: f.checked_unit(v, "arousal")}
-        neutral = {"title": extract_title(body), "domains": [], "importance": NEUTRAL_IMPORTANCE,
-                   "valence": NEUTRAL_VALENCE, "arousal": NEUTRAL_AROUSAL}
+            "title": f.checked_title,
+            "domains": f.checked_domains,
+            "importance": f.checked_importance,
+            "valence": lambda v: f.checked_unit(v, "valence"),
+            "arousal": lambda v: f.checked_unit(v, "arousal"),
+        }
+        neutral = {
+            "title": extract_title(body),
+            "domains": [],
+            "importance": NEUTRAL_IMPORTANCE,
+            "valence": NEUTRAL_VALENCE,
+            "arousal": NEUTRAL_AROUSAL,
+        }
         values: dict[str, Any] = {}
         filled: list[str] = []
         for key, value in explicit.items():
@@ -230,7 +298,9 @@ class CompanionWriter:
                 filled.append(NEUTRAL_LABELS[key])
             values[key] = value
         if filled:
-            notice = f"{'打标模型未给出' if hint else '未配置打标模型'}，以下元数据用本地中性值补全：{'、'.join(filled)}"
+            notice = (
+                f"{'打标模型未给出' if hint else '未配置打标模型'}，以下元数据用本地中性值补全：{'、'.join(filled)}"
+            )
             if notice not in notices:
                 notices.append(notice)
         if not tag_list and hint is not None and hint.tags:
@@ -239,9 +309,19 @@ class CompanionWriter:
             except ValidationError:
                 tag_list = []
         return MomentDraft(
-            content=body, title=values["title"], kind=kind, domains=values["domains"], tags=tag_list,
-            importance=values["importance"], valence=values["valence"], arousal=values["arousal"], pinned=pinned,
-            why_remembered=why, quotes=quote_list, ranges=ranges or [], source_bucket=source_bucket,
+            content=body,
+            title=values["title"],
+            kind=kind,
+            domains=values["domains"],
+            tags=tag_list,
+            importance=values["importance"],
+            valence=values["valence"],
+            arousal=values["arousal"],
+            pinned=pinned,
+            why_remembered=why,
+            quotes=quote_list,
+            ranges=ranges or [],
+            source_bucket=source_bucket,
         )
 
     # -------------------------------------------------------- write engine
@@ -251,8 +331,9 @@ class CompanionWriter:
         memory), an older memory this one updates, or a pair to leave for a model or a reviewer."""
         wc = self.rt.config.write_conflict
         try:
-            hits = await self.rt.query_vectors(vector, store_keys=[self.scope.writable_store_key], tiers=["live"],
-                                               limit=wc.top_n, with_embeddings=True)
+            hits = await self.rt.query_vectors(
+                vector, store_keys=[self.scope.writable_store_key], tiers=["live"], limit=wc.top_n, with_embeddings=True
+            )
         except EmbeddingUnavailableError:  # the vector index broke meanwhile: write without a merge check
             return WriteJudgement()
         if not hits:
@@ -261,11 +342,25 @@ class CompanionWriter:
         same_kind = {k: r for k, r in records.items() if r["bucket"] == "memory" and kind_of(r) == draft.kind}
         fact = NewFact(draft.content, self.folder_id, KINDS[draft.kind].memory_type)
         with single_threaded_blas():
-            return judge_write(wc, fact, vector, hits, same_kind, may_merge=allow_merge,
-                               merge_allowed=lambda r: not (r["pinned"] or r["protected"] or r["anchor"]))
+            return judge_write(
+                wc,
+                fact,
+                vector,
+                hits,
+                same_kind,
+                may_merge=allow_merge,
+                merge_allowed=lambda r: not (r["pinned"] or r["protected"] or r["anchor"]),
+            )
 
-    async def _write(self, drafts: Sequence[MomentDraft], *, action: str, allow_merge: bool,
-                     source_text: str | None, digest_bucket: str = "") -> tuple[list[WriteOutcome], str]:
+    async def _write(
+        self,
+        drafts: Sequence[MomentDraft],
+        *,
+        action: str,
+        allow_merge: bool,
+        source_text: str | None,
+        digest_bucket: str = "",
+    ) -> tuple[list[WriteOutcome], str]:
         """Write drafts in one transaction (plus their source links); returns the outcomes and a degraded reason."""
         vectors: list[np.ndarray | None] = [None] * len(drafts)
         degraded = ""
@@ -284,8 +379,9 @@ class CompanionWriter:
         store_key = self.scope.writable_store_key
         async with self.rt.write_lock:
             if not allow_merge and len(drafts) == 1:
-                existing = await self.store.find_identical(store_key=store_key, kind=drafts[0].kind,
-                                                           content=drafts[0].content)
+                existing = await self.store.find_identical(
+                    store_key=store_key, kind=drafts[0].kind, content=drafts[0].content
+                )
                 if existing is not None:
                     record = await self.rt.records.get(existing)
                     return [WriteOutcome("duplicate", record)], degraded
@@ -298,29 +394,48 @@ class CompanionWriter:
             async with self.rt.db.transaction() as conn:
                 source_id = None
                 if source_text is not None:
-                    source_id = await self.store.save_source(conn, owner_uid=self.scope.owner_uid,
-                                                             store_key=store_key, content=source_text)
+                    source_id = await self.store.save_source(
+                        conn, owner_uid=self.scope.owner_uid, store_key=store_key, content=source_text
+                    )
                 for draft, judged in zip(drafts, judgements, strict=True):
                     target = judged.target
                     current = await self.rt.records.get(target["memory_id"], conn=conn) if target else None
                     if current is not None and current["store_key"] == store_key:
                         record = await self.rt.records.update(
-                            conn, current["memory_id"], merge_changes(current, draft, judged.novelty, now),
-                            action="merge", actor=context, note=f"{action} 合并：{draft.title[:60]}")
+                            conn,
+                            current["memory_id"],
+                            merge_changes(current, draft, judged.novelty, now),
+                            action="merge",
+                            actor=context,
+                            note=f"{action} 合并：{draft.title[:60]}",
+                        )
                         outcomes.append(WriteOutcome("merged", record))
                     else:
-                        record = await self.rt.records.insert(conn, draft.record(self.scope, self.folder_id),
-                                                              action=action, actor=context)
+                        record = await self.rt.records.insert(
+                            conn, draft.record(self.scope, self.folder_id), action=action, actor=context
+                        )
                         superseded = await self._supersede(conn, judged.replaces, record)
-                        outcomes.append(WriteOutcome("created", record, superseded,
-                                                     None if superseded or target else judged.unsure))
+                        outcomes.append(
+                            WriteOutcome("created", record, superseded, None if superseded or target else judged.unsure)
+                        )
                     if source_id is not None or draft.source_bucket:
-                        await self.store.link_source(conn, memory_id=record["memory_id"], store_key=store_key,
-                                                     source_id=source_id, ranges=draft.ranges,
-                                                     source_bucket=draft.source_bucket)
+                        await self.store.link_source(
+                            conn,
+                            memory_id=record["memory_id"],
+                            store_key=store_key,
+                            source_id=source_id,
+                            ranges=draft.ranges,
+                            source_bucket=draft.source_bucket,
+                        )
                 if digest_bucket:
-                    await self.rt.records.update(conn, digest_bucket, {"digested": True}, action="digest",
-                                                 actor=context, note="写入感受后标记为已消化")
+                    await self.rt.records.update(
+                        conn,
+                        digest_bucket,
+                        {"digested": True},
+                        action="digest",
+                        actor=context,
+                        note="写入感受后标记为已消化",
+                    )
         report = await self.rt.sync_vectors()
         changed = [o.record["memory_id"] for o in outcomes] + ([digest_bucket] if digest_bucket else [])
         await self.rt.notify_changed(action, changed)
@@ -344,8 +459,9 @@ class CompanionWriter:
         if old is None or old["superseded_by"] or old["store_key"] != self.scope.writable_store_key:
             return None
         changes, note = supersession_mark(record)
-        return await self.rt.records.update(conn, replaces, changes, action="supersede", actor=self.scope.context,
-                                            touch=False, note=note)
+        return await self.rt.records.update(
+            conn, replaces, changes, action="supersede", actor=self.scope.context, touch=False, note=note
+        )
 
     async def _observer_notices(self, outcomes: Sequence[WriteOutcome]) -> list[str]:
         notices: list[str] = []
@@ -362,9 +478,25 @@ class CompanionWriter:
         return [f"向量暂不可用（{reason}）：已写入数据库，向量稍后补建，检索暂时只走关键词{skipped}"]
 
     # ---------------------------------------------------------------- hold
-    async def hold(self, content: Any, *, title: Any, domain: Any, tags: Any, importance: Any, pinned: Any,
-                   feel: Any, source_bucket: Any, source_content: Any, source_ranges: Any, valence: Any,
-                   arousal: Any, why_remembered: Any, quotes: Any, action: str = "hold") -> dict[str, Any]:
+    async def hold(
+        self,
+        content: Any,
+        *,
+        title: Any,
+        domain: Any,
+        tags: Any,
+        importance: Any,
+        pinned: Any,
+        feel: Any,
+        source_bucket: Any,
+        source_content: Any,
+        source_ranges: Any,
+        valence: Any,
+        arousal: Any,
+        why_remembered: Any,
+        quotes: Any,
+        action: str = "hold",
+    ) -> dict[str, Any]:
         self.ensure_may_author("hold")
         notices: list[str] = []
         is_pinned = bool(f.checked_flag(pinned, "pinned"))
@@ -376,13 +508,26 @@ class CompanionWriter:
         if source_ranges not in (None, []) and source_text is None:
             raise ValidationError("source_ranges 需要同时提供 source_content（行号指向 source_content 的行）")
         ranges = f.checked_source_ranges(source_ranges, len(source_text.splitlines()) if source_text else 0)
-        draft = await self._draft(content, title=title, domain=domain, tags=tags, importance=importance,
-                                  valence=valence, arousal=arousal, why_remembered=why_remembered, quotes=quotes,
-                                  kind="feel" if is_feel else "memory", pinned=is_pinned, ranges=ranges,
-                                  source_bucket=bucket, notices=notices)
+        draft = await self._draft(
+            content,
+            title=title,
+            domain=domain,
+            tags=tags,
+            importance=importance,
+            valence=valence,
+            arousal=arousal,
+            why_remembered=why_remembered,
+            quotes=quotes,
+            kind="feel" if is_feel else "memory",
+            pinned=is_pinned,
+            ranges=ranges,
+            source_bucket=bucket,
+            notices=notices,
+        )
         digest_bucket = await self._digest_target(bucket, is_feel, notices) if bucket else ""
-        outcomes, degraded = await self._write([draft], action=action, allow_merge=False, source_text=source_text,
-                                               digest_bucket=digest_bucket)
+        outcomes, degraded = await self._write(
+            [draft], action=action, allow_merge=False, source_text=source_text, digest_bucket=digest_bucket
+        )
         outcome = outcomes[0]
         if outcome.mode == "duplicate":
             notices = [f"已有逐字相同的记忆 [{outcome.record['memory_id']}]，未重复保存"]
@@ -391,10 +536,12 @@ class CompanionWriter:
             checked = "是否更新旧记忆的判断" if KINDS[draft.kind].mergeable else ""
             notices = self._vector_notice(degraded, skipped_check=checked) + notices + observed
         item = self.item(outcome.record)
-        lines = [f"{'已保存' if outcome.mode == 'created' else '未重复保存'}"
-                 f"{'感受' if is_feel else '记忆'} [{item['id']}] {display_name(item)}"
-                 f" · 域:{'/'.join(item['domains']) or '未分域'} · 重要度 {item['importance']}"
-                 + (" · 📌核心准则" if item["pinned"] else "")]
+        lines = [
+            f"{'已保存' if outcome.mode == 'created' else '未重复保存'}"
+            f"{'感受' if is_feel else '记忆'} [{item['id']}] {display_name(item)}"
+            f" · 域:{'/'.join(item['domains']) or '未分域'} · 重要度 {item['importance']}"
+            + (" · 📌核心准则" if item["pinned"] else "")
+        ]
         if item["speakers"]:
             lines.append(f"拆出 {len(item['speakers'])} 条他人说的话（speaker 行）")
         if outcome.noteworthy:
@@ -402,8 +549,16 @@ class CompanionWriter:
         if source_text is not None:
             lines.append("原文已存入不可变原文层（不参与 breath）")
         lines.extend(f"提示：{n}" for n in notices)
-        return {"action": "hold", "mode": outcome.mode, "id": item["id"], "item": item,
-                "speakers": item["speakers"], "notices": notices, **outcome.links(), "text": "\n".join(lines)}
+        return {
+            "action": "hold",
+            "mode": outcome.mode,
+            "id": item["id"],
+            "item": item,
+            "speakers": item["speakers"],
+            "notices": notices,
+            **outcome.links(),
+            "text": "\n".join(lines),
+        }
 
     async def _digest_target(self, bucket: str, is_feel: bool, notices: list[str]) -> str:
         """Check ``source_bucket`` and decide whether this write marks it digested (a feeling written for it)."""
@@ -431,19 +586,48 @@ class CompanionWriter:
             return await self._grow_items(content, items, notices)
         text = f.checked_body(content, "content", max_chars=f.MAX_SOURCE_CHARS)
         if len(text.strip()) < GROW_SHORT_CHARS:
-            result = await self.hold(text, title=None, domain=None, tags=None, importance=None, pinned=False,
-                                     feel=False, source_bucket=None, source_content=None, source_ranges=None,
-                                     valence=None, arousal=None, why_remembered=None, quotes=None, action="grow")
-            result.update(action="grow", path="hold", items=[result["item"]],
-                          text=f"内容不足 {GROW_SHORT_CHARS} 字，走 hold 单条快速路径，未拆分。\n" + result["text"])
+            result = await self.hold(
+                text,
+                title=None,
+                domain=None,
+                tags=None,
+                importance=None,
+                pinned=False,
+                feel=False,
+                source_bucket=None,
+                source_content=None,
+                source_ranges=None,
+                valence=None,
+                arousal=None,
+                why_remembered=None,
+                quotes=None,
+                action="grow",
+            )
+            result.update(
+                action="grow",
+                path="hold",
+                items=[result["item"]],
+                text=f"内容不足 {GROW_SHORT_CHARS} 字，走 hold 单条快速路径，未拆分。\n" + result["text"],
+            )
             return result
         pieces = await self._split(text, notices)
         drafts = []
         for piece in pieces:
-            drafts.append(await self._draft(piece.content, title=None, domain=None, tags=None, importance=None,
-                                            valence=None, arousal=None, why_remembered=None, quotes=None,
-                                            ranges=[[piece.first_line, piece.last_line]] if piece.first_line else [],
-                                            notices=notices))
+            drafts.append(
+                await self._draft(
+                    piece.content,
+                    title=None,
+                    domain=None,
+                    tags=None,
+                    importance=None,
+                    valence=None,
+                    arousal=None,
+                    why_remembered=None,
+                    quotes=None,
+                    ranges=[[piece.first_line, piece.last_line]] if piece.first_line else [],
+                    notices=notices,
+                )
+            )
         return await self._grow_write(drafts, source_text=text, notices=notices, path="split")
 
     async def _split(self, text: str, notices: list[str]) -> list[GrowPiece]:
@@ -467,8 +651,10 @@ class CompanionWriter:
 
     async def _grow_items(self, content: Any, items: Any, notices: list[str]) -> dict[str, Any]:
         if not isinstance(items, (list, tuple)):
-            raise ValidationError("items 必须是列表：字符串，或含 title/content/tags/importance/domain/valence/arousal/"
-                                  "why_remembered/source_ranges/quotes 的对象")
+            raise ValidationError(
+                "items 必须是列表：字符串，或含 title/content/tags/importance/domain/valence/arousal/"
+                "why_remembered/source_ranges/quotes 的对象"
+            )
         if len(items) > GROW_MAX_ITEMS:
             raise ValidationError(f"items 最多 {GROW_MAX_ITEMS} 条，当前 {len(items)} 条，请分批 grow")
         source_text = None
@@ -483,29 +669,49 @@ class CompanionWriter:
                 raise ValidationError(f"items 第 {index} 项必须是字符串或对象")
             unknown = set(entry) - set(GROW_ITEM_KEYS)
             if unknown:
-                raise ValidationError(f"items 第 {index} 项含未知字段 {sorted(unknown)}，允许：{'、'.join(GROW_ITEM_KEYS)}")
+                raise ValidationError(
+                    f"items 第 {index} 项含未知字段 {sorted(unknown)}，允许：{'、'.join(GROW_ITEM_KEYS)}"
+                )
             if entry.get("source_ranges") not in (None, []) and source_text is None:
                 raise ValidationError(f"{prefix}source_ranges 需要同时传 content 作为共享原文")
             ranges = f.checked_source_ranges(entry.get("source_ranges"), line_count, f"{prefix}source_ranges")
-            drafts.append(await self._draft(
-                entry.get("content"), title=entry.get("title"), domain=entry.get("domain"), tags=entry.get("tags"),
-                importance=entry.get("importance"), valence=entry.get("valence"), arousal=entry.get("arousal"),
-                why_remembered=entry.get("why_remembered"), quotes=entry.get("quotes"), ranges=ranges,
-                notices=notices, field_prefix=prefix))
+            drafts.append(
+                await self._draft(
+                    entry.get("content"),
+                    title=entry.get("title"),
+                    domain=entry.get("domain"),
+                    tags=entry.get("tags"),
+                    importance=entry.get("importance"),
+                    valence=entry.get("valence"),
+                    arousal=entry.get("arousal"),
+                    why_remembered=entry.get("why_remembered"),
+                    quotes=entry.get("quotes"),
+                    ranges=ranges,
+                    notices=notices,
+                    field_prefix=prefix,
+                )
+            )
         if not drafts:
             raise ValidationError("items 不能为空")
         return await self._grow_write(drafts, source_text=source_text, notices=notices, path="items")
 
-    async def _grow_write(self, drafts: list[MomentDraft], *, source_text: str | None, notices: list[str],
-                          path: str) -> dict[str, Any]:
+    async def _grow_write(
+        self, drafts: list[MomentDraft], *, source_text: str | None, notices: list[str], path: str
+    ) -> dict[str, Any]:
         outcomes, degraded = await self._write(drafts, action="grow", allow_merge=True, source_text=source_text)
-        notices = (self._vector_notice(degraded, skipped_check="相似合并与更新判断") + notices
-                   + await self._observer_notices(outcomes))
+        notices = (
+            self._vector_notice(degraded, skipped_check="相似合并与更新判断")
+            + notices
+            + await self._observer_notices(outcomes)
+        )
         items = [self.item(o.record) for o in outcomes]
         superseded = sum(o.superseded is not None for o in outcomes)
-        lines = [f"整理为 {len(items)} 条记忆（新建 {sum(o.mode == 'created' for o in outcomes)}，"
-                 f"合并 {sum(o.mode == 'merged' for o in outcomes)}"
-                 + (f"，其中 {superseded} 条取代了旧记录" if superseded else "") + "）："]
+        lines = [
+            f"整理为 {len(items)} 条记忆（新建 {sum(o.mode == 'created' for o in outcomes)}，"
+            f"合并 {sum(o.mode == 'merged' for o in outcomes)}"
+            + (f"，其中 {superseded} 条取代了旧记录" if superseded else "")
+            + "）："
+        ]
         links: dict[str, list[dict[str, str]]] = {}
         for outcome, item in zip(outcomes, items, strict=True):
             verb = "合并入" if outcome.mode == "merged" else "新建"
@@ -517,9 +723,17 @@ class CompanionWriter:
         if source_text is not None:
             lines.append("原文已存入不可变原文层（不参与 breath），各条按行号区间关联")
         lines.extend(f"提示：{n}" for n in notices)
-        return {"action": "grow", "path": path, "total": len(items), "items": items,
-                "modes": [o.mode for o in outcomes], "ids": [i["id"] for i in items], "notices": notices,
-                **links, "text": "\n".join(lines)}
+        return {
+            "action": "grow",
+            "path": path,
+            "total": len(items),
+            "items": items,
+            "modes": [o.mode for o in outcomes],
+            "ids": [i["id"] for i in items],
+            "notices": notices,
+            **links,
+            "text": "\n".join(lines),
+        }
 
     # --------------------------------------------------------------- trace
     async def trace(self, bucket_id: Any, **params: Any) -> dict[str, Any]:
@@ -536,33 +750,51 @@ class CompanionWriter:
             effective = {k: v for k, v in changes.items() if current.get(k) != v}
             record = current
             if effective:
-                record = await self.rt.records.update(conn, memory_id, effective, action="trace",
-                                                      actor=self.scope.context, note="trace")
+                record = await self.rt.records.update(
+                    conn, memory_id, effective, action="trace", actor=self.scope.context, note="trace"
+                )
         if effective:
             await self.rt.sync_vectors()
             await self.rt.notify_changed("trace", [memory_id])
         if record["superseded_by"]:
-            notices.append(f"这条记录{outdated_mark(record['superseded_by'])}；现在的情况请用 hold 记新事实，"
-                           "取代判断错了可用 memory_command history / revert 回退")
+            notices.append(
+                f"这条记录{outdated_mark(record['superseded_by'])}；现在的情况请用 hold 记新事实，"
+                "取代判断错了可用 memory_command history / revert 回退"
+            )
         item = self.item(record)
         changed = sorted(effective)
-        head = (f"已修改 [{memory_id}] {display_name(item)}：{'、'.join(changed)}" if changed
-                else f"[{memory_id}] {display_name(item)} 没有字段发生变化")
-        return {"action": "trace", "id": memory_id, "changed_fields": changed, "notices": notices, "item": item,
-                "text": "\n".join([head, *(f"提示：{n}" for n in notices)])}
+        head = (
+            f"已修改 [{memory_id}] {display_name(item)}：{'、'.join(changed)}"
+            if changed
+            else f"[{memory_id}] {display_name(item)} 没有字段发生变化"
+        )
+        return {
+            "action": "trace",
+            "id": memory_id,
+            "changed_fields": changed,
+            "notices": notices,
+            "item": item,
+            "text": "\n".join([head, *(f"提示：{n}" for n in notices)]),
+        }
 
     @staticmethod
     def _trace_values(params: dict[str, Any]) -> dict[str, Any]:
         """Validated trace parameters that were given (None = leave unchanged)."""
         checks: dict[str, Callable[[Any], Any]] = {
-            "name": f.checked_name, "title": lambda v: f.checked_line(v, "title", max_chars=f.MAX_TITLE_CHARS,
-                                                                      allow_empty=False),
-            "content": f.checked_body, "domain": f.checked_domains, "tags": f.checked_tag_list,
+            "name": f.checked_name,
+            "title": lambda v: f.checked_line(v, "title", max_chars=f.MAX_TITLE_CHARS, allow_empty=False),
+            "content": f.checked_body,
+            "domain": f.checked_domains,
+            "tags": f.checked_tag_list,
             "importance": f.checked_importance,
-            "valence": lambda v: f.checked_unit(v, "valence"), "arousal": lambda v: f.checked_unit(v, "arousal"),
-            "resolved": lambda v: f.checked_flag(v, "resolved"), "pinned": lambda v: f.checked_flag(v, "pinned"),
-            "protected": lambda v: f.checked_flag(v, "protected"), "digested": lambda v: f.checked_flag(v, "digested"),
-            "why_remembered": f.checked_why, "status": lambda v: f.checked_line(v, "status", max_chars=32).lower(),
+            "valence": lambda v: f.checked_unit(v, "valence"),
+            "arousal": lambda v: f.checked_unit(v, "arousal"),
+            "resolved": lambda v: f.checked_flag(v, "resolved"),
+            "pinned": lambda v: f.checked_flag(v, "pinned"),
+            "protected": lambda v: f.checked_flag(v, "protected"),
+            "digested": lambda v: f.checked_flag(v, "digested"),
+            "why_remembered": f.checked_why,
+            "status": lambda v: f.checked_line(v, "status", max_chars=32).lower(),
             "quotes_replace": lambda v: f.checked_quotes(v, "quotes_replace"),
             "reinforce": lambda v: f.checked_flag(v, "reinforce"),
         }
@@ -573,11 +805,14 @@ class CompanionWriter:
         if values.get("reinforce") is False:
             values.pop("reinforce")
         if not values:
-            raise ValidationError("trace 没有要修改的字段：只传需要修改的字段（如 resolved=1、pinned=1、digested=1、title=…）")
+            raise ValidationError(
+                "trace 没有要修改的字段：只传需要修改的字段（如 resolved=1、pinned=1、digested=1、title=…）"
+            )
         return values
 
-    def _trace_changes(self, current: dict[str, Any], values: dict[str, Any], notices: list[str],
-                       now: float) -> dict[str, Any]:
+    def _trace_changes(
+        self, current: dict[str, Any], values: dict[str, Any], notices: list[str], now: float
+    ) -> dict[str, Any]:
         spec = spec_of(current)
         changes: dict[str, Any] = {}
         extra = dict(current.get("extra") or {})
@@ -605,7 +840,9 @@ class CompanionWriter:
             if new and not old:
                 raise ValidationError("这条记忆写入时没有留下引语：quotes_replace 只能订正或删除，不能补录")
             if len(new) > len(old):
-                raise ValidationError(f"quotes_replace 只能保持或减少条数（原有 {len(old)} 句，传入 {len(new)} 句），不能补录")
+                raise ValidationError(
+                    f"quotes_replace 只能保持或减少条数（原有 {len(old)} 句，传入 {len(new)} 句），不能补录"
+                )
             if new:
                 extra["quotes"] = new
             else:
@@ -614,8 +851,10 @@ class CompanionWriter:
         if values.get("digested") is not None:
             is_pinned = changes.get("pinned", current["pinned"])
             if values["digested"] and (is_pinned or current["anchor"]):
-                notices.append("digested 对核心准则（pinned）和 anchor 不生效——它们始终在场；要让它安静请改用 "
-                               "trace(bucket_id, pinned=0, importance=…) 或 release(bucket_id)")
+                notices.append(
+                    "digested 对核心准则（pinned）和 anchor 不生效——它们始终在场；要让它安静请改用 "
+                    "trace(bucket_id, pinned=0, importance=…) 或 release(bucket_id)"
+                )
             else:
                 changes["digested"] = values["digested"]
         if values.get("reinforce"):
@@ -629,8 +868,9 @@ class CompanionWriter:
         return changes
 
     @staticmethod
-    def _protection_changes(current: dict[str, Any], values: dict[str, Any], changes: dict[str, Any],
-                            notices: list[str], now: float) -> None:
+    def _protection_changes(
+        current: dict[str, Any], values: dict[str, Any], changes: dict[str, Any], notices: list[str], now: float
+    ) -> None:
         """pinned / protected / importance: mutually exclusive protections that lock importance at 10."""
         was_locked = bool(current["pinned"] or current["protected"])
         pinned = values.get("pinned", current["pinned"])
@@ -664,29 +904,44 @@ class CompanionWriter:
             current = await self._writable(conn, memory_id)
             if current["anchor"]:
                 item = self.item(current)
-                return {"action": "anchor", "id": memory_id, "changed": False, "item": item,
-                        "anchors": len(await self.store.anchors(self.scope.writable_store_key, conn=conn)),
-                        "text": f"[{memory_id}] {display_name(item)} 已经是 anchor，未改动"}
+                return {
+                    "action": "anchor",
+                    "id": memory_id,
+                    "changed": False,
+                    "item": item,
+                    "anchors": len(await self.store.anchors(self.scope.writable_store_key, conn=conn)),
+                    "text": f"[{memory_id}] {display_name(item)} 已经是 anchor，未改动",
+                }
             spec = spec_of(current)
             if not spec.in_search:
                 raise ValidationError(f"「{spec.label}」类记录不能设为 anchor，anchor 只用于普通记忆与感受")
             if current["protected"]:
                 raise ValidationError(
-                    "anchor 与 protected 互斥：先 trace(bucket_id, protected=0, importance=1..10) 再设 anchor")
+                    "anchor 与 protected 互斥：先 trace(bucket_id, protected=0, importance=1..10) 再设 anchor"
+                )
             if current["status"] != "active":
                 raise ValidationError("已归档的记忆不能设为 anchor：先 trace(bucket_id, reinforce=1) 恢复")
             anchors = await self.store.anchors(self.scope.writable_store_key, conn=conn)
             if len(anchors) >= ANCHOR_LIMIT:
                 listing = "；".join(f"{i} {label}" for i, label in anchors)
-                raise ValidationError(f"anchor 已达硬上限 {ANCHOR_LIMIT} 条，拒绝设置。请先 release(bucket_id) 释放一条"
-                                      f"不再需要的坐标，再设这一条。现有 anchor：{listing}")
-            record = await self.rt.records.update(conn, memory_id, {"anchor": True}, action="anchor",
-                                                  actor=self.scope.context, note="anchor")
+                raise ValidationError(
+                    f"anchor 已达硬上限 {ANCHOR_LIMIT} 条，拒绝设置。请先 release(bucket_id) 释放一条"
+                    f"不再需要的坐标，再设这一条。现有 anchor：{listing}"
+                )
+            record = await self.rt.records.update(
+                conn, memory_id, {"anchor": True}, action="anchor", actor=self.scope.context, note="anchor"
+            )
         await self.rt.notify_changed("anchor", [memory_id])
         item = self.item(record)
-        return {"action": "anchor", "id": memory_id, "changed": True, "item": item, "anchors": len(anchors) + 1,
-                "text": f"已将 [{memory_id}] {display_name(item)} 设为 ⚓ anchor（{len(anchors) + 1}/{ANCHOR_LIMIT}）："
-                        f"不再主动出现在默认 breath，query/domain/情绪命中时仍会返回"}
+        return {
+            "action": "anchor",
+            "id": memory_id,
+            "changed": True,
+            "item": item,
+            "anchors": len(anchors) + 1,
+            "text": f"已将 [{memory_id}] {display_name(item)} 设为 ⚓ anchor（{len(anchors) + 1}/{ANCHOR_LIMIT}）："
+            f"不再主动出现在默认 breath，query/domain/情绪命中时仍会返回",
+        }
 
     async def release(self, bucket_id: Any) -> dict[str, Any]:
         memory_id = f.checked_bucket_id(bucket_id)
@@ -694,13 +949,29 @@ class CompanionWriter:
             current = await self._writable(conn, memory_id)
             if not current["anchor"]:
                 item = self.item(current)
-                return {"action": "release", "id": memory_id, "changed": False, "item": item,
-                        "text": f"[{memory_id}] {display_name(item)} 不是 anchor，未改动"}
+                return {
+                    "action": "release",
+                    "id": memory_id,
+                    "changed": False,
+                    "item": item,
+                    "text": f"[{memory_id}] {display_name(item)} 不是 anchor，未改动",
+                }
             # Rejoining the default breath is activity: the clock restarts so it is not archived at once.
-            record = await self.rt.records.update(conn, memory_id, {"anchor": False, "last_activated_at": time.time()},
-                                                  action="release", actor=self.scope.context, note="release")
+            record = await self.rt.records.update(
+                conn,
+                memory_id,
+                {"anchor": False, "last_activated_at": time.time()},
+                action="release",
+                actor=self.scope.context,
+                note="release",
+            )
         await self.rt.notify_changed("release", [memory_id])
         item = self.item(record)
         pinned = "，pinned 状态保留" if item["pinned"] else ""
-        return {"action": "release", "id": memory_id, "changed": True, "item": item,
-                "text": f"已解除 [{memory_id}] {display_name(item)} 的 anchor，恢复为普通状态、重新参与默认 breath{pinned}"}
+        return {
+            "action": "release",
+            "id": memory_id,
+            "changed": True,
+            "item": item,
+            "text": f"已解除 [{memory_id}] {display_name(item)} 的 anchor，恢复为普通状态、重新参与默认 breath{pinned}",
+        }

@@ -126,7 +126,9 @@ def checked_matrix(rows: Any, *, expected_rows: int, expected_dimension: int | N
     try:
         matrix = np.asarray(rows, dtype=np.float32)
     except (TypeError, ValueError) as exc:
-        raise EmbeddingUnavailableError(f"{source}返回的向量无法解析为数值矩阵（各向量长度不一致或含非数值）：{exc}") from exc
+        raise EmbeddingUnavailableError(
+            f"{source}返回的向量无法解析为数值矩阵（各向量长度不一致或含非数值）：{exc}"
+        ) from exc
     if matrix.ndim != 2:
         raise EmbeddingUnavailableError(f"{source}返回的向量形状为 {matrix.shape}，应为（文本数, 维度）的二维矩阵。")
     if matrix.shape[0] != expected_rows:

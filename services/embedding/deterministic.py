@@ -85,7 +85,9 @@ def _is_word(token: str) -> bool:
 class UnavailableEmbedder:
     """FOR TESTS ONLY: an embedder that is always down, to exercise the degraded keyword-only path."""
 
-    def __init__(self, reason: str = "测试用嵌入模型不可用", *, dimension: int = 384, model_id: str = "unavailable-test") -> None:
+    def __init__(
+        self, reason: str = "测试用嵌入模型不可用", *, dimension: int = 384, model_id: str = "unavailable-test"
+    ) -> None:
         self.reason = reason
         self.dimension = dimension
         self.model_id = model_id

@@ -123,7 +123,7 @@ class NumpyE5Encoder:
         for owner, text in enumerate(texts):
             content = self.tokenizer.content_ids(text)
             for start in range(0, max(len(content), 1), width):
-                part = content[start:start + width]
+                part = content[start : start + width]
                 windows.append(np.array([vocab.bos, *part, vocab.eos], dtype=np.int64))
                 owners.append(owner)
                 weights.append(max(len(part), 1))
@@ -249,7 +249,7 @@ def _attend(queries: np.ndarray, keys: np.ndarray, values: np.ndarray, padding: 
 
 def _attention_blocks(lengths: np.ndarray, starts: np.ndarray) -> list[_AttentionBlock]:
     return [
-        _AttentionBlock(lengths[first:first + ATTENTION_GROUP], starts[first:first + ATTENTION_GROUP])
+        _AttentionBlock(lengths[first : first + ATTENTION_GROUP], starts[first : first + ATTENTION_GROUP])
         for first in range(0, len(lengths), ATTENTION_GROUP)
     ]
 
@@ -271,7 +271,7 @@ def _gelu_in_place(rows: np.ndarray) -> None:
     decay = np.empty_like(magnitude)
     polynomial = np.empty_like(magnitude)
     for first in range(0, rows.shape[0], _GELU_ROWS):
-        x = rows[first:first + _GELU_ROWS]
+        x = rows[first : first + _GELU_ROWS]
         count = x.shape[0]
         a, tt, e, tail = magnitude[:count], t[:count], decay[:count], polynomial[:count]
         np.abs(x, out=a)

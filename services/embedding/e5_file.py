@@ -138,7 +138,7 @@ class _Cursor:
         return values
 
     def raw(self, length: int) -> bytes:
-        value = self.image[self.offset:self.offset + length]
+        value = self.image[self.offset : self.offset + length]
         self.offset += length
         return value
 
@@ -218,7 +218,7 @@ def _read_vocabulary(cursor: _Cursor) -> E5Vocabulary:
     blob = cursor.raw(blob_length)
     pieces: dict[bytes, int] = {}
     for piece_id in range(count):
-        piece = blob[offsets[piece_id]:offsets[piece_id + 1]]
+        piece = blob[offsets[piece_id] : offsets[piece_id + 1]]
         # The engine's hash table returns the first id stored under a byte string and never matches the unknown piece.
         if piece and piece_id != unk and piece not in pieces:
             pieces[piece] = piece_id

@@ -54,7 +54,7 @@ class UnigramTokenizer:
             for end in range(begin + 1, count + 1):
                 if starts[end] - first_byte > limit:
                     break
-                piece_id = pieces.get(encoded[first_byte:starts[end]])
+                piece_id = pieces.get(encoded[first_byte : starts[end]])
                 if piece_id is not None:
                     score = base + scores[piece_id]
                     if score > best[end]:

@@ -41,7 +41,9 @@ def build_embedder(
         return None
     if provider == "local":
         return LocalE5Embedder(
-            batch_size=config.batch_size, num_threads=config.local_threads or None, engine=config.local_engine  # type: ignore[arg-type]
+            batch_size=config.batch_size,
+            num_threads=config.local_threads or None,
+            engine=config.local_engine,  # type: ignore[arg-type]
         )
     if provider == "openai":
         api_key = os.environ.get(config.openai_api_key_env, "").strip() if config.openai_api_key_env else ""
@@ -55,8 +57,8 @@ def build_embedder(
     if provider == "host":
         if host_request_fn is None:
             raise ConfigError(
-                "配置项 embedding.provider = \"host\" 只能在宿主插件中使用（需要宿主的嵌入接口）；"
-                "独立运行时请改为 \"local\"、\"openai\" 或 \"none\"。"
+                '配置项 embedding.provider = "host" 只能在宿主插件中使用（需要宿主的嵌入接口）；'
+                '独立运行时请改为 "local"、"openai" 或 "none"。'
             )
         return HostEmbedder(
             host_request_fn,

@@ -40,7 +40,7 @@ class HostEmbedder:
         if not callable(request_fn):
             raise ValidationError("request_fn 必须是异步函数：async (list[str]) -> list[list[float]]。")
         if not model_id or not model_id.strip():
-            raise ValidationError("model_id 不能为空，应为宿主嵌入模型的名字，例如 \"host/BAAI/bge-m3\"。")
+            raise ValidationError('model_id 不能为空，应为宿主嵌入模型的名字，例如 "host/BAAI/bge-m3"。')
         if dimension is not None and dimension < 1:
             raise ValidationError(f"dimension 必须是正整数或 None（自动探测），实际为 {dimension!r}。")
         self._request_fn = request_fn

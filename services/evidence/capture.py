@@ -40,8 +40,17 @@ def _timestamp(value: Any) -> float:
 
 
 async def record_host_message(
-    runtime: Any, *, message_id: str, stream_id: str, platform: str, chat_type: str, sender_id: str,
-    sender_name: str, text: str, sent_at: Any, direction: str,
+    runtime: Any,
+    *,
+    message_id: str,
+    stream_id: str,
+    platform: str,
+    chat_type: str,
+    sender_id: str,
+    sender_name: str,
+    text: str,
+    sent_at: Any,
+    direction: str,
 ) -> dict[str, Any]:
     """Record one chat message as immutable evidence in the store of its conversation.
 
@@ -69,23 +78,44 @@ async def record_host_message(
         body = body[: settings.max_message_chars] + TRUNCATION_MARK
     scope = scope_for_chat(runtime.config.scope, platform=platform, chat_type=chat_type, stream_id=stream)
     row = {
-        "message_id": host_id, "stream_id": stream, "store_key": scope.writable_store_key,
-        "owner_uid": scope.owner_uid, "platform": str(platform or "").strip(),
-        "chat_type": str(chat_type or "").strip().lower(), "direction": kind,
-        "sender_id": str(sender_id or "").strip(), "sender_name": str(sender_name or "").strip(),
-        "sent_at": _timestamp(sent_at), "text": body,
+        "message_id": host_id,
+        "stream_id": stream,
+        "store_key": scope.writable_store_key,
+        "owner_uid": scope.owner_uid,
+        "platform": str(platform or "").strip(),
+        "chat_type": str(chat_type or "").strip().lower(),
+        "direction": kind,
+        "sender_id": str(sender_id or "").strip(),
+        "sender_name": str(sender_name or "").strip(),
+        "sent_at": _timestamp(sent_at),
+        "text": body,
     }
     ctx = WriteContext(authority="mechanical", actor=CAPTURE_ACTOR, cause=f"host_event:on_message_{kind}")
     async with runtime.db.transaction() as conn:
         stored, created = await hub.chat_log.insert_message(conn, row)
         if created:
             await hub.vectors.enqueue(conn, CHAT_TIER, stored["entry_id"], stored["store_key"])
-            await write_event(conn, action="chat_captured", subject_id=stored["entry_id"],
-                              owner_uid=stored["owner_uid"], store_key=stored["store_key"], ctx=ctx,
-                              details={"stream_id": stream, "direction": kind, "sender_id": row["sender_id"],
-                                       "sent_at": row["sent_at"], "chars": len(body)})
+            await write_event(
+                conn,
+                action="chat_captured",
+                subject_id=stored["entry_id"],
+                owner_uid=stored["owner_uid"],
+                store_key=stored["store_key"],
+                ctx=ctx,
+                details={
+                    "stream_id": stream,
+                    "direction": kind,
+                    "sender_id": row["sender_id"],
+                    "sent_at": row["sent_at"],
+                    "chars": len(body),
+                },
+            )
     if not created:
-        return {"recorded": False, "entry_id": stored["entry_id"], "store_key": stored["store_key"],
-                "reason": "duplicate"}
+        return {
+            "recorded": False,
+            "entry_id": stored["entry_id"],
+            "store_key": stored["store_key"],
+            "reason": "duplicate",
+        }
     hub.schedule_vector_drain()
     return {"recorded": True, "entry_id": stored["entry_id"], "store_key": stored["store_key"], "reason": ""}

@@ -48,8 +48,15 @@ class ChatModel(Protocol):
 class OpenAICompatibleChatModel:
     """``POST <base_url>/chat/completions`` (non-streaming). ``aclose()`` closes the HTTP client."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0, *,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
         if not base_url or not base_url.strip():
             raise ChatModelUnavailableError("dreaming.openai_base_url 不能为空，应形如 http://127.0.0.1:8080/v1")
         if not model or not model.strip():
@@ -64,8 +71,13 @@ class OpenAICompatibleChatModel:
 
     async def complete(self, messages: Sequence[ChatMessage], *, max_tokens: int, temperature: float) -> str:
         """The first choice's message content. Raises ChatModelUnavailableError on transport or protocol errors."""
-        payload: dict[str, Any] = {"model": self.model, "messages": list(messages), "max_tokens": int(max_tokens),
-                                   "temperature": float(temperature), "stream": False}
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "messages": list(messages),
+            "max_tokens": int(max_tokens),
+            "temperature": float(temperature),
+            "stream": False,
+        }
         try:
             response = await self._http().post(self.endpoint, json=payload)
         except httpx.TimeoutException as exc:
@@ -78,7 +90,9 @@ class OpenAICompatibleChatModel:
                 "dreaming.openai_base_url 正确"
             ) from exc
         if response.is_error:
-            raise ChatModelUnavailableError(f"聊天模型 {self.endpoint} 返回 HTTP {response.status_code}：{_detail(response)}")
+            raise ChatModelUnavailableError(
+                f"聊天模型 {self.endpoint} 返回 HTTP {response.status_code}：{_detail(response)}"
+            )
         try:
             body = response.json()
             content = body["choices"][0]["message"]["content"]
@@ -92,8 +106,9 @@ class OpenAICompatibleChatModel:
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=httpx.Timeout(self.timeout), headers=self._headers,
-                                             transport=self._transport)
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout), headers=self._headers, transport=self._transport
+            )
         return self._client
 
     async def aclose(self) -> None:
@@ -117,26 +132,33 @@ class HostChatModel:
         except ChatModelUnavailableError:
             raise
         except Exception as exc:  # the host raises its own LLM errors; the stage only needs "not now, and why"
-            raise ChatModelUnavailableError(f"宿主轻量模型（{self.model_id}）调用失败：{type(exc).__name__}: {exc}") from exc
+            raise ChatModelUnavailableError(
+                f"宿主轻量模型（{self.model_id}）调用失败：{type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(reply, str):
             raise ChatModelUnavailableError(f"宿主轻量模型（{self.model_id}）没有返回文本")
         return reply
 
 
-def build_chat_model(settings: DreamingSettings, *, host_chat_fn: HostChatFn | None = None
-                     ) -> tuple[ChatModel | None, str]:
+def build_chat_model(
+    settings: DreamingSettings, *, host_chat_fn: HostChatFn | None = None
+) -> tuple[ChatModel | None, str]:
     """``(model, "")`` for the configured provider, or ``(None, reason)`` when none is usable."""
     provider = settings.chat_provider
     if provider == "none":
         return None, "dreaming.chat_provider = none：没有配置聊天模型"
     if provider == "host":
         if host_chat_fn is None:
-            return None, f"宿主没有提供轻量模型（任务 {settings.host_task}）；独立运行时请改用 dreaming.chat_provider = openai"
+            return (
+                None,
+                f"宿主没有提供轻量模型（任务 {settings.host_task}）；独立运行时请改用 dreaming.chat_provider = openai",
+            )
         return HostChatModel(host_chat_fn, model_id=f"host/{settings.host_task}"), ""
     api_key = os.environ.get(settings.openai_api_key_env, "").strip() or None
     try:
-        return OpenAICompatibleChatModel(settings.openai_base_url, settings.openai_model, api_key,
-                                         settings.openai_timeout_seconds), ""
+        return OpenAICompatibleChatModel(
+            settings.openai_base_url, settings.openai_model, api_key, settings.openai_timeout_seconds
+        ), ""
     except ChatModelUnavailableError as exc:
         return None, str(exc)
 

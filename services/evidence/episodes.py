@@ -47,13 +47,21 @@ class StageReport:
     details: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "state": self.state, "reason": self.reason, "batch_id": self.batch_id,
-                "created": list(self.created), "waiting": self.waiting, "failures": list(self.failures),
-                **self.details}
+        return {
+            "stage": self.stage,
+            "state": self.state,
+            "reason": self.reason,
+            "batch_id": self.batch_id,
+            "created": list(self.created),
+            "waiting": self.waiting,
+            "failures": list(self.failures),
+            **self.details,
+        }
 
 
-def split_windows(messages: list[dict[str, Any]], *, idle_seconds: float, max_messages: int,
-                  channel_last_at: float, now: float) -> list[list[dict[str, Any]]]:
+def split_windows(
+    messages: list[dict[str, Any]], *, idle_seconds: float, max_messages: int, channel_last_at: float, now: float
+) -> list[list[dict[str, Any]]]:
     """Closed windows of one channel's unprocessed messages (oldest first); the open tail is left for later."""
     windows: list[list[dict[str, Any]]] = []
     current: list[dict[str, Any]] = []
@@ -82,12 +90,23 @@ class EpisodeStage:
             if len(found) >= limit:
                 break
             messages = await self.hub.chat_log.unprocessed_messages(
-                store_key=channel["store_key"], owner_uid=channel["owner_uid"], stream_id=channel["stream_id"],
-                limit=settings.episode_max_messages * (limit - len(found)))
-            last_at = await self.hub.chat_log.latest_sent_at(store_key=channel["store_key"],
-                                                             stream_id=channel["stream_id"])
-            found.extend(split_windows(messages, idle_seconds=settings.episode_idle_seconds,
-                                       max_messages=settings.episode_max_messages, channel_last_at=last_at, now=now))
+                store_key=channel["store_key"],
+                owner_uid=channel["owner_uid"],
+                stream_id=channel["stream_id"],
+                limit=settings.episode_max_messages * (limit - len(found)),
+            )
+            last_at = await self.hub.chat_log.latest_sent_at(
+                store_key=channel["store_key"], stream_id=channel["stream_id"]
+            )
+            found.extend(
+                split_windows(
+                    messages,
+                    idle_seconds=settings.episode_idle_seconds,
+                    max_messages=settings.episode_max_messages,
+                    channel_last_at=last_at,
+                    now=now,
+                )
+            )
         return found[:limit]
 
     async def run(self, *, now: float | None = None) -> StageReport:
@@ -104,12 +123,16 @@ class EpisodeStage:
                 reason = await self.hub.report_unavailable("stage_a", "阶段 A ", len(windows), "个聊天窗口等待生成剧集")
                 return StageReport("stage_a", "unavailable", reason, waiting=len(windows))
             report = StageReport("stage_a", "ok", batch_id=f"dream-a-{uuid.uuid4().hex[:16]}")
-            ctx = WriteContext(authority="dreaming", actor=DREAMING_ACTOR, batch_id=report.batch_id,
-                               cause="dreaming_stage_a")
+            ctx = WriteContext(
+                authority="dreaming", actor=DREAMING_ACTOR, batch_id=report.batch_id, cause="dreaming_stage_a"
+            )
             for window in windows:
                 try:
-                    answer = await model.complete(episode_messages(window), max_tokens=settings.max_output_tokens,
-                                                  temperature=settings.temperature)
+                    answer = await model.complete(
+                        episode_messages(window),
+                        max_tokens=settings.max_output_tokens,
+                        temperature=settings.temperature,
+                    )
                     topic, summary = parse_episode_answer(answer)
                 except (ChatModelUnavailableError, ModelAnswerError) as exc:
                     report.failures.append(f"{window[0]['stream_id']}: {exc}")
@@ -123,21 +146,36 @@ class EpisodeStage:
             report.waiting = len(windows) - len(report.created)
             if report.failures and not report.created:
                 report.state, report.reason = "error", report.failures[0]
-            await self.hub.set_status("stage_a", report.state, report.reason, created=len(report.created),
-                                      waiting=report.waiting, batch_id=report.batch_id)
+            await self.hub.set_status(
+                "stage_a",
+                report.state,
+                report.reason,
+                created=len(report.created),
+                waiting=report.waiting,
+                batch_id=report.batch_id,
+            )
         if report.created:
             self.hub.schedule_vector_drain()
         return report
 
-    async def _commit(self, window: list[dict[str, Any]], topic: str, summary: str, model_id: str,
-                      ctx: WriteContext) -> str:
+    async def _commit(
+        self, window: list[dict[str, Any]], topic: str, summary: str, model_id: str, ctx: WriteContext
+    ) -> str:
         entry_ids = [m["entry_id"] for m in window]
         first = window[0]
         episode = {
-            "episode_id": f"epi-{uuid.uuid4().hex[:20]}", "store_key": first["store_key"],
-            "owner_uid": first["owner_uid"], "stream_id": first["stream_id"], "topic": topic, "summary": summary,
-            "start_at": float(window[0]["sent_at"]), "end_at": float(window[-1]["sent_at"]),
-            "message_count": len(window), "model_id": model_id, "batch_id": ctx.batch_id, "created_at": time.time(),
+            "episode_id": f"epi-{uuid.uuid4().hex[:20]}",
+            "store_key": first["store_key"],
+            "owner_uid": first["owner_uid"],
+            "stream_id": first["stream_id"],
+            "topic": topic,
+            "summary": summary,
+            "start_at": float(window[0]["sent_at"]),
+            "end_at": float(window[-1]["sent_at"]),
+            "message_count": len(window),
+            "model_id": model_id,
+            "batch_id": ctx.batch_id,
+            "created_at": time.time(),
         }
         async with self.rt.db.transaction() as conn:
             if not await self.hub.chat_log.still_unprocessed(conn, entry_ids):
@@ -145,9 +183,19 @@ class EpisodeStage:
                 return ""
             await self.hub.chat_log.insert_episode(conn, episode, entry_ids)
             await self.hub.vectors.enqueue(conn, EPISODE_TIER, episode["episode_id"], episode["store_key"])
-            await write_event(conn, action="episode_created", subject_id=episode["episode_id"],
-                              owner_uid=episode["owner_uid"], store_key=episode["store_key"], ctx=ctx,
-                              details={"stream_id": episode["stream_id"], "message_ids": entry_ids,
-                                       "start_at": episode["start_at"], "end_at": episode["end_at"],
-                                       "model_id": model_id})
+            await write_event(
+                conn,
+                action="episode_created",
+                subject_id=episode["episode_id"],
+                owner_uid=episode["owner_uid"],
+                store_key=episode["store_key"],
+                ctx=ctx,
+                details={
+                    "stream_id": episode["stream_id"],
+                    "message_ids": entry_ids,
+                    "start_at": episode["start_at"],
+                    "end_at": episode["end_at"],
+                    "model_id": model_id,
+                },
+            )
         return episode["episode_id"]

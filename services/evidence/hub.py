@@ -41,9 +41,15 @@ class StageStatus:
 
 
 class EvidenceHub:
-    def __init__(self, runtime: Any, *, evidence: EvidenceSettings | None = None,
-                 dreaming: DreamingSettings | None = None, chat_model: ChatModel | None = None,
-                 host_chat_fn: HostChatFn | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Any,
+        *,
+        evidence: EvidenceSettings | None = None,
+        dreaming: DreamingSettings | None = None,
+        chat_model: ChatModel | None = None,
+        host_chat_fn: HostChatFn | None = None,
+    ) -> None:
         self.runtime = runtime
         self.evidence = evidence or evidence_settings(runtime.config)
         self.dreaming = dreaming or dreaming_settings(runtime.config)
@@ -58,8 +64,11 @@ class EvidenceHub:
         self.review_lock = asyncio.Lock()
         self.stage_a_lock = asyncio.Lock()
         self.stage_b_lock = asyncio.Lock()
-        self.stages: dict[str, StageStatus] = {"stage_a": StageStatus(), "stage_b": StageStatus(),
-                                               "retention": StageStatus()}
+        self.stages: dict[str, StageStatus] = {
+            "stage_a": StageStatus(),
+            "stage_b": StageStatus(),
+            "retention": StageStatus(),
+        }
         self._drain_task: asyncio.Task | None = None
         self._drain_again = False
 
@@ -70,8 +79,11 @@ class EvidenceHub:
         self.stages[stage] = status
         payload = json.dumps({name: s.as_dict() for name, s in self.stages.items()}, ensure_ascii=False)
         async with self.runtime.db.transaction() as conn:
-            await conn.execute("INSERT INTO booku_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
-                               "value = excluded.value", [STATUS_META_KEY, payload])
+            await conn.execute(
+                "INSERT INTO booku_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET "
+                "value = excluded.value",
+                [STATUS_META_KEY, payload],
+            )
         return status
 
     async def report_unavailable(self, stage: str, label: str, waiting: int, waiting_what: str) -> str:
@@ -133,8 +145,14 @@ def evidence_hub(runtime: Any) -> EvidenceHub:
     return hub
 
 
-def attach_evidence(runtime: Any, *, evidence: EvidenceSettings | None = None, dreaming: DreamingSettings | None = None,
-                    chat_model: ChatModel | None = None, host_chat_fn: HostChatFn | None = None) -> EvidenceHub:
+def attach_evidence(
+    runtime: Any,
+    *,
+    evidence: EvidenceSettings | None = None,
+    dreaming: DreamingSettings | None = None,
+    chat_model: ChatModel | None = None,
+    host_chat_fn: HostChatFn | None = None,
+) -> EvidenceHub:
     """Give the runtime a hub with explicit settings and/or chat model (replacing any earlier one)."""
     hub = EvidenceHub(runtime, evidence=evidence, dreaming=dreaming, chat_model=chat_model, host_chat_fn=host_chat_fn)
     _hubs[runtime] = hub

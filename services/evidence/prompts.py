@@ -64,8 +64,13 @@ def episode_messages(window: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
     payload = {
         "channel": window[0]["stream_id"] if window else "",
         "messages": [
-            {"id": m["entry_id"], "time": _iso(m["sent_at"]), "sender": m["sender_name"] or m["sender_id"],
-             "direction": m["direction"], "text": m["text"]}
+            {
+                "id": m["entry_id"],
+                "time": _iso(m["sent_at"]),
+                "sender": m["sender_name"] or m["sender_id"],
+                "direction": m["direction"],
+                "text": m["text"],
+            }
             for m in window
         ],
     }
@@ -83,11 +88,21 @@ def proposal_messages(episodes: Sequence[dict[str, Any]], memories: Sequence[dic
     """
     payload = {
         "episodes": [
-            {"id": e["episode_id"], "topic": e["topic"], "summary": e["summary"],
-             "time": f"{_iso(e['start_at'])} ~ {_iso(e['end_at'])}",
-             "messages": [{"id": m["entry_id"], "time": _iso(m["sent_at"]),
-                           "sender": m["sender_name"] or m["sender_id"], "text": m["text"]}
-                          for m in e["messages"]]}
+            {
+                "id": e["episode_id"],
+                "topic": e["topic"],
+                "summary": e["summary"],
+                "time": f"{_iso(e['start_at'])} ~ {_iso(e['end_at'])}",
+                "messages": [
+                    {
+                        "id": m["entry_id"],
+                        "time": _iso(m["sent_at"]),
+                        "sender": m["sender_name"] or m["sender_id"],
+                        "text": m["text"],
+                    }
+                    for m in e["messages"]
+                ],
+            }
             for e in episodes
         ],
         "memories": [{"id": m["id"], "title": m["title"], "content": m["content"]} for m in memories],
@@ -223,8 +238,9 @@ def parse_proposal_answer(
             continue
         cited_messages = _id_list(item.get("message_ids"))
         cited_episodes = _id_list(item.get("episode_ids"))
-        foreign = [i for i in cited_messages if i not in known_messages] + \
-                  [i for i in cited_episodes if i not in known_episodes]
+        foreign = [i for i in cited_messages if i not in known_messages] + [
+            i for i in cited_episodes if i not in known_episodes
+        ]
         if foreign:
             parsed.rejected.append(f"{label} 引用了输入中没有的证据：{', '.join(foreign[:5])}")
             continue
@@ -239,8 +255,16 @@ def parse_proposal_answer(
             groups["tags"] = list(dict.fromkeys(groups["tags"] + groups["core_tags"] + groups["diffusion_tags"]))
             groups.update({g: [] for g in TRIPLET_GROUPS})
         fields.update({group: tags for group, tags in groups.items() if tags})
-        parsed.drafts.append(ProposalDraft(kind, fields, _clean_text(item.get("reason"), MAX_REASON_CHARS),
-                                           cited_messages, cited_episodes, target if kind == "update" else None))
+        parsed.drafts.append(
+            ProposalDraft(
+                kind,
+                fields,
+                _clean_text(item.get("reason"), MAX_REASON_CHARS),
+                cited_messages,
+                cited_episodes,
+                target if kind == "update" else None,
+            )
+        )
         if len(parsed.drafts) >= limit:
             break
     return parsed

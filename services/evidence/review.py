@@ -42,25 +42,44 @@ def public_proposal(proposal: dict[str, Any]) -> dict[str, Any]:
     """The proposal as services and pages show it (fields flattened, status and provenance explicit)."""
     fields = proposal["fields"] or {}
     return {
-        "id": proposal["proposal_id"], "kind": proposal["kind"], "status": proposal["status"],
-        "authority": proposal["authority"], "store_key": proposal["store_key"], "owner_uid": proposal["owner_uid"],
-        "title": fields.get("title", ""), "content": fields.get("content", ""),
-        "memory_type": fields.get("memory_type", ""), "fields": fields, "reason": proposal["reason"],
-        "target_memory_id": proposal["target_memory_id"], "batch_id": proposal["batch_id"],
-        "model_id": proposal["model_id"], "created_at": proposal["created_at"],
-        "reviewed_at": proposal["reviewed_at"], "reviewer": proposal["reviewer"],
-        "review_reason": proposal["review_reason"], "final_fields": proposal["final_fields"],
-        "memory_id": proposal["memory_id"], "redacted": bool(proposal["redacted_at"]),
+        "id": proposal["proposal_id"],
+        "kind": proposal["kind"],
+        "status": proposal["status"],
+        "authority": proposal["authority"],
+        "store_key": proposal["store_key"],
+        "owner_uid": proposal["owner_uid"],
+        "title": fields.get("title", ""),
+        "content": fields.get("content", ""),
+        "memory_type": fields.get("memory_type", ""),
+        "fields": fields,
+        "reason": proposal["reason"],
+        "target_memory_id": proposal["target_memory_id"],
+        "batch_id": proposal["batch_id"],
+        "model_id": proposal["model_id"],
+        "created_at": proposal["created_at"],
+        "reviewed_at": proposal["reviewed_at"],
+        "reviewer": proposal["reviewer"],
+        "review_reason": proposal["review_reason"],
+        "final_fields": proposal["final_fields"],
+        "memory_id": proposal["memory_id"],
+        "redacted": bool(proposal["redacted_at"]),
     }
 
 
 def public_message(message: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": message["entry_id"], "stream_id": message["stream_id"], "store_key": message["store_key"],
-        "sender": message["sender_name"] or message["sender_id"], "sender_id": message["sender_id"],
-        "direction": message["direction"], "sent_at": message["sent_at"], "text": message["text"],
-        "retracted": bool(message["retracted_at"]), "retraction": message["retraction"],
-        "retracted_at": message["retracted_at"], "message_id": message["message_id"],
+        "id": message["entry_id"],
+        "stream_id": message["stream_id"],
+        "store_key": message["store_key"],
+        "sender": message["sender_name"] or message["sender_id"],
+        "sender_id": message["sender_id"],
+        "direction": message["direction"],
+        "sent_at": message["sent_at"],
+        "text": message["text"],
+        "retracted": bool(message["retracted_at"]),
+        "retraction": message["retraction"],
+        "retracted_at": message["retracted_at"],
+        "message_id": message["message_id"],
     }
 
 
@@ -124,8 +143,9 @@ class ReviewService:
         return found
 
     # --------------------------------------------------------------- reading
-    async def list_proposals(self, *, status: str | None = "pending", batch_id: str | None = None,
-                             limit: int = 50, offset: int = 0) -> dict[str, Any]:
+    async def list_proposals(
+        self, *, status: str | None = "pending", batch_id: str | None = None, limit: int = 50, offset: int = 0
+    ) -> dict[str, Any]:
         """Proposals of the visible stores (pending: oldest first). Returns ``{"action", "total", "matched",
         "items", "counts"}``."""
         if status is not None and status not in PROPOSAL_STATUSES:
@@ -133,12 +153,16 @@ class ReviewService:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError("offset 必须是非负整数")
         size = checked_limit("limit", limit, default=50, maximum=500)
-        items, matched = await self.hub.dream_store.list_proposals(store_keys=self._stores, status=status,
-                                                                   batch_id=batch_id or None, limit=size,
-                                                                   offset=offset)
-        return {"action": "list_proposals", "total": len(items), "matched": matched,
-                "items": [public_proposal(p) for p in items],
-                "counts": await self.hub.dream_store.status_counts(store_keys=self._stores)}
+        items, matched = await self.hub.dream_store.list_proposals(
+            store_keys=self._stores, status=status, batch_id=batch_id or None, limit=size, offset=offset
+        )
+        return {
+            "action": "list_proposals",
+            "total": len(items),
+            "matched": matched,
+            "items": [public_proposal(p) for p in items],
+            "counts": await self.hub.dream_store.status_counts(store_keys=self._stores),
+        }
 
     async def get_proposal(self, proposal_id: str) -> dict[str, Any]:
         """One proposal with its evidence side by side: ``{"action", "proposal", "messages": [cited messages],
@@ -160,30 +184,42 @@ class ReviewService:
 
         def shown(entry_id: str) -> dict[str, Any]:
             message = messages.get(entry_id)
-            return public_message(message) if message else {"id": entry_id, "missing": True, "retracted": True,
-                                                             "text": ""}
+            return (
+                public_message(message) if message else {"id": entry_id, "missing": True, "retracted": True, "text": ""}
+            )
 
         episode_views = []
         for episode_id in episode_ids:
             episode = episodes.get(episode_id)
             covered = sorted(via.get(episode_id, []), key=lambda i: (messages.get(i) or {}).get("sent_at", 0))
-            episode_views.append({
-                "id": episode_id, "removed": episode is None,
-                "topic": episode["topic"] if episode else "", "summary": episode["summary"] if episode else "",
-                "start_at": episode["start_at"] if episode else 0.0, "end_at": episode["end_at"] if episode else 0.0,
-                "messages": [shown(i) for i in covered],
-            })
+            episode_views.append(
+                {
+                    "id": episode_id,
+                    "removed": episode is None,
+                    "topic": episode["topic"] if episode else "",
+                    "summary": episode["summary"] if episode else "",
+                    "start_at": episode["start_at"] if episode else 0.0,
+                    "end_at": episode["end_at"] if episode else 0.0,
+                    "messages": [shown(i) for i in covered],
+                }
+            )
         target = None
         if proposal["target_memory_id"]:
             record = (await self.rt.records.get_many([proposal["target_memory_id"]], include_deleted=True)).get(
-                proposal["target_memory_id"])
+                proposal["target_memory_id"]
+            )
             if record is not None and record["store_key"] == proposal["store_key"]:
                 target = record_item(record, full=True)
         audit, _ = await self.rt.audit.list(store_keys=[proposal["store_key"]], memory_id=pid, limit=50)
         direct.sort(key=lambda i: ((messages.get(i) or {}).get("sent_at", 0), i))
-        return {"action": "get_proposal", "proposal": public_proposal(proposal),
-                "messages": [shown(i) for i in direct], "episodes": episode_views, "target": target,
-                "audit": audit}
+        return {
+            "action": "get_proposal",
+            "proposal": public_proposal(proposal),
+            "messages": [shown(i) for i in direct],
+            "episodes": episode_views,
+            "target": target,
+            "audit": audit,
+        }
 
     # ------------------------------------------------------------- decisions
     async def _prior_write(self, proposal: dict[str, Any]) -> str | None:
@@ -191,7 +227,9 @@ class ReviewService:
         return await self.rt.db.fetch_value(
             "SELECT memory_id FROM booku_audit_log WHERE batch_id = ? AND store_key = ? "
             "AND action IN ('create', 'merge', 'update') ORDER BY audit_id DESC LIMIT 1",
-            [review_batch(proposal["proposal_id"]), proposal["store_key"]], None)
+            [review_batch(proposal["proposal_id"]), proposal["store_key"]],
+            None,
+        )
 
     async def approve(self, proposal_id: str, *, edits: dict[str, Any] | None = None, note: str = "") -> dict[str, Any]:
         """Approve a pending proposal (with ``edits``: edit-then-approve). It becomes a memory written with
@@ -210,8 +248,14 @@ class ReviewService:
             final = {**proposal["fields"], **changes}
             changed = sorted(k for k, v in changes.items() if proposal["fields"].get(k) != v)
             batch = review_batch(pid)
-            writer_scope = owner_scope(proposal["store_key"], proposal["owner_uid"], authority="human",
-                                       actor=self.scope.actor, cause=f"proposal:{pid}", batch_id=batch)
+            writer_scope = owner_scope(
+                proposal["store_key"],
+                proposal["owner_uid"],
+                authority="human",
+                actor=self.scope.actor,
+                cause=f"proposal:{pid}",
+                batch_id=batch,
+            )
             memory_id = await self._prior_write(proposal)
             if memory_id:
                 mode = "recovered"
@@ -220,58 +264,113 @@ class ReviewService:
             now = time.time()
             ctx = writer_scope.context
             async with self.rt.db.transaction() as conn:
-                if not await self.hub.dream_store.decide(conn, pid, status="approved", reviewer=self.scope.actor,
-                                                         review_reason=str(note or "").strip()[:MAX_REASON_CHARS],
-                                                         final_fields=final, memory_id=memory_id, now=now):
+                if not await self.hub.dream_store.decide(
+                    conn,
+                    pid,
+                    status="approved",
+                    reviewer=self.scope.actor,
+                    review_reason=str(note or "").strip()[:MAX_REASON_CHARS],
+                    final_fields=final,
+                    memory_id=memory_id,
+                    now=now,
+                ):
                     raise ValidationError(f"提案 {pid} 已被处理")
-                await self.hub.dream_store.add_provenance(conn, memory_id=memory_id, proposal_id=pid,
-                                                          store_key=proposal["store_key"],
-                                                          approved_by=self.scope.actor, now=now)
+                await self.hub.dream_store.add_provenance(
+                    conn,
+                    memory_id=memory_id,
+                    proposal_id=pid,
+                    store_key=proposal["store_key"],
+                    approved_by=self.scope.actor,
+                    now=now,
+                )
                 await self._attach_provenance(conn, memory_id, proposal, ctx, now)
-                await write_event(conn, action="proposal_approved", subject_id=pid, owner_uid=proposal["owner_uid"],
-                                  store_key=proposal["store_key"], ctx=ctx, now=now,
-                                  details={"from": "pending", "to": "approved", "memory_id": memory_id, "mode": mode,
-                                           "edited": bool(changed), "changed_fields": changed,
-                                           "proposed_by": "dreaming", "proposal_batch_id": proposal["batch_id"]})
+                await write_event(
+                    conn,
+                    action="proposal_approved",
+                    subject_id=pid,
+                    owner_uid=proposal["owner_uid"],
+                    store_key=proposal["store_key"],
+                    ctx=ctx,
+                    now=now,
+                    details={
+                        "from": "pending",
+                        "to": "approved",
+                        "memory_id": memory_id,
+                        "mode": mode,
+                        "edited": bool(changed),
+                        "changed_fields": changed,
+                        "proposed_by": "dreaming",
+                        "proposal_batch_id": proposal["batch_id"],
+                    },
+                )
         await self.rt.notify_changed("proposal_approved", [memory_id])
-        return {"action": "approve_proposal", "proposal_id": pid, "memory_id": memory_id, "mode": mode,
-                "edited": bool(changed), "changed_fields": changed, "batch_id": batch}
+        return {
+            "action": "approve_proposal",
+            "proposal_id": pid,
+            "memory_id": memory_id,
+            "mode": mode,
+            "edited": bool(changed),
+            "changed_fields": changed,
+            "batch_id": batch,
+        }
 
     async def _write_memory(self, proposal: dict[str, Any], final: dict[str, Any], scope: Scope) -> tuple[str, str]:
         service = self.rt.memory_service(scope)
         groups = {g: final[g] for g in TAG_GROUPS if final.get(g)}
         if proposal["kind"] == "create":
             result = await service.upsert_memory(
-                final["content"], title=final.get("title") or None, memory_type=final.get("memory_type") or "knowledge",
-                source=PROPOSAL_SOURCE, **groups)
+                final["content"],
+                title=final.get("title") or None,
+                memory_type=final.get("memory_type") or "knowledge",
+                source=PROPOSAL_SOURCE,
+                **groups,
+            )
             return result["id"], result["mode"]
         target = proposal["target_memory_id"]
         triplet = {g: groups[g] for g in ("core_tags", "diffusion_tags", "opposing_tags") if g in groups}
         result = await service.update_memory_by_id(
-            memory_id=target, title=final.get("title") or None, content=final["content"],
-            memory_type=final.get("memory_type") or None, tags=groups.get("tags"),
-            **(triplet if len(triplet) == 3 else {}))
+            memory_id=target,
+            title=final.get("title") or None,
+            content=final["content"],
+            memory_type=final.get("memory_type") or None,
+            tags=groups.get("tags"),
+            **(triplet if len(triplet) == 3 else {}),
+        )
         if result["missing"]:
             raise NotFoundError(f"提案要修改的记忆 {target} 已不存在，请驳回该提案")
         return target, "updated" if result["updated"] else "unchanged"
 
-    async def _attach_provenance(self, conn: Any, memory_id: str, proposal: dict[str, Any], ctx: WriteContext,
-                                 now: float) -> None:
+    async def _attach_provenance(
+        self, conn: Any, memory_id: str, proposal: dict[str, Any], ctx: WriteContext, now: float
+    ) -> None:
         record = await self.rt.records.get(memory_id, include_deleted=True, conn=conn)
         if record is None:
             return
         extra = dict(record.get("extra") or {})
         evidence = (await self.hub.dream_store.evidence([proposal["proposal_id"]], conn=conn))[proposal["proposal_id"]]
         entries = [p for p in extra.get("provenance", []) if isinstance(p, dict)]
-        entries.append({
-            "proposal_id": proposal["proposal_id"], "proposed_by": "dreaming", "proposal_batch_id": proposal["batch_id"],
-            "model_id": proposal["model_id"], "approved_by": self.scope.actor, "approved_at": now,
-            "message_ids": [e["ref_id"] for e in evidence if e["kind"] in ("message", "episode_message")],
-            "episode_ids": [e["ref_id"] for e in evidence if e["kind"] == "episode"],
-        })
+        entries.append(
+            {
+                "proposal_id": proposal["proposal_id"],
+                "proposed_by": "dreaming",
+                "proposal_batch_id": proposal["batch_id"],
+                "model_id": proposal["model_id"],
+                "approved_by": self.scope.actor,
+                "approved_at": now,
+                "message_ids": [e["ref_id"] for e in evidence if e["kind"] in ("message", "episode_message")],
+                "episode_ids": [e["ref_id"] for e in evidence if e["kind"] == "episode"],
+            }
+        )
         extra["provenance"] = entries
-        await self.rt.records.update(conn, memory_id, {"extra": extra}, action="attach_provenance", actor=ctx,
-                                     note=f"来自梦境提案 {proposal['proposal_id']}", touch=False)
+        await self.rt.records.update(
+            conn,
+            memory_id,
+            {"extra": extra},
+            action="attach_provenance",
+            actor=ctx,
+            note=f"来自梦境提案 {proposal['proposal_id']}",
+            touch=False,
+        )
 
     async def reject(self, proposal_id: str, *, reason: str) -> dict[str, Any]:
         """Reject a pending proposal; it is kept as rejected with the reason (and is not proposed again).
@@ -289,12 +388,19 @@ class ReviewService:
             pid = proposal["proposal_id"]
             ctx = WriteContext(authority="human", actor=self.scope.actor, cause=why, batch_id=review_batch(pid))
             async with self.rt.db.transaction() as conn:
-                if not await self.hub.dream_store.decide(conn, pid, status="rejected", reviewer=self.scope.actor,
-                                                         review_reason=why):
+                if not await self.hub.dream_store.decide(
+                    conn, pid, status="rejected", reviewer=self.scope.actor, review_reason=why
+                ):
                     raise ValidationError(f"提案 {pid} 已是 {proposal['status']} 状态，只能处理待审核（pending）的提案")
-                await write_event(conn, action="proposal_rejected", subject_id=pid, owner_uid=proposal["owner_uid"],
-                                  store_key=proposal["store_key"], ctx=ctx,
-                                  details={"from": "pending", "to": "rejected", "reason": why})
+                await write_event(
+                    conn,
+                    action="proposal_rejected",
+                    subject_id=pid,
+                    owner_uid=proposal["owner_uid"],
+                    store_key=proposal["store_key"],
+                    ctx=ctx,
+                    details={"from": "pending", "to": "rejected", "reason": why},
+                )
         return {"action": "reject_proposal", "proposal_id": pid, "status": "rejected"}
 
     async def reject_batch(self, batch_id: str, *, reason: str) -> dict[str, Any]:
@@ -305,8 +411,9 @@ class ReviewService:
         text = str(batch_id or "").strip()
         if not text:
             raise ValidationError("batch_id 不能为空")
-        pending, _ = await self.hub.dream_store.list_proposals(store_keys=self._stores, status="pending",
-                                                               batch_id=text, limit=1000)
+        pending, _ = await self.hub.dream_store.list_proposals(
+            store_keys=self._stores, status="pending", batch_id=text, limit=1000
+        )
         rejected = []
         for proposal in pending:
             await self.reject(proposal["proposal_id"], reason=reason)
@@ -317,11 +424,17 @@ class ReviewService:
     async def list_flags(self, *, open_only: bool = True, limit: int = 100) -> dict[str, Any]:
         """Memories waiting for review because evidence behind them was retracted: ``{"action", "total", "items":
         [{flag_id, memory_id, store_key, proposal_id, entry_id, reason, created_at, ..., "memory": item|None}]}``."""
-        flags = await self.hub.dream_store.flags(store_keys=self._stores, open_only=open_only,
-                                                 limit=checked_limit("limit", limit, default=100, maximum=500))
+        flags = await self.hub.dream_store.flags(
+            store_keys=self._stores, open_only=open_only, limit=checked_limit("limit", limit, default=100, maximum=500)
+        )
         records = await self.rt.records.get_many([f["memory_id"] for f in flags], include_deleted=True)
-        items = [{**flag, "memory": record_item(records[flag["memory_id"]], full=True)
-                  if flag["memory_id"] in records else None} for flag in flags]
+        items = [
+            {
+                **flag,
+                "memory": record_item(records[flag["memory_id"]], full=True) if flag["memory_id"] in records else None,
+            }
+            for flag in flags
+        ]
         return {"action": "list_flags", "total": len(items), "items": items}
 
     async def resolve_flag(self, flag_id: int, *, resolution: str, note: str = "") -> dict[str, Any]:
@@ -341,30 +454,49 @@ class ReviewService:
             flag = flags[0]
             record = await self.rt.records.get(flag["memory_id"], include_deleted=True)
             owner = record["owner_uid"] if record else self.scope.owner_uid
-            scope = owner_scope(flag["store_key"], owner, authority="human", actor=self.scope.actor,
-                                cause=f"review_flag:{flag_id}", batch_id=f"review-flag:{flag_id}")
+            scope = owner_scope(
+                flag["store_key"],
+                owner,
+                authority="human",
+                actor=self.scope.actor,
+                cause=f"review_flag:{flag_id}",
+                batch_id=f"review-flag:{flag_id}",
+            )
             if resolution == "deleted" and record is not None and not record["is_deleted"]:
                 await self.rt.memory_service(scope).delete_memories(memory_ids=[flag["memory_id"]])
             now = time.time()
             why = str(note or "").strip()[:MAX_REASON_CHARS]
             async with self.rt.db.transaction() as conn:
-                if not await self.hub.dream_store.resolve_flag(conn, flag_id, resolution=resolution,
-                                                               resolved_by=self.scope.actor, note=why, now=now):
+                if not await self.hub.dream_store.resolve_flag(
+                    conn, flag_id, resolution=resolution, resolved_by=self.scope.actor, note=why, now=now
+                ):
                     raise ValidationError(f"复核标记 {flag_id} 已被处理")
                 current = await self.rt.records.get(flag["memory_id"], include_deleted=True, conn=conn)
                 if current is not None:
                     extra = dict(current.get("extra") or {})
-                    extra["review_flags"] = [f for f in extra.get("review_flags", [])
-                                             if isinstance(f, dict) and f.get("flag_id") != flag_id]
-                    await self.rt.records.update(conn, flag["memory_id"], {"extra": extra},
-                                                 action="resolve_review_flag", actor=scope.context,
-                                                 note=f"复核结论：{resolution}", touch=False)
-                await write_event(conn, action="review_flag_resolved", subject_id=flag_subject(flag_id),
-                                  owner_uid=owner, store_key=flag["store_key"], ctx=scope.context, now=now,
-                                  details={"flag_id": flag_id, "memory_id": flag["memory_id"],
-                                           "resolution": resolution, "note": why})
-        return {"action": "resolve_flag", "flag_id": flag_id, "memory_id": flag["memory_id"],
-                "resolution": resolution}
+                    extra["review_flags"] = [
+                        f for f in extra.get("review_flags", []) if isinstance(f, dict) and f.get("flag_id") != flag_id
+                    ]
+                    await self.rt.records.update(
+                        conn,
+                        flag["memory_id"],
+                        {"extra": extra},
+                        action="resolve_review_flag",
+                        actor=scope.context,
+                        note=f"复核结论：{resolution}",
+                        touch=False,
+                    )
+                await write_event(
+                    conn,
+                    action="review_flag_resolved",
+                    subject_id=flag_subject(flag_id),
+                    owner_uid=owner,
+                    store_key=flag["store_key"],
+                    ctx=scope.context,
+                    now=now,
+                    details={"flag_id": flag_id, "memory_id": flag["memory_id"], "resolution": resolution, "note": why},
+                )
+        return {"action": "resolve_flag", "flag_id": flag_id, "memory_id": flag["memory_id"], "resolution": resolution}
 
     async def provenance(self, memory_ids: Sequence[str]) -> dict[str, list[str]]:
         """Which approved proposals each memory came from (visible stores only)."""

@@ -29,8 +29,14 @@ RETENTION_INTERVAL_SECONDS = 3600.0
 class DreamingScheduler:
     """``start()`` after ``runtime.start()``; ``await stop()`` before ``runtime.close()``."""
 
-    def __init__(self, runtime: Any, *, host_chat_fn: HostChatFn | None = None, chat_model: ChatModel | None = None,
-                 hub: EvidenceHub | None = None) -> None:
+    def __init__(
+        self,
+        runtime: Any,
+        *,
+        host_chat_fn: HostChatFn | None = None,
+        chat_model: ChatModel | None = None,
+        hub: EvidenceHub | None = None,
+    ) -> None:
         self.rt = runtime
         if hub is not None:
             self.hub = hub
@@ -54,7 +60,9 @@ class DreamingScheduler:
         if not dreaming.enabled:
             logger.info("梦境整理已关闭（dreaming.enabled = false）；只运行聊天证据的保留期清理与向量同步")
         elif self.hub.chat_model is None:
-            logger.warning("梦境整理已开启，但没有可用的聊天模型：%s。阶段 A/B 将报告“不可用”", self.hub.chat_model_reason)
+            logger.warning(
+                "梦境整理已开启，但没有可用的聊天模型：%s。阶段 A/B 将报告“不可用”", self.hub.chat_model_reason
+            )
         else:
             logger.info("梦境整理已开启，聊天模型 %s", self.hub.chat_model.model_id)
         self._task = self.rt.spawn(self._loop(), name="booku-dreaming")

@@ -102,8 +102,16 @@ class EvidenceSearch:
         return chosen
 
     # ------------------------------------------------------------- chat side
-    async def _chat_candidates(self, query: str, *, sources: tuple[str, ...], channels: list[str] | None,
-                               since: float | None, until: float | None, pool: int) -> tuple[list[Candidate], str]:
+    async def _chat_candidates(
+        self,
+        query: str,
+        *,
+        sources: tuple[str, ...],
+        channels: list[str] | None,
+        since: float | None,
+        until: float | None,
+        pool: int,
+    ) -> tuple[list[Candidate], str]:
         stores = list(self.scope.readable_store_keys)
         chat = self.hub.chat_log
         wants_chat, wants_episodes = "chat" in sources, "episode" in sources
@@ -114,11 +122,17 @@ class EvidenceSearch:
         fts_query = build_fts_query(query)
         if fts_query:
             if wants_chat:
-                keyword_chat = dict(await chat.keyword_messages(fts_query, store_keys=stores, channels=channels,
-                                                                since=since, until=until, limit=pool))
+                keyword_chat = dict(
+                    await chat.keyword_messages(
+                        fts_query, store_keys=stores, channels=channels, since=since, until=until, limit=pool
+                    )
+                )
             if wants_episodes:
-                keyword_episodes = dict(await chat.keyword_episodes(fts_query, store_keys=stores, channels=channels,
-                                                                    since=since, until=until, limit=pool))
+                keyword_episodes = dict(
+                    await chat.keyword_episodes(
+                        fts_query, store_keys=stores, channels=channels, since=since, until=until, limit=pool
+                    )
+                )
         dense_chat: dict[str, float] = {}
         dense_episodes: dict[str, float] = {}
         degraded = ""
@@ -130,8 +144,9 @@ class EvidenceSearch:
                 if wants_chat:
                     dense_chat = dict(await self.hub.vectors.query(CHAT_TIER, vector, store_keys=stores, limit=depth))
                 if wants_episodes:
-                    dense_episodes = dict(await self.hub.vectors.query(EPISODE_TIER, vector, store_keys=stores,
-                                                                       limit=depth))
+                    dense_episodes = dict(
+                        await self.hub.vectors.query(EPISODE_TIER, vector, store_keys=stores, limit=depth)
+                    )
             except EmbeddingUnavailableError as exc:  # the model, or the vector index (a subclass), is down
                 dense_chat, dense_episodes, degraded = {}, {}, str(exc)
         else:
@@ -140,29 +155,55 @@ class EvidenceSearch:
         candidates: list[Candidate] = []
         messages = await chat.messages([*keyword_chat, *dense_chat], store_keys=stores)
         for entry_id, message in messages.items():
-            if message["retracted_at"] or not self._in_filters(message["stream_id"], message["sent_at"], channels,
-                                                                since, until):
+            if message["retracted_at"] or not self._in_filters(
+                message["stream_id"], message["sent_at"], channels, since, until
+            ):
                 continue
-            candidates.append(Candidate(
-                "chat", entry_id, message["text"], float(message["sent_at"]), dense_chat.get(entry_id),
-                keyword_chat.get(entry_id),
-                {"channel": message["stream_id"], "sender": message["sender_name"] or message["sender_id"],
-                 "sender_id": message["sender_id"], "direction": message["direction"],
-                 "store_key": message["store_key"]}))
+            candidates.append(
+                Candidate(
+                    "chat",
+                    entry_id,
+                    message["text"],
+                    float(message["sent_at"]),
+                    dense_chat.get(entry_id),
+                    keyword_chat.get(entry_id),
+                    {
+                        "channel": message["stream_id"],
+                        "sender": message["sender_name"] or message["sender_id"],
+                        "sender_id": message["sender_id"],
+                        "direction": message["direction"],
+                        "store_key": message["store_key"],
+                    },
+                )
+            )
         episodes = await chat.episodes([*keyword_episodes, *dense_episodes], store_keys=stores)
         for episode_id, episode in episodes.items():
             if not self._in_filters(episode["stream_id"], episode["end_at"], channels, since, until):
                 continue
-            candidates.append(Candidate(
-                "episode", episode_id, f"{episode['topic']}：{episode['summary']}", float(episode["end_at"]),
-                dense_episodes.get(episode_id), keyword_episodes.get(episode_id),
-                {"channel": episode["stream_id"], "topic": episode["topic"], "start_at": episode["start_at"],
-                 "end_at": episode["end_at"], "message_ids": episode["entry_ids"], "store_key": episode["store_key"]}))
+            candidates.append(
+                Candidate(
+                    "episode",
+                    episode_id,
+                    f"{episode['topic']}：{episode['summary']}",
+                    float(episode["end_at"]),
+                    dense_episodes.get(episode_id),
+                    keyword_episodes.get(episode_id),
+                    {
+                        "channel": episode["stream_id"],
+                        "topic": episode["topic"],
+                        "start_at": episode["start_at"],
+                        "end_at": episode["end_at"],
+                        "message_ids": episode["entry_ids"],
+                        "store_key": episode["store_key"],
+                    },
+                )
+            )
         return candidates, degraded
 
     @staticmethod
-    def _in_filters(channel: str, at: float, channels: list[str] | None, since: float | None,
-                    until: float | None) -> bool:
+    def _in_filters(
+        channel: str, at: float, channels: list[str] | None, since: float | None, until: float | None
+    ) -> bool:
         if channels is not None and channel not in channels:
             return False
         if since is not None and at < since:
@@ -172,14 +213,20 @@ class EvidenceSearch:
         return True
 
     # ----------------------------------------------------------- memory side
-    async def _memory_candidates(self, query: str, *, sources: tuple[str, ...], since: float | None,
-                                 until: float | None, pool: int) -> tuple[list[Candidate], str]:
+    async def _memory_candidates(
+        self, query: str, *, sources: tuple[str, ...], since: float | None, until: float | None, pool: int
+    ) -> tuple[list[Candidate], str]:
         include_memories, include_knowledge = "memory" in sources, "knowledge" in sources
         if not (include_memories or include_knowledge):
             return [], ""
         ranking = await MemorySearch(self.rt, self.scope).rank(
-            query, limit=pool, include_archived=False, include_knowledge=include_knowledge, triplet=TagTriplet(),
-            include_memories=include_memories)
+            query,
+            limit=pool,
+            include_archived=False,
+            include_knowledge=include_knowledge,
+            triplet=TagTriplet(),
+            include_memories=include_memories,
+        )
         candidates = []
         for hit in ranking.hits:
             record = ranking.records[hit.memory_id]
@@ -188,18 +235,44 @@ class EvidenceSearch:
             if not self._in_filters("", at, None, since, until):
                 continue
             title = record.get("title") or ""
-            text = record["content"] if not title or record["content"].startswith(title) else f"{title}：{record['content']}"
-            candidates.append(Candidate(
-                source, hit.memory_id, text, at, hit.parts.get("cosine"), hit.parts.get("bm25"),
-                {"title": title, "memory_type": record["memory_type"], "store_key": record["store_key"],
-                 "document_id": record.get("document_id") or ""}))
+            text = (
+                record["content"]
+                if not title or record["content"].startswith(title)
+                else f"{title}：{record['content']}"
+            )
+            candidates.append(
+                Candidate(
+                    source,
+                    hit.memory_id,
+                    text,
+                    at,
+                    hit.parts.get("cosine"),
+                    hit.parts.get("bm25"),
+                    {
+                        "title": title,
+                        "memory_type": record["memory_type"],
+                        "store_key": record["store_key"],
+                        "document_id": record.get("document_id") or "",
+                    },
+                )
+            )
         return candidates, ranking.degraded
 
     # ---------------------------------------------------------------- search
-    async def search(self, query: Any, *, sources: Sequence[str] | None = None, limit: Any = None,
-                     max_chars: Any = None, since: Any = None, until: Any = None,
-                     channels: Sequence[str] | None = None, half_life_days: Any = None,
-                     record_activation: bool = True, now: float | None = None) -> dict[str, Any]:
+    async def search(
+        self,
+        query: Any,
+        *,
+        sources: Sequence[str] | None = None,
+        limit: Any = None,
+        max_chars: Any = None,
+        since: Any = None,
+        until: Any = None,
+        channels: Sequence[str] | None = None,
+        half_life_days: Any = None,
+        record_activation: bool = True,
+        now: float | None = None,
+    ) -> dict[str, Any]:
         """Chat recall and memory/knowledge recall in parallel, merged (see the module docstring).
 
         Returns ``{"action": "search", "query", "total", "results": [{source, source_label, id, text, score,
@@ -219,9 +292,12 @@ class EvidenceSearch:
         start, end = _checked_time("since", since), _checked_time("until", until)
         if start is not None and end is not None and end < start:
             raise ValidationError("until 不能早于 since")
-        if half_life_days is not None and (isinstance(half_life_days, bool)
-                                           or not isinstance(half_life_days, (int, float))
-                                           or not math.isfinite(half_life_days) or half_life_days <= 0):
+        if half_life_days is not None and (
+            isinstance(half_life_days, bool)
+            or not isinstance(half_life_days, (int, float))
+            or not math.isfinite(half_life_days)
+            or half_life_days <= 0
+        ):
             raise ValidationError("half_life_days 必须是正数（天）")
         explicit_range = start is not None or end is not None
         half_life = None if explicit_range else float(half_life_days or settings.recall_half_life_days)
@@ -232,19 +308,36 @@ class EvidenceSearch:
             self._chat_candidates(text, sources=chosen, channels=scope_channels, since=start, until=end, pool=pool),
             self._memory_candidates(text, sources=chosen, since=start, until=end, pool=pool),
         )
-        report = merge_candidates([*chat_candidates, *memory_candidates], keyword_reliability=keyword_reliability(text),
-                                  now=time.time() if now is None else now, half_life_days=half_life,
-                                  max_items=max_items, max_chars=budget_chars)
+        report = merge_candidates(
+            [*chat_candidates, *memory_candidates],
+            keyword_reliability=keyword_reliability(text),
+            now=time.time() if now is None else now,
+            half_life_days=half_life,
+            max_items=max_items,
+            max_chars=budget_chars,
+        )
         results = [self._public(item) for item in report.items]
         if record_activation:
             await self.rt.records.bump_activation([r["id"] for r in results if r["source"] == "memory"])
         response: dict[str, Any] = {
-            "action": "search", "query": text, "total": len(results), "results": results,
-            "rendered": render_results(results), "notice": CHAT_HISTORY_NOTICE,
-            "decay": {"applied": report.decay_applied, "half_life_days": half_life,
-                      "reason": "explicit_time_range" if explicit_range else ""},
-            "budget": {"max_items": max_items, "max_chars": budget_chars, "used_chars": report.used_chars,
-                       "considered": report.considered, "dropped": report.dropped},
+            "action": "search",
+            "query": text,
+            "total": len(results),
+            "results": results,
+            "rendered": render_results(results),
+            "notice": CHAT_HISTORY_NOTICE,
+            "decay": {
+                "applied": report.decay_applied,
+                "half_life_days": half_life,
+                "reason": "explicit_time_range" if explicit_range else "",
+            },
+            "budget": {
+                "max_items": max_items,
+                "max_chars": budget_chars,
+                "used_chars": report.used_chars,
+                "considered": report.considered,
+                "dropped": report.dropped,
+            },
             "sources": list(chosen),
         }
         degraded = chat_degraded or memory_degraded
@@ -256,9 +349,17 @@ class EvidenceSearch:
     def _public(item: MergedItem) -> dict[str, Any]:
         c = item.candidate
         result = {
-            "source": c.source, "source_label": SOURCE_LABELS[c.source], "id": c.item_id, "text": item.text,
-            "score": round(item.score, 6), "relevance": round(item.relevance, 6), "decay": round(item.decay, 6),
-            "time": c.time, "trusted": c.source not in UNTRUSTED_SOURCES, "shortened": item.shortened, **c.payload,
+            "source": c.source,
+            "source_label": SOURCE_LABELS[c.source],
+            "id": c.item_id,
+            "text": item.text,
+            "score": round(item.score, 6),
+            "relevance": round(item.relevance, 6),
+            "decay": round(item.decay, 6),
+            "time": c.time,
+            "trusted": c.source not in UNTRUSTED_SOURCES,
+            "shortened": item.shortened,
+            **c.payload,
         }
         if c.source == "chat":
             result["notice"] = CHAT_HISTORY_NOTICE
@@ -272,16 +373,22 @@ def render_results(results: Sequence[dict[str, Any]]) -> str:
     blocks: list[str] = []
     chat = [r for r in results if r["source"] == "chat"]
     if chat:
-        lines = [f"[{r['id']}] {_time_text(r['time'])} {_neutral(r.get('sender') or '?')}：{_neutral(r['text'])}"
-                 for r in chat]
-        blocks.append("<untrusted_chat_history>\n" + CHAT_HISTORY_NOTICE + "\n" + "\n".join(lines)
-                      + "\n</untrusted_chat_history>")
+        lines = [
+            f"[{r['id']}] {_time_text(r['time'])} {_neutral(r.get('sender') or '?')}：{_neutral(r['text'])}"
+            for r in chat
+        ]
+        blocks.append(
+            "<untrusted_chat_history>\n" + CHAT_HISTORY_NOTICE + "\n" + "\n".join(lines) + "\n</untrusted_chat_history>"
+        )
     episodes = [r for r in results if r["source"] == "episode"]
     if episodes:
-        lines = [f"[{r['id']}] {_time_text(r.get('start_at', 0))} ~ {_time_text(r['time'])} {_neutral(r['text'])}"
-                 for r in episodes]
-        blocks.append("<untrusted_chat_episodes>\n" + EPISODE_NOTICE + "\n" + "\n".join(lines)
-                      + "\n</untrusted_chat_episodes>")
+        lines = [
+            f"[{r['id']}] {_time_text(r.get('start_at', 0))} ~ {_time_text(r['time'])} {_neutral(r['text'])}"
+            for r in episodes
+        ]
+        blocks.append(
+            "<untrusted_chat_episodes>\n" + EPISODE_NOTICE + "\n" + "\n".join(lines) + "\n</untrusted_chat_episodes>"
+        )
     memories = [r for r in results if r["source"] in ("memory", "knowledge")]
     if memories:
         lines = [f"[{r['source_label']} {r['id']}] {r['text']}" for r in memories]

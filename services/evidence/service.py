@@ -24,11 +24,19 @@ from .search import EPISODE_NOTICE, EvidenceSearch
 def public_episode(episode: dict[str, Any]) -> dict[str, Any]:
     """An episode as callers see it: its text always says that the raw messages are authoritative."""
     return {
-        "id": episode["episode_id"], "store_key": episode["store_key"], "stream_id": episode["stream_id"],
-        "topic": episode["topic"], "summary": episode["summary"], "notice": EPISODE_NOTICE,
+        "id": episode["episode_id"],
+        "store_key": episode["store_key"],
+        "stream_id": episode["stream_id"],
+        "topic": episode["topic"],
+        "summary": episode["summary"],
+        "notice": EPISODE_NOTICE,
         "text": f"{episode['topic']}：{episode['summary']}\n{EPISODE_NOTICE}",
-        "message_ids": list(episode["entry_ids"]), "start_at": episode["start_at"], "end_at": episode["end_at"],
-        "message_count": episode["message_count"], "model_id": episode["model_id"], "batch_id": episode["batch_id"],
+        "message_ids": list(episode["entry_ids"]),
+        "start_at": episode["start_at"],
+        "end_at": episode["end_at"],
+        "message_count": episode["message_count"],
+        "model_id": episode["model_id"],
+        "batch_id": episode["batch_id"],
         "created_at": episode["created_at"],
     }
 
@@ -50,15 +58,32 @@ class EvidenceService:
         return list(self.scope.readable_store_keys)
 
     # ---------------------------------------------------------------- recall
-    async def search(self, query: str, *, sources: Sequence[str] | None = None, limit: int | None = None,
-                     max_chars: int | None = None, since: Any = None, until: Any = None,
-                     channels: Sequence[str] | None = None, half_life_days: float | None = None,
-                     record_activation: bool = True) -> dict[str, Any]:
+    async def search(
+        self,
+        query: str,
+        *,
+        sources: Sequence[str] | None = None,
+        limit: int | None = None,
+        max_chars: int | None = None,
+        since: Any = None,
+        until: Any = None,
+        channels: Sequence[str] | None = None,
+        half_life_days: float | None = None,
+        record_activation: bool = True,
+    ) -> dict[str, Any]:
         """Chat recall and memory/knowledge recall in parallel, time-decayed, merged within a budget, every result
         labelled with its source (see ``recall.EvidenceSearch.search`` for the shape)."""
         return await EvidenceSearch(self.rt, self.scope, self.hub).search(
-            query, sources=sources, limit=limit, max_chars=max_chars, since=since, until=until, channels=channels,
-            half_life_days=half_life_days, record_activation=record_activation)
+            query,
+            sources=sources,
+            limit=limit,
+            max_chars=max_chars,
+            since=since,
+            until=until,
+            channels=channels,
+            half_life_days=half_life_days,
+            record_activation=record_activation,
+        )
 
     async def chat_recall(self, query: str, **options: Any) -> dict[str, Any]:
         """Only the chat side of ``search`` (messages and episodes)."""
@@ -70,29 +95,49 @@ class EvidenceService:
         items = await self.hub.chat_log.channels(store_keys=self._stores)
         return {"action": "list_channels", "total": len(items), "items": items}
 
-    async def list_messages(self, *, channel: str | None = None, limit: int = 50, offset: int = 0,
-                            since: float | None = None, until: float | None = None) -> dict[str, Any]:
+    async def list_messages(
+        self,
+        *,
+        channel: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> dict[str, Any]:
         """Recorded messages newest first (retracted ones without text): ``{"action", "total", "matched", "items"}``."""
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValidationError("offset 必须是非负整数")
         rows, matched = await self.hub.chat_log.list_messages(
-            store_keys=self._stores, channels=[channel] if channel else None, since=since, until=until,
-            limit=checked_limit("limit", limit, default=50, maximum=500), offset=offset)
-        return {"action": "list_messages", "total": len(rows), "matched": matched,
-                "items": [public_message(r) for r in rows]}
+            store_keys=self._stores,
+            channels=[channel] if channel else None,
+            since=since,
+            until=until,
+            limit=checked_limit("limit", limit, default=50, maximum=500),
+            offset=offset,
+        )
+        return {
+            "action": "list_messages",
+            "total": len(rows),
+            "matched": matched,
+            "items": [public_message(r) for r in rows],
+        }
 
     async def get_message(self, entry_id: str) -> dict[str, Any]:
         found = (await self.hub.chat_log.messages([str(entry_id or "").strip()], store_keys=self._stores)).get(
-            str(entry_id or "").strip())
+            str(entry_id or "").strip()
+        )
         if found is None:
             raise NotFoundError(f"聊天消息 {entry_id} 不存在或不在当前可见的记忆库中")
         return {"action": "get_message", "item": public_message(found)}
 
     async def list_episodes(self, *, channel: str | None = None, limit: int = 50, offset: int = 0) -> dict[str, Any]:
         """Episodes newest first: ``{"action", "total", "items"}`` (each item says raw messages are authoritative)."""
-        rows = await self.hub.chat_log.list_episodes(store_keys=self._stores, channels=[channel] if channel else None,
-                                                     limit=checked_limit("limit", limit, default=50, maximum=500),
-                                                     offset=max(0, int(offset)))
+        rows = await self.hub.chat_log.list_episodes(
+            store_keys=self._stores,
+            channels=[channel] if channel else None,
+            limit=checked_limit("limit", limit, default=50, maximum=500),
+            offset=max(0, int(offset)),
+        )
         return {"action": "list_episodes", "total": len(rows), "items": [public_episode(e) for e in rows]}
 
     async def get_episode(self, episode_id: str) -> dict[str, Any]:
@@ -102,15 +147,25 @@ class EvidenceService:
         if episode is None:
             raise NotFoundError(f"剧集 {key} 不存在或不在当前可见的记忆库中")
         messages = await self.hub.chat_log.messages(episode["entry_ids"], store_keys=self._stores)
-        return {"action": "get_episode", "item": public_episode(episode),
-                "messages": [public_message(messages[i]) for i in episode["entry_ids"] if i in messages]}
+        return {
+            "action": "get_episode",
+            "item": public_episode(episode),
+            "messages": [public_message(messages[i]) for i in episode["entry_ids"] if i in messages],
+        }
 
     # ------------------------------------------------------------ retraction
-    async def retract_message(self, entry_id: str | None = None, *, stream_id: str | None = None,
-                              message_id: str | None = None, reason: str = "") -> dict[str, Any]:
+    async def retract_message(
+        self,
+        entry_id: str | None = None,
+        *,
+        stream_id: str | None = None,
+        message_id: str | None = None,
+        reason: str = "",
+    ) -> dict[str, Any]:
         """Remove a message's bytes and what only repeats them (``retraction.Retraction.retract``)."""
-        return await Retraction(self.rt, self.hub).retract(self.scope, entry_id=entry_id, stream_id=stream_id,
-                                                           message_id=message_id, reason=reason)
+        return await Retraction(self.rt, self.hub).retract(
+            self.scope, entry_id=entry_id, stream_id=stream_id, message_id=message_id, reason=reason
+        )
 
     async def purge_expired(self) -> dict[str, Any]:
         """Apply ``evidence.retention_days`` now."""
@@ -135,9 +190,12 @@ class EvidenceService:
                 stages[name] = stored[name]
         return {
             "action": "evidence_status",
-            "evidence": {"enabled": self.hub.evidence.enabled, **await self.hub.chat_log.counts(store_keys=self._stores),
-                         "vector_pending": await self.hub.vectors.pending(),
-                         "retention_days": self.hub.evidence.retention_days},
+            "evidence": {
+                "enabled": self.hub.evidence.enabled,
+                **await self.hub.chat_log.counts(store_keys=self._stores),
+                "vector_pending": await self.hub.vectors.pending(),
+                "retention_days": self.hub.evidence.retention_days,
+            },
             "proposals": await self.hub.dream_store.status_counts(store_keys=self._stores),
             "dreaming": {"enabled": self.hub.dreaming.enabled, "model": self.hub.model_state(), **stages},
         }

@@ -48,12 +48,14 @@ class EvidenceVectors:
         self.chat = chat_log
         self._lock = asyncio.Lock()
 
-    async def enqueue(self, conn: aiosqlite.Connection, tier: str, item_id: str, store_key: str, *,
-                      op: str = "upsert") -> None:
+    async def enqueue(
+        self, conn: aiosqlite.Connection, tier: str, item_id: str, store_key: str, *, op: str = "upsert"
+    ) -> None:
         await conn.execute(
             "INSERT INTO booku_evidence_vector_outbox (tier, item_id, store_key, op, created_at) VALUES (?, "
             "?, ?, ?, ?)",
-            [tier, item_id, store_key, op, time.time()])
+            [tier, item_id, store_key, op, time.time()],
+        )
 
     async def pending(self) -> int:
         return int(await self.rt.db.fetch_value("SELECT COUNT(*) FROM booku_evidence_vector_outbox", (), 0))
@@ -66,7 +68,9 @@ class EvidenceVectors:
             while True:
                 rows = await self.rt.db.fetch_all(
                     "SELECT outbox_id, tier, item_id, store_key, op FROM booku_evidence_vector_outbox "
-                    "WHERE outbox_id > ? ORDER BY outbox_id LIMIT ?", [after, batch])
+                    "WHERE outbox_id > ? ORDER BY outbox_id LIMIT ?",
+                    [after, batch],
+                )
                 if not rows:
                     break
                 applied, failed, error = await self._apply(rows)
@@ -121,23 +125,28 @@ class EvidenceVectors:
                 for index, (tier, store_key, _, _) in enumerate(wanted):
                     groups[(tier, store_key)].append(index)
                 for (tier, store_key), indexes in groups.items():
-                    await self.rt.vectors.upsert(tier, store_key, [wanted[i][2] for i in indexes],
-                                                 np.stack([matrix[i] for i in indexes]))
+                    await self.rt.vectors.upsert(
+                        tier, store_key, [wanted[i][2] for i in indexes], np.stack([matrix[i] for i in indexes])
+                    )
                 handled |= {(tier, item_id) for tier, _, item_id, _ in wanted}
         done = [row["outbox_id"] for key, items in by_item.items() if key in handled for row in items]
         failed = [row["outbox_id"] for key, items in by_item.items() if key not in handled for row in items]
         async with self.rt.db.transaction() as conn:
             if done:
                 await conn.execute(
-                    f"DELETE FROM booku_evidence_vector_outbox WHERE outbox_id IN ({placeholders(len(done))})", done)
+                    f"DELETE FROM booku_evidence_vector_outbox WHERE outbox_id IN ({placeholders(len(done))})", done
+                )
             if failed:
                 await conn.execute(
                     f"UPDATE booku_evidence_vector_outbox SET attempts = attempts + 1, last_error = ? "
-                    f"WHERE outbox_id IN ({placeholders(len(failed))})", [error, *failed])
+                    f"WHERE outbox_id IN ({placeholders(len(failed))})",
+                    [error, *failed],
+                )
         return len(done), len(failed), error
 
-    async def query(self, tier: str, vector: np.ndarray, *, store_keys: Sequence[str], limit: int
-                    ) -> list[tuple[str, float]]:
+    async def query(
+        self, tier: str, vector: np.ndarray, *, store_keys: Sequence[str], limit: int
+    ) -> list[tuple[str, float]]:
         """``(item_id, cosine)`` nearest first, over the partitions of ``store_keys`` only."""
         hits = await self.rt.vectors.query(vector, store_keys=list(store_keys), tiers=[tier], limit=limit)
         return [(hit.memory_id, float(hit.similarity)) for hit in hits]
@@ -148,9 +157,13 @@ class EvidenceVectors:
         async with self.rt.db.transaction() as conn:
             cur = await conn.execute(
                 "INSERT INTO booku_evidence_vector_outbox (tier, item_id, store_key, op, created_at) "
-                "SELECT 'chat', entry_id, store_key, 'upsert', ? FROM booku_chat_messages WHERE retracted_at = 0", [now])
+                "SELECT 'chat', entry_id, store_key, 'upsert', ? FROM booku_chat_messages WHERE retracted_at = 0",
+                [now],
+            )
             messages = cur.rowcount
             cur = await conn.execute(
                 "INSERT INTO booku_evidence_vector_outbox (tier, item_id, store_key, op, created_at) "
-                "SELECT 'episode', episode_id, store_key, 'upsert', ? FROM booku_episodes", [now])
+                "SELECT 'episode', episode_id, store_key, 'upsert', ? FROM booku_episodes",
+                [now],
+            )
         return messages + cur.rowcount

@@ -248,9 +248,11 @@ def reshape_query_detailed(
     dim = int(q64.size)
     similarities = np.asarray(sims, dtype=np.float64).reshape(-1)
     # A matrix of evidence is checked row by row in one step; a list of rows (any may be missing) one at a time.
-    stacked = cand_embeddings.astype(np.float64, copy=False) \
-        if isinstance(cand_embeddings, np.ndarray) and cand_embeddings.ndim == 2 \
-        and cand_embeddings.shape[1] == dim else None
+    stacked = (
+        cand_embeddings.astype(np.float64, copy=False)
+        if isinstance(cand_embeddings, np.ndarray) and cand_embeddings.ndim == 2 and cand_embeddings.shape[1] == dim
+        else None
+    )
     usable = usable_rows(stacked) if stacked is not None else None
     core_w: list[float] = []
     diff_w: list[float] = []
@@ -310,8 +312,9 @@ def reshape_query(
     return reshape_query_detailed(query_vec, cand_embeddings, cand_tags, query_triplet, sims, params, beta).vector
 
 
-def tag_bonus(candidate_tags: CandidateTags | None, query_triplet: TagTriplet | QueryTags, params: EpaParams,
-              beta: float) -> float:
+def tag_bonus(
+    candidate_tags: CandidateTags | None, query_triplet: TagTriplet | QueryTags, params: EpaParams, beta: float
+) -> float:
     """Additive score of a pass-2 hit: ``β (κ·mc + diffusion_boost·md − opposing_penalty·mo)``; 0 without tags."""
     if candidate_tags is None or query_triplet.is_empty:
         return 0.0

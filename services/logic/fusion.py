@@ -185,10 +185,13 @@ def fuse_routes(
         route_parts[key] = (vector_part, keyword_part, params.time_weight * time_of.get(key, 0.0))
     lifts: dict[str, float] = {}
     if neighbours:
-        lifts = neighbour_lift({key: sum(parts) for key, parts in route_parts.items()}, neighbours,
-                               params.neighbour_weight)
-    lengths = {key: length_prior(shape, length_weight=params.length_weight, length_cap=params.length_cap)
-               for key, shape in shape_of.items()}
+        lifts = neighbour_lift(
+            {key: sum(parts) for key, parts in route_parts.items()}, neighbours, params.neighbour_weight
+        )
+    lengths = {
+        key: length_prior(shape, length_weight=params.length_weight, length_cap=params.length_cap)
+        for key, shape in shape_of.items()
+    }
     if answers:
         # The answer is placed against its question with both lengths counted, so it ends ``answer_margin`` below
         # the question in the final score unless the question penalty (a memory that only asks) drops the question.
@@ -200,8 +203,11 @@ def fuse_routes(
         vector_part, keyword_part, time_part = route_parts[key]
         neighbour_part = lifts.get(key, 0.0)
         shape = shape_of.get(key)
-        shape_part = 0.0 if shape is None else lengths[key] + question_prior(
-            shape, keyword_reliability, question_penalty=params.question_penalty)
+        shape_part = (
+            0.0
+            if shape is None
+            else lengths[key] + question_prior(shape, keyword_reliability, question_penalty=params.question_penalty)
+        )
         cosine = dense.get(key) if key in dense_z else None
         hits.append(
             FusedHit(
@@ -246,8 +252,9 @@ class KeywordChallenge:
     fused_gap: float
 
 
-def keyword_challenge(hits: Sequence[FusedHit], keyword_reliability: float,
-                      params: FusionParams = FusionParams()) -> KeywordChallenge | None:
+def keyword_challenge(
+    hits: Sequence[FusedHit], keyword_reliability: float, params: FusionParams = FusionParams()
+) -> KeywordChallenge | None:
     """The keyword route's challenge to rank 1 of ``hits`` (``fuse_routes`` output, best first), or ``None``.
 
     There is a challenge when both routes answered, the keyword route's best hit is not already first, it leads its
@@ -261,8 +268,9 @@ def keyword_challenge(hits: Sequence[FusedHit], keyword_reliability: float,
     reliability = clamped_reliability(keyword_reliability)
     if reliability <= 0.0:
         return None
-    standings = sorted((hit for hit in hits if hit.parts.get("keyword_z") is not None),
-                       key=lambda hit: -hit.parts["keyword_z"])  # stable: ties keep the fused order
+    standings = sorted(
+        (hit for hit in hits if hit.parts.get("keyword_z") is not None), key=lambda hit: -hit.parts["keyword_z"]
+    )  # stable: ties keep the fused order
     if not standings or standings[0].id == hits[0].id:
         return None
     best = standings[0]
@@ -273,8 +281,13 @@ def keyword_challenge(hits: Sequence[FusedHit], keyword_reliability: float,
     return KeywordChallenge(best.id, hits[0].id, keyword_lead, fused_gap)
 
 
-def settle_keyword_challenge(hits: Sequence[FusedHit], challenge: KeywordChallenge, terms: Sequence[str],
-                             texts: Mapping[str, str | None], weights: Mapping[str, float]) -> list[FusedHit]:
+def settle_keyword_challenge(
+    hits: Sequence[FusedHit],
+    challenge: KeywordChallenge,
+    terms: Sequence[str],
+    texts: Mapping[str, str | None],
+    weights: Mapping[str, float],
+) -> list[FusedHit]:
     """``hits`` with the challenger first (``lead_with``) when its text covers the query's ``terms``, weighed by
     ``weights`` (``segmentation.document_idf``), strictly better than the incumbent's; otherwise unchanged (a tie
     keeps the fused order). ``texts``: id → the segmented text the keyword index holds for it."""
@@ -299,12 +312,10 @@ def lead_with(hits: Sequence[FusedHit], key: str) -> list[FusedHit]:
     hit = hits[index]
     lead = hits[0].score - hit.score + LEAD_MARGIN
     moved = FusedHit(hit.id, hit.score + lead, {**hit.parts, "lead": hit.parts.get("lead", 0.0) + lead})
-    return [moved, *hits[:index], *hits[index + 1:]]
+    return [moved, *hits[:index], *hits[index + 1 :]]
 
 
-def reciprocal_rank_fusion(
-    rankings: Sequence[Sequence[str]], k: int = 60
-) -> list[tuple[str, float]]:
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = 60) -> list[tuple[str, float]]:
     """Classic RRF: ``Σ 1/(k + rank)`` over the rankings (rank from 1). Returns ``(id, score)`` best first.
 
     Kept as the measured baseline of ``bench/retrieval_quality.py``; the service uses ``fuse_routes``.
@@ -321,8 +332,9 @@ CURRENT_LEAD_WINDOW = 5
 question is about, and its successor takes rank 1 (``order_by_currency``)."""
 
 
-def order_by_currency(hits: Sequence[FusedHit], successor_of: Mapping[str, str], *,
-                      past: bool, now: bool = False) -> list[FusedHit]:
+def order_by_currency(
+    hits: Sequence[FusedHit], successor_of: Mapping[str, str], *, past: bool, now: bool = False
+) -> list[FusedHit]:
     """Step 9: a superseded memory (``successor_of``: its id → the id of the memory that replaced it) and its
     successor, when both were found, trade places if needed so that the successor leads for questions about now
     and questions with no time word, and the superseded memory leads for a question about the past (``past``).
@@ -349,11 +361,17 @@ def order_by_currency(hits: Sequence[FusedHit], successor_of: Mapping[str, str],
         order.insert(follow_at, _rescored(leader, top))
     if now and not past:
         top_ids = [hit.id for hit in order[:CURRENT_LEAD_WINDOW]]
-        current = next((new_id for old_id, new_id in successor_of.items()
-                        if old_id in top_ids and new_id in top_ids and new_id not in successor_of), None)
+        current = next(
+            (
+                new_id
+                for old_id, new_id in successor_of.items()
+                if old_id in top_ids and new_id in top_ids and new_id not in successor_of
+            ),
+            None,
+        )
         if current is not None and current != order[0].id:
             at = top_ids.index(current)
-            order = [_rescored(order[at], order[0].score + LEAD_MARGIN), *order[:at], *order[at + 1:]]
+            order = [_rescored(order[at], order[0].score + LEAD_MARGIN), *order[:at], *order[at + 1 :]]
     return order
 
 

@@ -21,9 +21,7 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 
-def write_neighbours(
-    positions: Mapping[str, tuple[Hashable, int]], radius: int = 2
-) -> dict[str, list[str]]:
+def write_neighbours(positions: Mapping[str, tuple[Hashable, int]], radius: int = 2) -> dict[str, list[str]]:
     """Candidates written within ``radius`` positions of each other in the same partition.
 
     ``positions``: id → ``(partition, position)``, e.g. ``((store_key, bucket), rid)``; positions only need to grow
@@ -89,8 +87,7 @@ def answers_to_questions(
     return answers
 
 
-def answer_lift(scores: Mapping[str, float], answers: Mapping[str, str],
-                margin: float) -> dict[str, float]:
+def answer_lift(scores: Mapping[str, float], answers: Mapping[str, str], margin: float) -> dict[str, float]:
     """How much each answer rises to sit just behind its question: ``max(0, score(question) − margin − own)``.
 
     Applied to the scores after ``neighbour_lift``: the answer ends at most ``margin`` below its question, never

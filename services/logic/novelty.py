@@ -92,9 +92,7 @@ def _principal_directions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return energy, directions
 
 
-def principal_basis(
-    matrix: VectorRows, energy_share: float = 0.9, *, dimension: int | None = None
-) -> np.ndarray:
+def principal_basis(matrix: VectorRows, energy_share: float = 0.9, *, dimension: int | None = None) -> np.ndarray:
     """Orthonormal basis (rows, shape ``(k, d)``) of the subspace holding ``energy_share`` of the rows' energy.
 
     See the module docstring for the construction. ``dimension`` forces the expected vector length (rows of
@@ -105,7 +103,7 @@ def principal_basis(
     if rows.shape[0] == 0:
         return np.zeros((0, d), dtype=np.float64)
     energy, vt = _principal_directions(rows)
-    basis = vt[:_principal_count(energy, energy_share)]
+    basis = vt[: _principal_count(energy, energy_share)]
     norms = np.linalg.norm(basis, axis=1, keepdims=True)
     return basis / np.where(norms > 0, norms, 1.0)
 
@@ -140,7 +138,7 @@ def principal_coordinates(matrix: VectorRows, vector: np.ndarray, energy_share: 
         return np.zeros(0, dtype=np.float64)
     if rows.shape[0] >= rows.shape[1]:
         energy, vt = _principal_directions(rows)
-        return vt[:_principal_count(energy, energy_share)] @ v
+        return vt[: _principal_count(energy, energy_share)] @ v
     eigenvalues, eigenvectors = np.linalg.eigh(rows @ rows.T)
     order = np.argsort(eigenvalues)[::-1]
     energy = np.clip(eigenvalues[order], 0.0, None)

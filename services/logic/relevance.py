@@ -49,10 +49,22 @@ WORD_COVERAGE = 0.6
 # Lines that answer no question a user asks about themselves: the background a relevant memory must rise above.
 # Both languages, because a query's background depends on its language.
 SMALL_TALK = (
-    "今天天气不错", "我们明天再聊吧", "这个东西挺好的", "好的，我知道了", "你好，很高兴认识你", "最近怎么样？",
-    "我觉得还可以", "谢谢你的帮助", "用户说了一些话", "记录一下",
-    "The weather is nice today", "Let's talk tomorrow", "That sounds good", "Thanks for your help",
-    "How are you doing?", "I think it's fine",
+    "今天天气不错",
+    "我们明天再聊吧",
+    "这个东西挺好的",
+    "好的，我知道了",
+    "你好，很高兴认识你",
+    "最近怎么样？",
+    "我觉得还可以",
+    "谢谢你的帮助",
+    "用户说了一些话",
+    "记录一下",
+    "The weather is nice today",
+    "Let's talk tomorrow",
+    "That sounds good",
+    "Thanks for your help",
+    "How are you doing?",
+    "I think it's fine",
 )
 
 
@@ -82,9 +94,15 @@ def background_similarity(query_vec: np.ndarray, small_talk: np.ndarray) -> floa
     return float(np.mean(small_talk @ query_vec)) if len(small_talk) else 0.0
 
 
-def relevant_hits(hits: Sequence[_Hit], *, margin: float, background: float | None,
-                  word_matches: Iterable[str], answers: Mapping[str, str],
-                  cosines: Mapping[str, float] | None = None) -> list[Any]:
+def relevant_hits(
+    hits: Sequence[_Hit],
+    *,
+    margin: float,
+    background: float | None,
+    word_matches: Iterable[str],
+    answers: Mapping[str, str],
+    cosines: Mapping[str, float] | None = None,
+) -> list[Any]:
     """``hits`` (order kept) without those that match by none of meaning, words, time or context.
 
     ``margin``: how far above the query's ``background`` (``background_similarity``; ``None`` without a query
@@ -103,9 +121,13 @@ def relevant_hits(hits: Sequence[_Hit], *, margin: float, background: float | No
             cosine_of[hit.id] = float(cosine)
     by_words = set(word_matches)
     floor = None if background is None else background + margin
-    direct = {hit.id for hit in hits
-              if hit.id in by_words or (hit.parts.get("time") or 0.0) > 0
-              or (floor is not None and hit.id in cosine_of and cosine_of[hit.id] >= floor)}
+    direct = {
+        hit.id
+        for hit in hits
+        if hit.id in by_words
+        or (hit.parts.get("time") or 0.0) > 0
+        or (floor is not None and hit.id in cosine_of and cosine_of[hit.id] >= floor)
+    }
     if background is not None and cosine_of:
         # The closest memory by meaning needs only half the margin: a short query's answer may lead the unrelated
         # memories by little ("软件开发工作" → the memory about writing a plugin in Python), and one line is cheap.

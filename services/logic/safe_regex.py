@@ -25,9 +25,11 @@ MAX_PROGRAM_SIZE = 5_000
 # the states of counted repetitions instead of falling back to a much slower simulation.
 MAX_MEMORY_BYTES = 64 << 20
 
-SUPPORTED = ("支持 RE2 语法：字符类 [...]、分组 (...) 与 (?:...)、|、* + ? {m,n}（n ≤ 1000）、^ $ \\b、"
-             "\\d \\s \\w（只匹配 ASCII）、\\p{Han}（汉字）、(?i) 忽略大小写；"
-             "不支持反向引用 \\1 和环视 (?=…) (?!…) (?<=…) (?<!…)")
+SUPPORTED = (
+    "支持 RE2 语法：字符类 [...]、分组 (...) 与 (?:...)、|、* + ? {m,n}（n ≤ 1000）、^ $ \\b、"
+    "\\d \\s \\w（只匹配 ASCII）、\\p{Han}（汉字）、(?i) 忽略大小写；"
+    "不支持反向引用 \\1 和环视 (?=…) (?!…) (?<=…) (?<!…)"
+)
 
 Matcher = Callable[[str], bool]
 
@@ -54,6 +56,7 @@ def compile_safe_regex(pattern: str) -> Matcher:
     if compiled.programsize > MAX_PROGRAM_SIZE:
         raise ValidationError(
             f"正则表达式太复杂（编译后 {compiled.programsize} 条指令，最多 {MAX_PROGRAM_SIZE}）：请减少 {{m,n}} 的"
-            "次数或换用更窄的字符类，比如用 \\p{Han} 代替 \\p{L}、用关键词代替 .{0,n}")
+            "次数或换用更窄的字符类，比如用 \\p{Han} 代替 \\p{L}、用关键词代替 .{0,n}"
+        )
     search = compiled.search
     return lambda text: search(text) is not None

@@ -159,7 +159,8 @@ def fts_expression(terms: Sequence[str]) -> str:
     ``stem*`` (``logic.inflection``) becomes ``"stem"*``, which matches every indexed word starting with it."""
     return " OR ".join(
         quote_fts_term(term[: -len(PREFIX_MARK)]) + PREFIX_MARK if is_prefix_term(term) else quote_fts_term(term)
-        for term in terms)
+        for term in terms
+    )
 
 
 _QUOTED_TERM = re.compile(r'"((?:[^"]|"")*)"(\*?)')
@@ -167,8 +168,10 @@ _QUOTED_TERM = re.compile(r'"((?:[^"]|"")*)"(\*?)')
 
 def expression_terms(expression: str) -> list[str]:
     """The terms of an ``fts_expression`` (its inverse): quoted strings unescaped, ``"stem"*`` as ``stem*``."""
-    return [match.group(1).replace('""', '"') + (PREFIX_MARK if match.group(2) else "")
-            for match in _QUOTED_TERM.finditer(expression)]
+    return [
+        match.group(1).replace('""', '"') + (PREFIX_MARK if match.group(2) else "")
+        for match in _QUOTED_TERM.finditer(expression)
+    ]
 
 
 def is_exact_term(term: str) -> bool:
@@ -231,8 +234,9 @@ def document_idf(document_frequencies: Mapping[str, int], documents: int) -> dic
     return weights
 
 
-def term_coverage(terms: Sequence[str], document_tokens: str | Sequence[str] | None,
-                  weights: Mapping[str, float] | None = None) -> float:
+def term_coverage(
+    terms: Sequence[str], document_tokens: str | Sequence[str] | None, weights: Mapping[str, float] | None = None
+) -> float:
     """Weighted share of ``terms`` that occur in a document, in ``[0, 1]``.
 
     ``terms``: search terms (``query_terms``, optionally ``with_inflections``: a prefix term ``stem*`` is covered by
@@ -255,8 +259,11 @@ class CoverageWeigher:
         self.total = sum(weight.values())
         # Only terms that can count are tested, in the terms' order (the sum's order, so the result is the same
         # float whichever way it is computed): (True, " stem", weight) for a prefix, (False, word, weight).
-        self.checks = [(True, " " + term[: -len(PREFIX_MARK)], w) if is_prefix_term(term) else (False, term, w)
-                       for term, w in weight.items() if w > 0.0]
+        self.checks = [
+            (True, " " + term[: -len(PREFIX_MARK)], w) if is_prefix_term(term) else (False, term, w)
+            for term, w in weight.items()
+            if w > 0.0
+        ]
         self.has_prefix = any(prefix for prefix, _, _ in self.checks)
 
     def __call__(self, document_tokens: str | Sequence[str] | None) -> float:

@@ -74,8 +74,12 @@ def _prefix(text: str | None) -> str | None:
 def _label_of(prefix: str) -> str | None:
     """``prefix`` (``_prefix`` output) as a lower-cased name, or None when it is not a short name."""
     label = " ".join(_normalised(prefix).split())
-    if not label or len(label) > MAX_LABEL_CHARS or len(label.split()) > MAX_LABEL_WORDS \
-            or _NAME.fullmatch(label) is None:
+    if (
+        not label
+        or len(label) > MAX_LABEL_CHARS
+        or len(label.split()) > MAX_LABEL_WORDS
+        or _NAME.fullmatch(label) is None
+    ):
         return None
     return label
 
@@ -101,8 +105,11 @@ def speaking(query: str, heads: Mapping[str, str | None]) -> set[str]:
     Each distinct prefix is read as a name once: a conversation store has a handful of speakers, so a retrieval's
     hundred candidates cost a hundred string searches, not a hundred name checks."""
     prefixes = {key: _prefix(head) for key, head in heads.items()}
-    named = {prefix for prefix in set(prefixes.values())
-             if prefix is not None and (label := _label_of(prefix)) is not None and names_label(query, label)}
+    named = {
+        prefix
+        for prefix in set(prefixes.values())
+        if prefix is not None and (label := _label_of(prefix)) is not None and names_label(query, label)
+    }
     return {key for key, prefix in prefixes.items() if prefix in named} if named else set()
 
 
@@ -123,7 +130,7 @@ def content_terms(terms: Sequence[str], labels: Iterable[str]) -> list[str]:
 
 def _rivals(hits: Sequence[FusedHit], speakers: set[str]) -> list[FusedHit]:
     """The hits at ranks 2 to ``RIVAL_RANKS`` + 1 that do not speak."""
-    return [hit for hit in hits[1:RIVAL_RANKS + 1] if hit.id not in speakers]
+    return [hit for hit in hits[1 : RIVAL_RANKS + 1] if hit.id not in speakers]
 
 
 def _moves(hits: Sequence[FusedHit], speakers: set[str], weight: float) -> bool:
@@ -138,8 +145,11 @@ def contested(hits: Sequence[FusedHit], speakers: set[str], weight: float) -> se
     if not _moves(hits, speakers, weight):
         return set()
     rivals = _rivals(hits, speakers)
-    climbers = {hit.id for hit in hits[1:] if hit.id in speakers
-                and any(hit.score < rival.score < hit.score + weight for rival in rivals)}
+    climbers = {
+        hit.id
+        for hit in hits[1:]
+        if hit.id in speakers and any(hit.score < rival.score < hit.score + weight for rival in rivals)
+    }
     return {rival.id for rival in rivals} | climbers if climbers else set()
 
 
@@ -158,8 +168,9 @@ class SpeakerLiftPlan:
         return bool(self.contested and self.content_terms)
 
 
-def plan_speaker_lift(query: str, terms: Sequence[str], hits: Sequence[FusedHit],
-                      heads: Mapping[str, str | None], weight: float) -> SpeakerLiftPlan:
+def plan_speaker_lift(
+    query: str, terms: Sequence[str], hits: Sequence[FusedHit], heads: Mapping[str, str | None], weight: float
+) -> SpeakerLiftPlan:
     """The pure part of step 8 that the service and the bench share: who speaks (``speaking``), who is contested
     (``contested``) and the query's terms without the named speakers' names (``content_terms``)."""
     speakers = speaking(query, heads)
@@ -167,8 +178,9 @@ def plan_speaker_lift(query: str, terms: Sequence[str], hits: Sequence[FusedHit]
     return SpeakerLiftPlan(speakers, contested(hits, speakers, weight), content_terms(terms, labels))
 
 
-def content_coverage(terms: Sequence[str], texts: Mapping[str, str | None],
-                     weights: Mapping[str, float]) -> dict[str, float]:
+def content_coverage(
+    terms: Sequence[str], texts: Mapping[str, str | None], weights: Mapping[str, float]
+) -> dict[str, float]:
     """Each text's idf-weighted coverage of ``terms`` (``content_terms`` output; ``segmentation.term_coverage``)."""
     weigh = CoverageWeigher(terms, weights)
     return {key: weigh(text) for key, text in texts.items()}
@@ -183,8 +195,9 @@ def _ceiling(hit: FusedHit, rivals: Sequence[FusedHit], coverage: Mapping[str, f
     return ceiling
 
 
-def speaker_lift(hits: Sequence[FusedHit], speakers: set[str], weight: float,
-                 coverage: Mapping[str, float] | None = None) -> list[FusedHit]:
+def speaker_lift(
+    hits: Sequence[FusedHit], speakers: set[str], weight: float, coverage: Mapping[str, float] | None = None
+) -> list[FusedHit]:
     """``hits`` (best first) with every speaking hit but rank 1 lifted by ``weight``, capped ``LEAD_MARGIN`` below
     rank 1, as a ``speaker`` part; the rest keep their score, order among equals is kept. Unchanged when no hit or
     every hit speaks, or ``weight`` ≤ 0.
@@ -200,7 +213,10 @@ def speaker_lift(hits: Sequence[FusedHit], speakers: set[str], weight: float,
     for hit in hits[1:]:
         cap = _ceiling(hit, rivals, coverage, ceiling) if rivals and coverage else ceiling
         lift = max(0.0, min(weight, cap - hit.score)) if hit.id in speakers else 0.0
-        lifted.append(hit if lift == 0.0 else
-                      FusedHit(hit.id, hit.score + lift, {**hit.parts, "speaker": hit.parts.get("speaker", 0.0) + lift}))
+        lifted.append(
+            hit
+            if lift == 0.0
+            else FusedHit(hit.id, hit.score + lift, {**hit.parts, "speaker": hit.parts.get("speaker", 0.0) + lift})
+        )
     lifted.sort(key=lambda hit: -hit.score)  # stable: equal scores keep the fused order
     return [top, *lifted]

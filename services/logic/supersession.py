@@ -39,90 +39,441 @@ from enum import StrEnum
 from .segmentation import tokenize
 
 SLOT_CUES: dict[str, tuple[str, ...]] = {
-    "residence": ("住", "搬", "新家", "房子", "公寓", "居住", "定居", "移居", "宿舍", "live", "living", "moved",
-                  "move", "apartment", "house", "home", "relocat", "dorm"),
-    "work": ("工作", "上班", "公司", "职位", "跳槽", "辞职", "入职", "升职", "退休", "办公", "老师", "经理",
-             "工程师", "编辑", "店", "兼职", "工资", "薪", "work", "job", "company", "engineer", "teach", "retire",
-             "quit", "runs", "boss", "salary",
-             "analyst", "store", "office", "employ", "hired", "position"),
-    "contact": ("手机号", "电话", "号码", "邮箱", "微信号", "宽带", "账号", "地址", "phone", "number", "email",
-                "address"),
-    "partner": ("女朋友", "男朋友", "对象", "恋爱", "分手", "结婚", "离婚", "老公", "老婆", "伴侣", "单身",
-                "dating", "boyfriend", "girlfriend", "partner", "married", "divorce", "broke up", "seeing",
-                "single", "husband", "wife"),
-    "schedule": ("周一", "周二", "周三", "周四", "周五", "周六", "周日", "周天", "星期", "每周", "每月", "点",
-                 "上午", "下午", "晚上", "早上", "课", "周会", "monday", "tuesday", "wednesday", "thursday",
-                 "friday", "saturday", "sunday", " am", " pm", "lesson", "class", "meet", "schedule"),
-    "habit": ("抽烟", "烟", "喝酒", "酒", "运动", "跑步", "晨跑", "健身", "游泳", "睡", "出门", "通勤",
-              "smok", "drink", "coffee", "tea", "exercis", "run", "bike", "commute", "driv", "bed", "sleep"),
-    "taste": ("喜欢", "最爱", "爱吃", "爱喝", "爱看", "口味", "偏好", "辣", "favorite", "favourite", "prefer",
-              "love"),
-    "pet": ("养", "猫", "狗", "宠物", "柯基", "金鱼", "乌龟", "鱼缸", "dog", "cat", "pet", "puppy", "retriever",
-            "beagle", "adopt"),
-    "price": ("元", "块钱", "钱", "价", "房租", "租金", "涨", "费", "$", "cost", "price", "rent", "fee",
-              "membership"),
+    "residence": (
+        "住",
+        "搬",
+        "新家",
+        "房子",
+        "公寓",
+        "居住",
+        "定居",
+        "移居",
+        "宿舍",
+        "live",
+        "living",
+        "moved",
+        "move",
+        "apartment",
+        "house",
+        "home",
+        "relocat",
+        "dorm",
+    ),
+    "work": (
+        "工作",
+        "上班",
+        "公司",
+        "职位",
+        "跳槽",
+        "辞职",
+        "入职",
+        "升职",
+        "退休",
+        "办公",
+        "老师",
+        "经理",
+        "工程师",
+        "编辑",
+        "店",
+        "兼职",
+        "工资",
+        "薪",
+        "work",
+        "job",
+        "company",
+        "engineer",
+        "teach",
+        "retire",
+        "quit",
+        "runs",
+        "boss",
+        "salary",
+        "analyst",
+        "store",
+        "office",
+        "employ",
+        "hired",
+        "position",
+    ),
+    "contact": (
+        "手机号",
+        "电话",
+        "号码",
+        "邮箱",
+        "微信号",
+        "宽带",
+        "账号",
+        "地址",
+        "phone",
+        "number",
+        "email",
+        "address",
+    ),
+    "partner": (
+        "女朋友",
+        "男朋友",
+        "对象",
+        "恋爱",
+        "分手",
+        "结婚",
+        "离婚",
+        "老公",
+        "老婆",
+        "伴侣",
+        "单身",
+        "dating",
+        "boyfriend",
+        "girlfriend",
+        "partner",
+        "married",
+        "divorce",
+        "broke up",
+        "seeing",
+        "single",
+        "husband",
+        "wife",
+    ),
+    "schedule": (
+        "周一",
+        "周二",
+        "周三",
+        "周四",
+        "周五",
+        "周六",
+        "周日",
+        "周天",
+        "星期",
+        "每周",
+        "每月",
+        "点",
+        "上午",
+        "下午",
+        "晚上",
+        "早上",
+        "课",
+        "周会",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        " am",
+        " pm",
+        "lesson",
+        "class",
+        "meet",
+        "schedule",
+    ),
+    "habit": (
+        "抽烟",
+        "烟",
+        "喝酒",
+        "酒",
+        "运动",
+        "跑步",
+        "晨跑",
+        "健身",
+        "游泳",
+        "睡",
+        "出门",
+        "通勤",
+        "smok",
+        "drink",
+        "coffee",
+        "tea",
+        "exercis",
+        "run",
+        "bike",
+        "commute",
+        "driv",
+        "bed",
+        "sleep",
+    ),
+    "taste": ("喜欢", "最爱", "爱吃", "爱喝", "爱看", "口味", "偏好", "辣", "favorite", "favourite", "prefer", "love"),
+    "pet": (
+        "养",
+        "猫",
+        "狗",
+        "宠物",
+        "柯基",
+        "金鱼",
+        "乌龟",
+        "鱼缸",
+        "dog",
+        "cat",
+        "pet",
+        "puppy",
+        "retriever",
+        "beagle",
+        "adopt",
+    ),
+    "price": ("元", "块钱", "钱", "价", "房租", "租金", "涨", "费", "$", "cost", "price", "rent", "fee", "membership"),
     "body": ("体重", "公斤", "斤", "身高", "米", "减肥", "胖", "瘦", "weigh", "kg", "pound", "height", "tall"),
-    "health": ("血压", "药", "过敏", "病", "近视", "眼镜", "手术", "医生", "治疗", "allerg", "medicine",
-               "insulin", "diabet", "doctor", "blood", "pill", "tablet"),
-    "possession": ("车", "开的是", "辆", "卖", "手机", "电脑", "笔记本", "car", "drive", "laptop", "phone", "civic",
-                   "bought", "sold"),
-    "school": ("上学", "学校", "幼儿园", "小学", "中学", "大学", "读", "念书", "转学", "年级", "本科", "研究生",
-               "school", "college", "elementary", "grade", "kindergarten", "university", "academy"),
+    "health": (
+        "血压",
+        "药",
+        "过敏",
+        "病",
+        "近视",
+        "眼镜",
+        "手术",
+        "医生",
+        "治疗",
+        "allerg",
+        "medicine",
+        "insulin",
+        "diabet",
+        "doctor",
+        "blood",
+        "pill",
+        "tablet",
+    ),
+    "possession": (
+        "车",
+        "开的是",
+        "辆",
+        "卖",
+        "手机",
+        "电脑",
+        "笔记本",
+        "car",
+        "drive",
+        "laptop",
+        "phone",
+        "civic",
+        "bought",
+        "sold",
+    ),
+    "school": (
+        "上学",
+        "学校",
+        "幼儿园",
+        "小学",
+        "中学",
+        "大学",
+        "读",
+        "念书",
+        "转学",
+        "年级",
+        "本科",
+        "研究生",
+        "school",
+        "college",
+        "elementary",
+        "grade",
+        "kindergarten",
+        "university",
+        "academy",
+    ),
     "learning": ("学习", "在学", "改学", "不学", "开始学", "learning", "language", "studying"),
-    "diet": ("吃素", "素食", "纯素", "吃肉", "饮食", "早饭", "早餐", "午饭", "晚饭", "减脂", "diet", "vegetarian",
-             "vegan",              "breakfast", "lunch", "dinner"),
+    "diet": (
+        "吃素",
+        "素食",
+        "纯素",
+        "吃肉",
+        "饮食",
+        "早饭",
+        "早餐",
+        "午饭",
+        "晚饭",
+        "减脂",
+        "diet",
+        "vegetarian",
+        "vegan",
+        "breakfast",
+        "lunch",
+        "dinner",
+    ),
     "hobby": ("爱好", "业余", "迷上", "hobby", "hobbies", "weekends", "spare time", "free time"),
 }
 
 # Phrases whose cue word is not about its slot: the way to work is not the job, a distance to the office or a place
 # near it is not where one works, machine learning is not a language one learns.
-NEUTRAL_PHRASES: tuple[str, ...] = ("to work", "before work", "after work", "from work", "machine learning",
-                                    "离公司", "上班路上", "下班后", "公司楼下", "公司附近", "公司对面", "公司旁边",
-                                    "家附近", "家楼下", "家对面", "家旁边")
+NEUTRAL_PHRASES: tuple[str, ...] = (
+    "to work",
+    "before work",
+    "after work",
+    "from work",
+    "machine learning",
+    "离公司",
+    "上班路上",
+    "下班后",
+    "公司楼下",
+    "公司附近",
+    "公司对面",
+    "公司旁边",
+    "家附近",
+    "家楼下",
+    "家对面",
+    "家旁边",
+)
 
 # Who a fact is about: canonical kin or role word → the ways of writing it.
 KIN_ALIASES: dict[str, tuple[str, ...]] = {
-    "parents": ("爸妈", "父母", "parents"), "father": ("爸爸", "我爸", "父亲", "dad", "father"),
-    "mother": ("妈妈", "我妈", "母亲", "mom", "mother", "mum"), "wife": ("老婆", "妻子", "爱人", "wife"),
-    "husband": ("老公", "丈夫", "husband"), "daughter": ("女儿", "daughter"), "son": ("儿子", "son"),
-    "younger_brother": ("弟弟", "我弟"), "elder_brother": ("哥哥", "我哥", "大哥"), "brother": ("brother",),
-    "elder_sister": ("姐姐", "我姐"), "younger_sister": ("妹妹", "我妹"), "sister": ("sister",),
+    "parents": ("爸妈", "父母", "parents"),
+    "father": ("爸爸", "我爸", "父亲", "dad", "father"),
+    "mother": ("妈妈", "我妈", "母亲", "mom", "mother", "mum"),
+    "wife": ("老婆", "妻子", "爱人", "wife"),
+    "husband": ("老公", "丈夫", "husband"),
+    "daughter": ("女儿", "daughter"),
+    "son": ("儿子", "son"),
+    "younger_brother": ("弟弟", "我弟"),
+    "elder_brother": ("哥哥", "我哥", "大哥"),
+    "brother": ("brother",),
+    "elder_sister": ("姐姐", "我姐"),
+    "younger_sister": ("妹妹", "我妹"),
+    "sister": ("sister",),
     "grandfather": ("爷爷", "外公", "姥爷", "grandfather", "grandpa"),
     "grandmother": ("奶奶", "外婆", "姥姥", "grandmother", "grandma"),
-    "uncle": ("uncle",), "aunt": ("aunt",), "姑姑": ("姑姑", "姑妈"), "father_in_law": ("岳父", "公公"),
+    "uncle": ("uncle",),
+    "aunt": ("aunt",),
+    "姑姑": ("姑姑", "姑妈"),
+    "father_in_law": ("岳父", "公公"),
     "mother_in_law": ("岳母", "婆婆"),
-    **{word: (word,) for word in ("舅舅", "舅妈", "叔叔", "婶婶", "伯伯", "姑父", "大姨", "小姨", "姨妈", "姨父",
-                                  "阿姨")},
+    **{
+        word: (word,)
+        for word in ("舅舅", "舅妈", "叔叔", "婶婶", "伯伯", "姑父", "大姨", "小姨", "姨妈", "姨父", "阿姨")
+    },
     "cousin": ("表哥", "表弟", "表姐", "表妹", "堂哥", "堂弟", "堂姐", "堂妹", "cousin"),
-    "nephew": ("侄子", "外甥", "nephew"), "niece": ("侄女", "外甥女", "niece"),
+    "nephew": ("侄子", "外甥", "nephew"),
+    "niece": ("侄女", "外甥女", "niece"),
     "grandparents": ("祖父母", "爷爷奶奶", "外公外婆", "grandparents"),
     "grandchild": ("孙子", "孙女", "外孙", "grandson", "granddaughter"),
-    "girlfriend": ("女朋友", "女友", "girlfriend"), "boyfriend": ("男朋友", "男友", "boyfriend"),
-    "friend": ("朋友", "闺蜜", "哥们", "friend"), "colleague": ("同事", "colleague", "coworker"),
+    "girlfriend": ("女朋友", "女友", "girlfriend"),
+    "boyfriend": ("男朋友", "男友", "boyfriend"),
+    "friend": ("朋友", "闺蜜", "哥们", "friend"),
+    "colleague": ("同事", "colleague", "coworker"),
     "classmate": ("同学",),
-    "roommate": ("室友", "roommate"), "neighbour": ("邻居", "neighbor", "neighbour"),
-    "boss": ("领导", "老板", "boss"), "children": ("孩子", "kids", "children"),
+    "roommate": ("室友", "roommate"),
+    "neighbour": ("邻居", "neighbor", "neighbour"),
+    "boss": ("领导", "老板", "boss"),
+    "children": ("孩子", "kids", "children"),
 }
 # Longest first: "女朋友" is a girlfriend, not also a friend; "爷爷奶奶" are grandparents, not a grandfather.
-_KIN_HAN = tuple(sorted(((kin, alias) for kin, aliases in KIN_ALIASES.items() for alias in aliases
-                         if not alias.isascii()), key=lambda item: -len(item[1])))
+_KIN_HAN = tuple(
+    sorted(
+        ((kin, alias) for kin, aliases in KIN_ALIASES.items() for alias in aliases if not alias.isascii()),
+        key=lambda item: -len(item[1]),
+    )
+)
 _KIN_WORDS = frozenset(alias for aliases in KIN_ALIASES.values() for alias in aliases)
 _KIN_EN = {alias: kin for kin, aliases in KIN_ALIASES.items() for alias in aliases if alias.isascii()}
 
 CHANGE_WORDS: tuple[str, ...] = (
-    "搬到", "搬进", "搬去", "换成", "换了", "改成", "改为", "改到", "调到", "不再", "已经", "现在", "如今", "目前",
-    "开始", "戒", "辞职", "跳槽", "分手", "去世", "死了", "卖了", "涨", "降到", "升职", "退休", "停了", "不用",
-    "不能", "变成", "换号", "换到", "成了", "辞掉", "不干了", "搬出", "搬家", "走丢", "丢了",
-    "改了", "提到", "升到", "涨价", "降价", "转学", "转到", "挪到", "改学", "改喝", "改吃", "改用", "迷上", "爱上",
-    "离婚", "分了", "送人", "被偷", "没了", "停掉", "再也不", "考上", "考进",
+    "搬到",
+    "搬进",
+    "搬去",
+    "换成",
+    "换了",
+    "改成",
+    "改为",
+    "改到",
+    "调到",
+    "不再",
+    "已经",
+    "现在",
+    "如今",
+    "目前",
+    "开始",
+    "戒",
+    "辞职",
+    "跳槽",
+    "分手",
+    "去世",
+    "死了",
+    "卖了",
+    "涨",
+    "降到",
+    "升职",
+    "退休",
+    "停了",
+    "不用",
+    "不能",
+    "变成",
+    "换号",
+    "换到",
+    "成了",
+    "辞掉",
+    "不干了",
+    "搬出",
+    "搬家",
+    "走丢",
+    "丢了",
+    "改了",
+    "提到",
+    "升到",
+    "涨价",
+    "降价",
+    "转学",
+    "转到",
+    "挪到",
+    "改学",
+    "改喝",
+    "改吃",
+    "改用",
+    "迷上",
+    "爱上",
+    "离婚",
+    "分了",
+    "送人",
+    "被偷",
+    "没了",
+    "停掉",
+    "再也不",
+    "考上",
+    "考进",
 )
 CHANGE_WORDS_EN: tuple[str, ...] = (
-    "moved", "switched", "no longer", "now", "changed", "replaced", "quit", "stopped", "started", "sold",
-    "retired", "passed away", "died", "broke up", "went up", "increased", "decreased", "down to", "new ",
-    "these days", "anymore", "any more", "instead", "not anymore", "relocated", "moved out", "left",
-    "got married", "got engaged", "got divorced", "divorced",
-    "dropped", "gave up", "given up", "traded", "transferred", "upgraded", "became", "turned into", "pushed to",
-    "ran away", "flew away", "got rid of", "no more", "split up", "ended", "joined", "promoted",
+    "moved",
+    "switched",
+    "no longer",
+    "now",
+    "changed",
+    "replaced",
+    "quit",
+    "stopped",
+    "started",
+    "sold",
+    "retired",
+    "passed away",
+    "died",
+    "broke up",
+    "went up",
+    "increased",
+    "decreased",
+    "down to",
+    "new ",
+    "these days",
+    "anymore",
+    "any more",
+    "instead",
+    "not anymore",
+    "relocated",
+    "moved out",
+    "left",
+    "got married",
+    "got engaged",
+    "got divorced",
+    "divorced",
+    "dropped",
+    "gave up",
+    "given up",
+    "traded",
+    "transferred",
+    "upgraded",
+    "became",
+    "turned into",
+    "pushed to",
+    "ran away",
+    "flew away",
+    "got rid of",
+    "no more",
+    "split up",
+    "ended",
+    "joined",
+    "promoted",
 )
 # Words that only say the time is now: a restatement may carry them ("…五年了" / "… for five years now"), so only
 # the other change words keep two texts from merging.
@@ -149,31 +500,80 @@ _NEGATED = re.compile(r"不|没|从不|\b(?:not|never|don't|doesn't|didn't|no)\b
 # jieba's dictionary tags of names, places, organisations and other proper nouns.
 _PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz"})
 _NUMBER = re.compile(r"\d+(?:[.:,]\d+)*")
-_HAN_NUMERAL = re.compile(r"[一二两三四五六七八九]米[零〇一二三四五六七八九]+|(?:周|星期|礼拜)[一二三四五六日天]"
-                          r"|[零〇一二两三四五六七八九十百千万]+(?=[点岁斤公块元月号日年只条次天米层度个万千])"
-                          r"|[零〇一二两三四五六七八九]*[十百千万][零〇一二两三四五六七八九十百千万]*")
+_HAN_NUMERAL = re.compile(
+    r"[一二两三四五六七八九]米[零〇一二三四五六七八九]+|(?:周|星期|礼拜)[一二三四五六日天]"
+    r"|[零〇一二两三四五六七八九十百千万]+(?=[点岁斤公块元月号日年只条次天米层度个万千])"
+    r"|[零〇一二两三四五六七八九]*[十百千万][零〇一二两三四五六七八九十百千万]*"
+)
 # Handles, account names and e-mail addresses ("@sunny_trails", "zw_1990", "a.b@qq.com"): one value each.
 _IDENTIFIER = re.compile(r"@?[A-Za-z0-9][\w.+-]*(?:@|_)[\w.@+-]*[A-Za-z0-9]|@[A-Za-z0-9][\w.]*")
 _HAS_DIGIT = re.compile(r"\d")
 # A bare "12号" is as often a house, bus or line number as a day: only a month or a year makes it a date.
-_DATE = re.compile(r"(?:\d{1,4}\s*年\s*)?\d{1,2}\s*月\s*\d{1,2}\s*[日号]|\d{1,4}\s*[年月日]"
-                   r"|[零〇一二三四五六七八九十]+月[零〇一二三四五六七八九十]+[日号]|[零〇一二三四五六七八九十]+[日月]"
-                   r"|(?:January|February|March|April|May|"
-                   r"June|July|August|September|October|November|December)\s+\d{1,2}\b")
+_DATE = re.compile(
+    r"(?:\d{1,4}\s*年\s*)?\d{1,2}\s*月\s*\d{1,2}\s*[日号]|\d{1,4}\s*[年月日]"
+    r"|[零〇一二三四五六七八九十]+月[零〇一二三四五六七八九十]+[日号]|[零〇一二三四五六七八九十]+[日月]"
+    r"|(?:January|February|March|April|May|"
+    r"June|July|August|September|October|November|December)\s+\d{1,2}\b"
+)
 _CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&.-]*[A-Za-z0-9]\b|\b[A-Z]\b")
 _EN_WORD = re.compile(r"[a-z][a-z']+")
 # Capitalised words that open sentences or name time, not a value.
-_NOT_NAMES = frozenset({
-    "I", "I'm", "I've", "I'll", "I'd", "My", "The", "We", "We're", "Our", "He", "She", "It", "They", "This", "That",
-    "These", "There", "Last", "Now", "Since", "After", "Before", "In", "On", "At", "And", "But", "So", "When",
-    "Every", "Each", "Today", "Yesterday", "A", "An", "Mr", "Mrs", "Ms", "Dr", "His", "Her", "Their", "Your",
-})
-_EN_STOP = frozenset("""a an the i i'm i've me my mine we our you your he him his she her it its they them their is am
+_NOT_NAMES = frozenset(
+    {
+        "I",
+        "I'm",
+        "I've",
+        "I'll",
+        "I'd",
+        "My",
+        "The",
+        "We",
+        "We're",
+        "Our",
+        "He",
+        "She",
+        "It",
+        "They",
+        "This",
+        "That",
+        "These",
+        "There",
+        "Last",
+        "Now",
+        "Since",
+        "After",
+        "Before",
+        "In",
+        "On",
+        "At",
+        "And",
+        "But",
+        "So",
+        "When",
+        "Every",
+        "Each",
+        "Today",
+        "Yesterday",
+        "A",
+        "An",
+        "Mr",
+        "Mrs",
+        "Ms",
+        "Dr",
+        "His",
+        "Her",
+        "Their",
+        "Your",
+    }
+)
+_EN_STOP = frozenset(
+    """a an the i i'm i've me my mine we our you your he him his she her it its they them their is am
 are was were be been being do does did have has had to of in on at for with by from and or but so as that this
 these those there here now just very really also too not no yes one some any all up out about into over than then
 when what who where which how will would can could should may might must get got gets s t re ve ll d m
 every each day days daily week weeks month months year years morning mornings evening night today last next time
-times once twice""".split())
+times once twice""".split()
+)
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
 
@@ -234,7 +634,9 @@ def _english_needle(cue: str) -> str:
 # Every slot cue with how it is looked up: Chinese cues in the text as is, English ones in the padded text.
 _CUES: tuple[tuple[str, str, bool], ...] = tuple(
     (cue, _english_needle(cue) if cue.isascii() else cue, cue.isascii())
-    for cues in SLOT_CUES.values() for cue in dict.fromkeys(cues))
+    for cues in SLOT_CUES.values()
+    for cue in dict.fromkeys(cues)
+)
 _CHANGE_NEEDLES = tuple(_english_needle(cue) for cue in CHANGE_WORDS_EN)
 # Whole words: "too" is not "took".
 _ADDITIVE_EN = re.compile(r"\b(?:" + "|".join(map(re.escape, ADDITIVE_WORDS_EN)) + r")\b")
@@ -261,8 +663,9 @@ def fact_cues(text: str) -> FactCues:
     dates = frozenset(_NOISE.sub("", match.group(0).lower()) for match in _DATE.finditer(normal))
     values.update(_NUMBER.findall(bare))
     values.update(_HAN_NUMERAL.findall(normal))
-    names = [(match.start(), match.group(0)) for match in _CAPITALISED.finditer(bare)
-             if match.group(0) not in _NOT_NAMES]
+    names = [
+        (match.start(), match.group(0)) for match in _CAPITALISED.finditer(bare) if match.group(0) not in _NOT_NAMES
+    ]
     values.update(word.lower() for _, word in names)
     things: set[str] = set()
     tags = _word_tags()
@@ -280,22 +683,33 @@ def fact_cues(text: str) -> FactCues:
     things.update(nouns)
     # English words by their first five letters: "graduate" / "graduated", "raise" / "raised".
     # Names are values, not things: two lines addressed to the same person share the name, not their content.
-    things.update(word[:5] for word in words
-                  if word not in _EN_STOP and len(word) > 2 and word not in values and word not in _KIN_EN)
+    things.update(
+        word[:5]
+        for word in words
+        if word not in _EN_STOP and len(word) > 2 and word not in values and word not in _KIN_EN
+    )
     values -= {date for date in dates}
     changes = {word for word in CHANGE_WORDS if word in normal}
     changes.update(word for word, needle in zip(CHANGE_WORDS_EN, _CHANGE_NEEDLES, strict=True) if needle in padded)
     strong_change = bool(changes - TIME_ONLY_CHANGE) or bool(_STOPPED.search(normal) or _STOPPED_EN.search(lower))
     return FactCues(
-        slots=slots, cue_words=cue_words, kin=kin, values=frozenset(values), dates=dates, nouns=frozenset(nouns),
+        slots=slots,
+        cue_words=cue_words,
+        kin=kin,
+        values=frozenset(values),
+        dates=dates,
+        nouns=frozenset(nouns),
         things=frozenset(things),
         change=bool(changes) or strong_change,
-        additive=(_has_any(normal, ADDITIVE_WORDS) or bool(_ADDITIVE_HAI.search(normal))
-                  or bool(_ADDITIVE_EN.search(lower))),
+        additive=(
+            _has_any(normal, ADDITIVE_WORDS) or bool(_ADDITIVE_HAI.search(normal)) or bool(_ADDITIVE_EN.search(lower))
+        ),
         past=_has_any(normal, PAST_WORDS) or _has_any(padded, _PAST_NEEDLES),
-        strong_change=strong_change, settled=bool(_SETTLED.search(normal)),
+        strong_change=strong_change,
+        settled=bool(_SETTLED.search(normal)),
         lead_name=min(names)[1].lower() if names else "",
-        negated=bool(_NEGATED.search(lower)), change_words=frozenset(changes),
+        negated=bool(_NEGATED.search(lower)),
+        change_words=frozenset(changes),
     )
 
 
@@ -323,8 +737,12 @@ def _same_value(one: str, other: str) -> bool:
     words only when equal ("3" is not "13")."""
     if one == other:
         return True
-    return not one.isascii() and not other.isascii() and not _HAS_DIGIT.search(one + other) and (
-        one in other or other in one)
+    return (
+        not one.isascii()
+        and not other.isascii()
+        and not _HAS_DIGIT.search(one + other)
+        and (one in other or other in one)
+    )
 
 
 def _covered(values: frozenset[str], others: frozenset[str]) -> bool:
@@ -353,8 +771,12 @@ def anchor(new: FactCues, old: FactCues) -> int:
     A cue word the new text has only inside its change word does not count: "搬" in "我搬到上海了" and in "公司搬远了"
     says both tell of a move, not that they tell of the same home."""
     cue_words = {cue for cue in new.cue_words & old.cue_words if not any(cue in word for word in new.change_words)}
-    return (len(new.things & old.things) + len(new.kin & old.kin) + len(cue_words)
-            + sum(1 for value in new.values if any(_same_value(value, other) for other in old.values)))
+    return (
+        len(new.things & old.things)
+        + len(new.kin & old.kin)
+        + len(cue_words)
+        + sum(1 for value in new.values if any(_same_value(value, other) for other in old.values))
+    )
 
 
 def _shared_names(new: FactCues, old: FactCues, but: str = "") -> bool:
@@ -367,8 +789,9 @@ def _overlap(mine: frozenset[str], theirs: frozenset[str]) -> float:
     named by a word it is written in ("浦东" / "浦东新区"; one character is too little: "歌" / "歌手")."""
     if not mine and not theirs:
         return 1.0
-    shared = sum(1 for thing in mine if any(_same_value(thing, other) and min(len(thing), len(other)) > 1
-                                            for other in theirs))
+    shared = sum(
+        1 for thing in mine if any(_same_value(thing, other) and min(len(thing), len(other)) > 1 for other in theirs)
+    )
     return shared / (len(mine) + len(theirs) - shared) if len(mine) + len(theirs) > shared else 1.0
 
 
@@ -384,20 +807,35 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
     # One text may name more than the other (a merge keeps both); both naming a value the other lacks is a conflict.
     # Values and nouns together too: a name jieba splits into common words ("字节跳动" → 字节/跳动) is a noun on one
     # side against a name on the other ("腾讯").
-    same_values = all(_covered(mine, theirs) or _covered(theirs, mine) for mine, theirs in (
-        (new.values, old.values), (new.dates, old.dates), (new.nouns, old.nouns),
-        (new.values | new.nouns, old.values | old.nouns)))
+    same_values = all(
+        _covered(mine, theirs) or _covered(theirs, mine)
+        for mine, theirs in (
+            (new.values, old.values),
+            (new.dates, old.dates),
+            (new.nouns, old.nouns),
+            (new.values | new.nouns, old.values | old.nouns),
+        )
+    )
     if similarity >= thresholds.restatement_min_similarity and same_values:
-        if (_overlap(new.things, old.things) >= thresholds.restatement_min_overlap
-                and new.strong_change == old.strong_change):
+        if (
+            _overlap(new.things, old.things) >= thresholds.restatement_min_overlap
+            and new.strong_change == old.strong_change
+        ):
             return Decision.DUPLICATE
         if not new.change:
             return Decision.MAYBE_DUPLICATE
     shared_slots = new.slots & old.slots
     # What the two are about: a slot both speak of, or else a thing or a name both name ("吉他", "keto", "Kiwi"),
     # other than the name that made them about the same person.
-    if new.additive or new.past or not (shared_slots or new.things & old.things
-                                        or _shared_names(new, old, but=new.lead_name if new.kin != old.kin else "")):
+    if (
+        new.additive
+        or new.past
+        or not (
+            shared_slots
+            or new.things & old.things
+            or _shared_names(new, old, but=new.lead_name if new.kin != old.kin else "")
+        )
+    ):
         return Decision.ADD
     # A slot in common ties two texts about oneself's home, work, partner or number; any other slot needs a thing
     # in common too, or an old "not doing" that the new text changes ("我平时不怎么运动" / "我开始晨跑了").
@@ -406,18 +844,27 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         return Decision.ADD
     if old.dates:
         return Decision.ADD  # a dated event stays what it was; two dated events are two events
-    values_differ = (bool(new.values) and bool(old.values) and not _covered(new.values, old.values)
-                     and not _covered(old.values, new.values))
-    if new.change and (values_differ or not old.change) or values_differ and (
-            new.settled or shared_slots & SINGLE_VALUED_SLOTS):
+    values_differ = (
+        bool(new.values)
+        and bool(old.values)
+        and not _covered(new.values, old.values)
+        and not _covered(old.values, new.values)
+    )
+    if (
+        new.change
+        and (values_differ or not old.change)
+        or values_differ
+        and (new.settled or shared_slots & SINGLE_VALUED_SLOTS)
+    ):
         return Decision.UPDATE
     if values_differ:
         return Decision.MAYBE_UPDATE
     return Decision.ADD
 
 
-def best_supersession(new: FactCues, neighbours: list[tuple[str, FactCues, float]],
-                      thresholds: Thresholds = Thresholds()) -> tuple[str, Decision] | None:
+def best_supersession(
+    new: FactCues, neighbours: list[tuple[str, FactCues, float]], thresholds: Thresholds = Thresholds()
+) -> tuple[str, Decision] | None:
     """The one older memory the new memory updates (or may update), from ``neighbours`` (id, cues, cosine), most
     similar first; None when it updates none. At most one: a fact replaces one fact, and the most similar of the
     candidates (the one naming most of the same things, then the most similar) is the likeliest to be about the same
@@ -425,8 +872,9 @@ def best_supersession(new: FactCues, neighbours: list[tuple[str, FactCues, float
     unsure: tuple[str, Decision] | None = None
     # The candidate naming most of what the new text names comes first, then the most similar.
     # A candidate speaking of the same slot comes before one that only names a thing in common.
-    ordered = sorted(neighbours, key=lambda item: (bool(new.slots & item[1].slots), anchor(new, item[1]), item[2]),
-                     reverse=True)
+    ordered = sorted(
+        neighbours, key=lambda item: (bool(new.slots & item[1].slots), anchor(new, item[1]), item[2]), reverse=True
+    )
     for memory_id, cues, similarity in ordered:
         decision = decide(new, cues, similarity, thresholds)
         if decision is Decision.UPDATE:
@@ -439,7 +887,8 @@ def best_supersession(new: FactCues, neighbours: list[tuple[str, FactCues, float
 _PAST_QUESTION = re.compile(
     r"以前|之前|原来|过去|曾经|从前|早先|当初|当年|那时|(?:搬家|搬走|减肥|退休|结婚|离婚|分手|跳槽|辞职|换工作|毕业|出国|手术|生病|戒烟|换号|升职)前|上一个|上一任|旧的"
     r"|\bbefore\b|\bused? to\b|\bprevious(?:ly)?\b|\bformer(?:ly)?\b|\boriginally\b|\bback then\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 NOW_WORDS = frozenset({"现在", "目前", "如今", "当前", "眼下", "now", "currently", "current", "nowadays", "today's"})

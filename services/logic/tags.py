@@ -113,13 +113,18 @@ def _tag_set(values: TagInput) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=4096)
-def _stored_tags(core: tuple[str, ...], diffusion: tuple[str, ...], opposing: tuple[str, ...],
-                 generic: tuple[str, ...]) -> CandidateTags:
+def _stored_tags(
+    core: tuple[str, ...], diffusion: tuple[str, ...], opposing: tuple[str, ...], generic: tuple[str, ...]
+) -> CandidateTags:
     return CandidateTags.from_lists(core, diffusion, opposing, generic)
 
 
-def stored_tags(core: Sequence[str] | None, diffusion: Sequence[str] | None, opposing: Sequence[str] | None,
-                generic: Sequence[str] | None) -> CandidateTags:
+def stored_tags(
+    core: Sequence[str] | None,
+    diffusion: Sequence[str] | None,
+    opposing: Sequence[str] | None,
+    generic: Sequence[str] | None,
+) -> CandidateTags:
     """``CandidateTags.from_lists`` of a stored record's four tag lists, remembered by their values.
 
     Why: a tagged retrieval builds the tag sets of its vector hits (dozens per call, normalising every tag), and the
@@ -129,8 +134,12 @@ def stored_tags(core: Sequence[str] | None, diffusion: Sequence[str] | None, opp
     if isinstance(core, str) or isinstance(diffusion, str) or isinstance(opposing, str) or isinstance(generic, str):
         return CandidateTags.from_lists(core, diffusion, opposing, generic)  # comma-separated: normalised as given
     # Written out, not as generator expressions: this runs ~74 times per tagged retrieval, mostly as cache hits.
-    return _stored_tags(tuple(core) if core else (), tuple(diffusion) if diffusion else (),
-                        tuple(opposing) if opposing else (), tuple(generic) if generic else ())
+    return _stored_tags(
+        tuple(core) if core else (),
+        tuple(diffusion) if diffusion else (),
+        tuple(opposing) if opposing else (),
+        tuple(generic) if generic else (),
+    )
 
 
 def triplet_from_lists(
@@ -179,7 +188,7 @@ def parse_triple_tags(value: str) -> TagTriplet:
     parts = (value or "").split("|")
     if len(parts) != 3:
         raise ValidationError(
-            "triple_tags 格式错误：必须是用 | 分隔的三段 \"核心|扩散|对立\"（如 \"c1,c2|d1|o1\"），"
+            'triple_tags 格式错误：必须是用 | 分隔的三段 "核心|扩散|对立"（如 "c1,c2|d1|o1"），'
             f"当前得到 {len(parts)} 段；也可以分别提供 -core_tags、-diffusion_tags、-opposing_tags。"
         )
     core, diffusion, opposing = parts

@@ -45,8 +45,11 @@ class CalendarAnchor:
     day: int | None = None
 
     def matches(self, day: date) -> bool:
-        return ((self.year is None or day.year == self.year) and (self.month is None or day.month == self.month)
-                and (self.day is None or day.day == self.day))
+        return (
+            (self.year is None or day.year == self.year)
+            and (self.month is None or day.month == self.month)
+            and (self.day is None or day.day == self.day)
+        )
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,20 @@ class SpanAnchor:
 
 Anchor = CalendarAnchor | SpanAnchor
 
-_ZH_DIGITS = {"〇": 0, "零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_DIGITS = {
+    "〇": 0,
+    "零": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
 _ZH_NUMBER = r"\d{1,2}|[一二两三四五六七八九十]{1,3}"
 _ZH_YEAR = r"\d{4}|[〇零一二三四五六七八九]{4}"
 _ZH_DATE = re.compile(
@@ -72,10 +88,30 @@ _ZH_YEAR_ONLY = re.compile(rf"(?P<year>{_ZH_YEAR})\s*年")
 _ISO_DATE = re.compile(r"(?<!\d)(?P<year>\d{4})[-/.](?P<month>\d{1,2})[-/.](?P<day>\d{1,2})(?!\d)")
 
 _MONTHS = {
-    "January": 1, "February": 2, "March": 3, "April": 4, "May": 5, "June": 6, "July": 7, "August": 8,
-    "September": 9, "October": 10, "November": 11, "December": 12,
-    "Jan": 1, "Feb": 2, "Mar": 3, "Apr": 4, "Jun": 6, "Jul": 7, "Aug": 8, "Sep": 9, "Sept": 9, "Oct": 10,
-    "Nov": 11, "Dec": 12,
+    "January": 1,
+    "February": 2,
+    "March": 3,
+    "April": 4,
+    "May": 5,
+    "June": 6,
+    "July": 7,
+    "August": 8,
+    "September": 9,
+    "October": 10,
+    "November": 11,
+    "December": 12,
+    "Jan": 1,
+    "Feb": 2,
+    "Mar": 3,
+    "Apr": 4,
+    "Jun": 6,
+    "Jul": 7,
+    "Aug": 8,
+    "Sep": 9,
+    "Sept": 9,
+    "Oct": 10,
+    "Nov": 11,
+    "Dec": 12,
 }
 _MONTH = "(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _ORDINAL = r"(?:st|nd|rd|th)?"
@@ -89,21 +125,37 @@ _EN_YEAR = re.compile(r"\b(?:in|during|since|from|before|after|until|by)\s+(?P<y
 
 # "N units ago", Chinese and English, per unit (day, week, month, year).
 _AGO = {
-    unit: (re.compile(rf"(?P<n>{_ZH_NUMBER})\s*{zh}(?:之)?前"),
-           re.compile(rf"\b(?P<n>\d{{1,3}})\s+{en}s?\s+ago\b", re.IGNORECASE))
-    for unit, zh, en in (("day", "天", "day"), ("week", "(?:个)?(?:周|星期|礼拜)", "week"),
-                         ("month", "个月", "month"), ("year", "年", "year"))
+    unit: (
+        re.compile(rf"(?P<n>{_ZH_NUMBER})\s*{zh}(?:之)?前"),
+        re.compile(rf"\b(?P<n>\d{{1,3}})\s+{en}s?\s+ago\b", re.IGNORECASE),
+    )
+    for unit, zh, en in (
+        ("day", "天", "day"),
+        ("week", "(?:个)?(?:周|星期|礼拜)", "week"),
+        ("month", "个月", "month"),
+        ("year", "年", "year"),
+    )
 }
 _RELATIVE_DAYS = (
-    (re.compile("大前天"), -3), (re.compile("(?<!大)前天"), -2), (re.compile("昨天|昨日|昨晚"), -1),
-    (re.compile(r"\bday before yesterday\b", re.IGNORECASE), -2), (re.compile(r"\byesterday\b", re.IGNORECASE), -1),
+    (re.compile("大前天"), -3),
+    (re.compile("(?<!大)前天"), -2),
+    (re.compile("昨天|昨日|昨晚"), -1),
+    (re.compile(r"\bday before yesterday\b", re.IGNORECASE), -2),
+    (re.compile(r"\byesterday\b", re.IGNORECASE), -1),
 )
-_RELATIVE_WEEKS = ((re.compile(r"上(?:个)?(?:周|星期|礼拜)|\blast week\b", re.IGNORECASE), -1),
-                   (re.compile(r"(?:这|本)(?:个)?(?:周|星期|礼拜)|\bthis week\b", re.IGNORECASE), 0))
-_RELATIVE_MONTHS = ((re.compile(r"上(?:个)?月|\blast month\b", re.IGNORECASE), -1),
-                    (re.compile(r"(?:这|本)(?:个)?月|\bthis month\b", re.IGNORECASE), 0))
-_RELATIVE_YEARS = ((re.compile("前年"), -2), (re.compile(r"去年|\blast year\b", re.IGNORECASE), -1),
-                   (re.compile(r"今年|\bthis year\b", re.IGNORECASE), 0))
+_RELATIVE_WEEKS = (
+    (re.compile(r"上(?:个)?(?:周|星期|礼拜)|\blast week\b", re.IGNORECASE), -1),
+    (re.compile(r"(?:这|本)(?:个)?(?:周|星期|礼拜)|\bthis week\b", re.IGNORECASE), 0),
+)
+_RELATIVE_MONTHS = (
+    (re.compile(r"上(?:个)?月|\blast month\b", re.IGNORECASE), -1),
+    (re.compile(r"(?:这|本)(?:个)?月|\bthis month\b", re.IGNORECASE), 0),
+)
+_RELATIVE_YEARS = (
+    (re.compile("前年"), -2),
+    (re.compile(r"去年|\blast year\b", re.IGNORECASE), -1),
+    (re.compile(r"今年|\bthis year\b", re.IGNORECASE), 0),
+)
 
 
 def _zh_number(text: str) -> int:
@@ -154,8 +206,12 @@ def _day(today: date, offset: int) -> SpanAnchor:
     return SpanAnchor(day, day)
 
 
-_SPANS = {"day": (_day, _RELATIVE_DAYS), "week": (_week, _RELATIVE_WEEKS), "month": (_month, _RELATIVE_MONTHS),
-          "year": (_year, _RELATIVE_YEARS)}
+_SPANS = {
+    "day": (_day, _RELATIVE_DAYS),
+    "week": (_week, _RELATIVE_WEEKS),
+    "month": (_month, _RELATIVE_MONTHS),
+    "year": (_year, _RELATIVE_YEARS),
+}
 
 
 def _relative_spans(text: str, today: date) -> list[SpanAnchor]:
@@ -168,10 +224,19 @@ def _relative_spans(text: str, today: date) -> list[SpanAnchor]:
     return spans
 
 
-_CALENDAR_PATTERNS = (_ISO_DATE, _ZH_DATE, _EN_MONTH_DAY, _EN_DAY_MONTH, _EN_MONTH_YEAR, _EN_BARE_MONTH,
-                      _ZH_YEAR_ONLY, _EN_YEAR)
+_CALENDAR_PATTERNS = (
+    _ISO_DATE,
+    _ZH_DATE,
+    _EN_MONTH_DAY,
+    _EN_DAY_MONTH,
+    _EN_MONTH_YEAR,
+    _EN_BARE_MONTH,
+    _ZH_YEAR_ONLY,
+    _EN_YEAR,
+)
 _RELATIVE_PATTERNS = tuple(pattern for _span, words in _SPANS.values() for pattern, _offset in words) + tuple(
-    pattern for patterns in _AGO.values() for pattern in patterns)
+    pattern for patterns in _AGO.values() for pattern in patterns
+)
 
 
 def without_time_expressions(text: str) -> str:
@@ -212,14 +277,22 @@ def parse_time_anchors(text: str, now: datetime) -> list[Anchor]:
         for match in pattern.finditer(source):
             if free(match):
                 year, day = group(match, "year"), group(match, "day")
-                add(match, _calendar(_zh_number(year) if year else None, _zh_number(match.group("month")),
-                                     _zh_number(day) if day else None))
+                add(
+                    match,
+                    _calendar(
+                        _zh_number(year) if year else None,
+                        _zh_number(match.group("month")),
+                        _zh_number(day) if day else None,
+                    ),
+                )
     for pattern in (_EN_MONTH_DAY, _EN_DAY_MONTH, _EN_MONTH_YEAR, _EN_BARE_MONTH):
         for match in pattern.finditer(source):
             if free(match):
                 year, day = group(match, "year"), group(match, "day")
-                add(match, _calendar(int(year) if year else None, _MONTHS[match.group("month")],
-                                     int(day) if day else None))
+                add(
+                    match,
+                    _calendar(int(year) if year else None, _MONTHS[match.group("month")], int(day) if day else None),
+                )
     for pattern in (_ZH_YEAR_ONLY, _EN_YEAR):
         for match in pattern.finditer(source):
             if free(match):
@@ -262,8 +335,9 @@ def anchor_matches(anchors: list[Anchor], days: tuple[date, date] | None) -> boo
     return False
 
 
-def time_matches(anchors: list[Anchor], records: Mapping[str, Mapping[str, Any]],
-                 zone: tzinfo | None = None) -> dict[str, float]:
+def time_matches(
+    anchors: list[Anchor], records: Mapping[str, Mapping[str, Any]], zone: tzinfo | None = None
+) -> dict[str, float]:
     """id → 1.0 for each record whose time matches one of ``anchors`` (others absent); ``{}`` without anchors."""
     if not anchors:
         return {}
@@ -285,8 +359,7 @@ def anchor_days(anchor: Anchor) -> tuple[date, date] | None:
     return day, day
 
 
-def time_windows(anchors: list[Anchor], zone: tzinfo | None = None,
-                 slack: float = 0.0) -> list[tuple[float, float]]:
+def time_windows(anchors: list[Anchor], zone: tzinfo | None = None, slack: float = 0.0) -> list[tuple[float, float]]:
     """Epoch-second windows ``[start, end)`` of the anchors that name definite days, for an indexed range read;
     each widened by ``slack`` seconds on both sides (``ZONE_SLACK_SECONDS`` when memories may have been written in
     other zones: the caller then keeps those whose own day matches, ``time_matches``)."""

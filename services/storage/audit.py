@@ -25,13 +25,24 @@ class AuditLog:
         self.db = db
 
     async def list(
-        self, *, store_keys: Sequence[str], memory_id: str | None = None, authority: str | None = None,
-        action: str | None = None, batch_id: str | None = None, limit: int = 50, offset: int = 0,
+        self,
+        *,
+        store_keys: Sequence[str],
+        memory_id: str | None = None,
+        authority: str | None = None,
+        action: str | None = None,
+        batch_id: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
     ) -> tuple[list[dict[str, Any]], int]:
         clauses = [f"store_key IN ({placeholders(len(store_keys))})"]
         params: list[Any] = list(store_keys)
-        for column, value in (("memory_id", memory_id), ("authority", authority), ("action", action),
-                              ("batch_id", batch_id)):
+        for column, value in (
+            ("memory_id", memory_id),
+            ("authority", authority),
+            ("action", action),
+            ("batch_id", batch_id),
+        ):
             if value:
                 clauses.append(f"{column} = ?")
                 params.append(value)

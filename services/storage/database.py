@@ -151,15 +151,17 @@ class Database:
 
     def _schedule_checkpoint(self) -> None:
         if self._checkpointer is not None and self._checkpoint_timer is None:
-            self._checkpoint_timer = asyncio.get_running_loop().call_later(CHECKPOINT_DELAY_SECONDS,
-                                                                           self._start_checkpoint)
+            self._checkpoint_timer = asyncio.get_running_loop().call_later(
+                CHECKPOINT_DELAY_SECONDS, self._start_checkpoint
+            )
 
     def _start_checkpoint(self) -> None:
         self._checkpoint_timer = None
         if self._checkpointer is not None and self._checkpoint_task is None:
             self._checkpoint_wanted = False
             self._checkpoint_task = asyncio.get_running_loop().create_task(
-                self._checkpoint(self._checkpointer), name="booku-wal-checkpoint")
+                self._checkpoint(self._checkpointer), name="booku-wal-checkpoint"
+            )
 
     async def _checkpoint(self, conn: aiosqlite.Connection) -> None:
         """One PASSIVE checkpoint on ``conn``: it copies what it can without waiting for (or blocking) anyone.
@@ -285,7 +287,8 @@ class Database:
             riding = [(rider, statements, token) for rider, statements, token in riding if statements]
             try:
                 rider_error, result = await _to_completion(
-                    execute(_transaction_here, raw, [row for _, rows, _ in riding for row in rows], work))
+                    execute(_transaction_here, raw, [row for _, rows, _ in riding for row in rows], work)
+                )
             except BaseException:
                 # The hop rolled back whatever it began; a cancellation arriving while it ran is re-raised here
                 # only after it ended, and then its COMMIT may have happened: the riders' rows are kept either way
@@ -364,8 +367,9 @@ def aiosqlite_core(conn: aiosqlite.Connection) -> tuple[Callable[..., Awaitable[
     return None
 
 
-def _transaction_here(raw: sqlite3.Connection, statements: RiderRows,
-                      work: Callable[[sqlite3.Connection], T]) -> tuple[Exception | None, T]:
+def _transaction_here(
+    raw: sqlite3.Connection, statements: RiderRows, work: Callable[[sqlite3.Connection], T]
+) -> tuple[Exception | None, T]:
     """``Database.run_in_transaction`` on the worker thread: (the riders' error or None, ``work``'s result)."""
     raw.execute("BEGIN IMMEDIATE")
     try:
@@ -500,8 +504,9 @@ def in_clause(column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
     return f"{column} IN ({placeholders(len(values))})", list(values)
 
 
-async def fetch_rows(db: Database, conn: aiosqlite.Connection | None, sql: str,
-                     params: Sequence[Any]) -> list[aiosqlite.Row]:
+async def fetch_rows(
+    db: Database, conn: aiosqlite.Connection | None, sql: str, params: Sequence[Any]
+) -> list[aiosqlite.Row]:
     """Rows from the open transaction's connection when given (sees its own writes), else from the reader."""
     if conn is None:
         return await db.fetch_all(sql, params)

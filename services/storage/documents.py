@@ -62,7 +62,11 @@ class DocumentRepository:
         return rows[0] if rows else None
 
     async def get(
-        self, document_id: str, *, store_keys: Sequence[str] | None = None, with_content: bool = False,
+        self,
+        document_id: str,
+        *,
+        store_keys: Sequence[str] | None = None,
+        with_content: bool = False,
         conn: aiosqlite.Connection | None = None,
     ) -> dict[str, Any] | None:
         """One document (optionally with its full text), limited to ``store_keys`` when given."""
@@ -92,10 +96,13 @@ class DocumentRepository:
     async def count(self, *, store_keys: Sequence[str]) -> int:
         if not store_keys:
             return 0
-        return int(await self.db.fetch_value(
-            f"SELECT COUNT(*) FROM booku_knowledge_documents WHERE store_key IN ({placeholders(len(store_keys))})",
-            list(store_keys), 0,
-        ))
+        return int(
+            await self.db.fetch_value(
+                f"SELECT COUNT(*) FROM booku_knowledge_documents WHERE store_key IN ({placeholders(len(store_keys))})",
+                list(store_keys),
+                0,
+            )
+        )
 
     async def titles(self, *, store_keys: Sequence[str], limit: int = 5000) -> list[str]:
         """Distinct document titles in order of first ingest."""
@@ -180,7 +187,11 @@ class DocumentRepository:
 
     # ----------------------------------------------------------------- writes
     async def create(
-        self, conn: aiosqlite.Connection, document: dict[str, Any], chunks: Sequence[dict[str, Any]], *,
+        self,
+        conn: aiosqlite.Connection,
+        document: dict[str, Any],
+        chunks: Sequence[dict[str, Any]],
+        *,
         actor: str | WriteContext,
     ) -> list[str]:
         """Insert a new document, its first revision and its chunk records. Returns the changed chunk ids."""
@@ -189,16 +200,31 @@ class DocumentRepository:
             "INSERT INTO booku_knowledge_documents (document_id, owner_uid, store_key, title, source, source_path, "
             "content, content_hash, chunk_count, version, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
-            [document["document_id"], document["owner_uid"], document["store_key"], document["title"],
-             document["source"], document["source_path"], document["content"], document["content_hash"],
-             len(chunks), now, now],
+            [
+                document["document_id"],
+                document["owner_uid"],
+                document["store_key"],
+                document["title"],
+                document["source"],
+                document["source_path"],
+                document["content"],
+                document["content_hash"],
+                len(chunks),
+                now,
+                now,
+            ],
         )
         await self._write_revision(conn, document["document_id"], 1, "create", document, now)
         return await self._write_chunks(conn, document["document_id"], chunks, actor=actor)
 
     async def replace(
-        self, conn: aiosqlite.Connection, document_id: str, document: dict[str, Any],
-        chunks: Sequence[dict[str, Any]], *, actor: str | WriteContext,
+        self,
+        conn: aiosqlite.Connection,
+        document_id: str,
+        document: dict[str, Any],
+        chunks: Sequence[dict[str, Any]],
+        *,
+        actor: str | WriteContext,
     ) -> tuple[int, list[str]]:
         """Store a new version of an existing document and swap its chunks. Returns (new version, changed ids)."""
         now = time.time()
@@ -212,8 +238,16 @@ class DocumentRepository:
         await conn.execute(
             "UPDATE booku_knowledge_documents SET owner_uid = ?, source = ?, content = ?, content_hash = ?, "
             "chunk_count = ?, version = ?, updated_at = ? WHERE document_id = ?",
-            [document["owner_uid"], document["source"], document["content"], document["content_hash"], len(chunks),
-             version, now, document_id],
+            [
+                document["owner_uid"],
+                document["source"],
+                document["content"],
+                document["content_hash"],
+                len(chunks),
+                version,
+                now,
+                document_id,
+            ],
         )
         await self._write_revision(conn, document_id, version, "update", document, now)
         return version, await self._write_chunks(conn, document_id, chunks, actor=actor)
@@ -240,7 +274,12 @@ class DocumentRepository:
         return sum(1 for r in chunk_rows if not r["is_deleted"])
 
     async def _write_revision(
-        self, conn: aiosqlite.Connection, document_id: str, version: int, action: str, document: dict[str, Any],
+        self,
+        conn: aiosqlite.Connection,
+        document_id: str,
+        version: int,
+        action: str,
+        document: dict[str, Any],
         now: float,
     ) -> None:
         await conn.execute(
@@ -250,7 +289,11 @@ class DocumentRepository:
         )
 
     async def _write_chunks(
-        self, conn: aiosqlite.Connection, document_id: str, chunks: Sequence[dict[str, Any]], *,
+        self,
+        conn: aiosqlite.Connection,
+        document_id: str,
+        chunks: Sequence[dict[str, Any]],
+        *,
         actor: str | WriteContext,
     ) -> list[str]:
         """Make the document's live chunk rows equal ``chunks`` (see the module docstring). Returns touched ids."""

@@ -116,8 +116,10 @@ class SqliteEmbeddingCache:
         if not self._deferred:
             return [], None
         taken = dict(self._deferred)
-        rows: list[Sequence[Any]] = [(model, mode, digest, int(vector.shape[-1]), vector.tobytes(), created)
-                for (model, mode, digest), (vector, created) in taken.items()]
+        rows: list[Sequence[Any]] = [
+            (model, mode, digest, int(vector.shape[-1]), vector.tobytes(), created)
+            for (model, mode, digest), (vector, created) in taken.items()
+        ]
         return [(_UPSERT, rows)], taken
 
     def settle(self, token: Any, committed: bool) -> None:

@@ -89,8 +89,9 @@ class KeywordPlanner:
         self._row_count: tuple[int, float] | None = None
         self._vocabulary_connection: object | None = None  # the reader the temp vocabulary table lives on
 
-    async def plan(self, terms: Sequence[str], store_keys: Sequence[str] | None,
-                   store_tokens: Sequence[str]) -> KeywordPlan | None:
+    async def plan(
+        self, terms: Sequence[str], store_keys: Sequence[str] | None, store_tokens: Sequence[str]
+    ) -> KeywordPlan | None:
         """``None`` when there is no term. ``store_tokens`` are the FTS tokens of ``store_keys``."""
         terms = list(dict.fromkeys(t for t in terms if t))
         if not terms:
@@ -121,7 +122,8 @@ class KeywordPlanner:
             counted: dict[str, int] = {}
             if exact:
                 rows = await self.db.fetch_all(
-                    f"SELECT term, doc FROM {VOCABULARY_TABLE} WHERE term IN ({placeholders(len(exact))})", exact)
+                    f"SELECT term, doc FROM {VOCABULARY_TABLE} WHERE term IN ({placeholders(len(exact))})", exact
+                )
                 counted = {row["term"]: int(row["doc"]) for row in rows}
             prefixes = [term for term in missing if is_prefix_term(term)]
             if prefixes:
@@ -131,7 +133,8 @@ class KeywordPlanner:
                 range_sum = f"(SELECT COALESCE(SUM(doc), 0) FROM {VOCABULARY_TABLE} WHERE term >= ? AND term < ?)"
                 row = await self.db.fetch_one(
                     "SELECT " + ", ".join([range_sum] * len(stems)),
-                    [bound for stem in stems for bound in (stem, prefix_upper_bound(stem))])
+                    [bound for stem in stems for bound in (stem, prefix_upper_bound(stem))],
+                )
                 assert row is not None  # an aggregate always answers one row
                 counted.update((term, int(row[index])) for index, term in enumerate(prefixes))
             for term in missing:
@@ -170,5 +173,6 @@ class KeywordPlanner:
         if self._vocabulary_connection is not reader:
             await reader.execute(
                 f"CREATE VIRTUAL TABLE IF NOT EXISTS {VOCABULARY_TABLE} "
-                "USING fts5vocab(main, 'booku_memory_fts', 'row')")
+                "USING fts5vocab(main, 'booku_memory_fts', 'row')"
+            )
             self._vocabulary_connection = reader

@@ -33,10 +33,14 @@ from .mirrors.bm25_postings import (
     fold_token,
 )
 
-_TOKENS_SQL = "(length(COALESCE({0}, '')) - length(replace(COALESCE({0}, ''), ' ', '')) + (length(COALESCE({0}, '')) > 0))"
+_TOKENS_SQL = (
+    "(length(COALESCE({0}, '')) - length(replace(COALESCE({0}, ''), ' ', '')) + (length(COALESCE({0}, '')) > 0))"
+)
 STORE_STATISTICS_SQL = (
-    "SELECT COUNT(*), COALESCE(SUM(" + " + ".join(_TOKENS_SQL.format(column) for column in ("title", "content", "tags", "store"))
-    + "), 0) FROM booku_memory_fts WHERE booku_memory_fts MATCH ?")
+    "SELECT COUNT(*), COALESCE(SUM("
+    + " + ".join(_TOKENS_SQL.format(column) for column in ("title", "content", "tags", "store"))
+    + "), 0) FROM booku_memory_fts WHERE booku_memory_fts MATCH ?"
+)
 TEXT_COLUMNS = "{title content tags}"
 
 
@@ -111,7 +115,9 @@ class ScopedKeywordStatistics:
             if cached is None or now - cached[1] >= STATISTICS_TTL_SECONDS:
                 count = await self.db.fetch_value(
                     "SELECT COUNT(*) FROM booku_memory_fts WHERE booku_memory_fts MATCH ?",
-                    [f"{store_clause(key)} AND {term_clause(term)}"], 0)
+                    [f"{store_clause(key)} AND {term_clause(term)}"],
+                    0,
+                )
                 cached = self._documents[(key, term)] = (int(count), now)
             self._documents.move_to_end((key, term))
             counts.append(cached[0])

@@ -57,8 +57,9 @@ KeywordRow = tuple[int, bool, list[Any]]
 """A keyword-index row held back for ``deferred_keyword_rows_plan``: (rid, replace an existing row first, values)."""
 
 
-def keyword_row_plan(record: Mapping[str, Any], *, replace: bool = True,
-                      deferred: list[KeywordRow] | None = None) -> WritePlan[None]:
+def keyword_row_plan(
+    record: Mapping[str, Any], *, replace: bool = True, deferred: list[KeywordRow] | None = None
+) -> WritePlan[None]:
     """The record's keyword row: segmented title (unless it adds nothing, ``keyword_title``), content and tags, plus
     its store's token.
 
@@ -66,9 +67,13 @@ def keyword_row_plan(record: Mapping[str, Any], *, replace: bool = True,
     ``deferred`` the row is segmented now but appended there, not written (see ``deferred_keyword_rows_plan``).
     """
     tags = " ".join(record.get("tags", []) + record.get("core_tags", []) + record.get("diffusion_tags", []))
-    values = [record["rid"], _segmented(keyword_title(record["title"], record["content"])),
-              _segmented(record["content"]), _segmented(tags),
-              store_token(record["store_key"])]
+    values = [
+        record["rid"],
+        _segmented(keyword_title(record["title"], record["content"])),
+        _segmented(record["content"]),
+        _segmented(tags),
+        store_token(record["store_key"]),
+    ]
     if deferred is not None:
         deferred.append((record["rid"], replace, values))
         return

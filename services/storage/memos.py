@@ -19,7 +19,13 @@ class MemoRepository:
             return cur.rowcount
 
     async def upsert(
-        self, *, owner_uid: str, stream_id: str, content: str, expires_at: float, allow_shorten: bool,
+        self,
+        *,
+        owner_uid: str,
+        stream_id: str,
+        content: str,
+        expires_at: float,
+        allow_shorten: bool,
         now: float | None = None,
     ) -> tuple[dict[str, Any], bool]:
         """Create a memo, or refresh the live one with the same (stream, content). Returns (memo, created)."""
@@ -41,8 +47,13 @@ class MemoRepository:
                 memo = {**dict(row), "expires_at": new_expiry, "updated_at": now}
                 return memo, False
             memo = {
-                "memo_id": f"memo-{uuid.uuid4().hex}", "owner_uid": owner_uid, "stream_id": stream_id,
-                "content": content, "expires_at": expires_at, "created_at": now, "updated_at": now,
+                "memo_id": f"memo-{uuid.uuid4().hex}",
+                "owner_uid": owner_uid,
+                "stream_id": stream_id,
+                "content": content,
+                "expires_at": expires_at,
+                "created_at": now,
+                "updated_at": now,
             }
             await conn.execute(
                 "INSERT INTO booku_temporary_memos (memo_id, owner_uid, stream_id, content, expires_at, created_at, "
@@ -52,7 +63,9 @@ class MemoRepository:
             )
             return memo, True
 
-    async def list_active(self, *, owner_uid: str, stream_id: str | None, now: float | None = None) -> list[dict[str, Any]]:
+    async def list_active(
+        self, *, owner_uid: str, stream_id: str | None, now: float | None = None
+    ) -> list[dict[str, Any]]:
         """Live memos of one stream (or of every stream when stream_id is None), newest first."""
         sql = "SELECT * FROM booku_temporary_memos WHERE owner_uid = ? AND expires_at > ?"
         params: list[Any] = [owner_uid, now or time.time()]

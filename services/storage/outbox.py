@@ -70,8 +70,13 @@ def embedding_text(record: dict[str, Any]) -> str:
 
 
 class VectorSync:
-    def __init__(self, db: Database, records: RecordRepository, vectors: VectorIndex,
-                 embedder: Callable[[], PassageEmbedder | None]) -> None:
+    def __init__(
+        self,
+        db: Database,
+        records: RecordRepository,
+        vectors: VectorIndex,
+        embedder: Callable[[], PassageEmbedder | None],
+    ) -> None:
         self.db = db
         self.records = records
         self.vectors = vectors
@@ -95,8 +100,9 @@ class VectorSync:
         tier = tier_of(record)
         if tier is None:
             return
-        entry = StagedVector(record["store_key"], tier, text_hash(embedding_text(record)),
-                             np.asarray(vector, dtype=np.float32))
+        entry = StagedVector(
+            record["store_key"], tier, text_hash(embedding_text(record)), np.asarray(vector, dtype=np.float32)
+        )
         previous = self.staged.get(record["memory_id"])
         if previous is not None:
             previous.state = "gone"
@@ -134,9 +140,10 @@ class VectorSync:
         rows, staged = self._rows, self.staged
         keys = list(staged)
         if keys[: len(rows)] != [memory_id for memory_id, _ in rows] or any(
-                staged[memory_id] is not entry for memory_id, entry in rows):
+            staged[memory_id] is not entry for memory_id, entry in rows
+        ):
             rows = []
-        new = [(memory_id, staged[memory_id]) for memory_id in keys[len(rows):]]
+        new = [(memory_id, staged[memory_id]) for memory_id in keys[len(rows) :]]
         if not rows and not new:
             self._rows = []
             return [], self._row_buffer[:0]
@@ -156,9 +163,18 @@ class VectorSync:
         self._rows = rows + new
         return self._rows, buffer[: len(self._rows)]
 
-    def merge_staged(self, vectors: Iterable[np.ndarray], found: Sequence[list[VectorHit]], captured: dict[str, StagedVector],
-                     *, removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
-                     with_embeddings: bool) -> list[list[VectorHit]]:
+    def merge_staged(
+        self,
+        vectors: Iterable[np.ndarray],
+        found: Sequence[list[VectorHit]],
+        captured: dict[str, StagedVector],
+        *,
+        removal_seq: int,
+        store_keys: Sequence[str],
+        tiers: Sequence[str],
+        limit: int,
+        with_embeddings: bool,
+    ) -> list[list[VectorHit]]:
         """Each row's Chroma hits (``found[i]`` for ``vectors[i]``) merged with staged vectors, best first, at most
         ``limit`` per row.
 
@@ -176,18 +192,27 @@ class VectorSync:
         if captured == self.staged:
             current = self.staged
             rows, stacked = self._staged_rows()
-            chosen = [index for index, (_, entry) in enumerate(rows)
-                      if entry.store_key in wanted_stores and entry.tier in wanted_tiers]
+            chosen = [
+                index
+                for index, (_, entry) in enumerate(rows)
+                if entry.store_key in wanted_stores and entry.tier in wanted_tiers
+            ]
             matching = [rows[index] for index in chosen]
             if matching:
                 staged_matrix = stacked if len(chosen) == len(rows) else stacked[chosen]
         else:
             current = self.current_staged(captured)
-            matching = [(memory_id, entry) for memory_id, entry in current.items()
-                        if entry.store_key in wanted_stores and entry.tier in wanted_tiers]
+            matching = [
+                (memory_id, entry)
+                for memory_id, entry in current.items()
+                if entry.store_key in wanted_stores and entry.tier in wanted_tiers
+            ]
             staged_matrix = np.stack([entry.vector for _, entry in matching]) if matching else None
-        removed = {memory_id for memory_id, seq in self._removals.items() if seq > removal_seq} \
-            if self.removal_seq > removal_seq else set()
+        removed = (
+            {memory_id for memory_id, seq in self._removals.items() if seq > removal_seq}
+            if self.removal_seq > removal_seq
+            else set()
+        )
         results: list[list[VectorHit]] = []
         for vector, hits in zip(vectors, found):
             merged = [hit for hit in hits if hit.memory_id not in current and hit.memory_id not in removed]
@@ -197,8 +222,11 @@ class VectorSync:
                 # sorting every staged entry: no staged entry beyond a row's best ``limit`` can make its top.
                 for index in np.argsort(-similarities, kind="stable")[:limit]:
                     memory_id, entry = matching[index]
-                    merged.append(VectorHit(memory_id, float(similarities[index]), entry.tier,
-                                            entry.vector if with_embeddings else None))
+                    merged.append(
+                        VectorHit(
+                            memory_id, float(similarities[index]), entry.tier, entry.vector if with_embeddings else None
+                        )
+                    )
             merged.sort(key=lambda hit: hit.similarity, reverse=True)
             results.append(merged[:limit])
         return results
@@ -296,13 +324,17 @@ class VectorSync:
                     # other field lives in SQLite), and writing it makes each upsert markedly slower, all of
                     # it with the GIL held (see runtime.VECTOR_FLUSH_DELAY_SECONDS).
                     await self.vectors.upsert(
-                        tier, store_key,
+                        tier,
+                        store_key,
                         [wanted[i][0]["memory_id"] for i in indexes],
                         np.stack([matrix[i] for i in indexes]),
                     )
                 handled |= {record["memory_id"] for record, _ in wanted}
-        placed = {record["memory_id"]: (record["store_key"], tier) for record, tier in wanted
-                  if record["memory_id"] in handled}
+        placed = {
+            record["memory_id"]: (record["store_key"], tier)
+            for record, tier in wanted
+            if record["memory_id"] in handled
+        }
         for memory_id in handled:
             if memory_id not in placed:
                 self._log_removal(memory_id)
@@ -320,14 +352,19 @@ class VectorSync:
         await run_plan_in_transaction(self.db, self._settle_plan(done_ids, failed_ids, error, hashes))
         return len(done_ids), max(failed_ids, default=0), error
 
-    def _settle_plan(self, done_ids: list[int], failed_ids: list[int], error: str,
-                     hashes: dict[str, str]) -> WritePlan[None]:
+    def _settle_plan(
+        self, done_ids: list[int], failed_ids: list[int], error: str, hashes: dict[str, str]
+    ) -> WritePlan[None]:
         """Forget the outbox rows a drain batch handled, count an attempt on the rest, and record which text each
         stored vector embeds (``RecordRepository.set_embedded_hashes_plan``)."""
         if done_ids:
             yield PlanStatement(
-                f"DELETE FROM booku_vector_outbox WHERE outbox_id IN ({placeholders(len(done_ids))})", done_ids)
+                f"DELETE FROM booku_vector_outbox WHERE outbox_id IN ({placeholders(len(done_ids))})", done_ids
+            )
         if failed_ids:
-            yield PlanStatement(f"UPDATE booku_vector_outbox SET attempts = attempts + 1, last_error = ? "
-                                f"WHERE outbox_id IN ({placeholders(len(failed_ids))})", [error, *failed_ids])
+            yield PlanStatement(
+                f"UPDATE booku_vector_outbox SET attempts = attempts + 1, last_error = ? "
+                f"WHERE outbox_id IN ({placeholders(len(failed_ids))})",
+                [error, *failed_ids],
+            )
         yield from self.records.set_embedded_hashes_plan(hashes)

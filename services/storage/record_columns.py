@@ -37,8 +37,13 @@ def decode_list(raw: Any) -> list[str]:
 
 def ends_with_question_sql(column: str = "content") -> str:
     """``logic.shape.ends_with_question`` of ``column`` in SQL."""
-    return (f"substr(rtrim({column}, '" + TRAILING_CLOSERS.replace("'", "''") + "'), -1) IN ("
-            + ", ".join(f"'{mark}'" for mark in QUESTION_MARKS) + ")")
+    return (
+        f"substr(rtrim({column}, '"
+        + TRAILING_CLOSERS.replace("'", "''")
+        + "'), -1) IN ("
+        + ", ".join(f"'{mark}'" for mark in QUESTION_MARKS)
+        + ")"
+    )
 
 
 def candidate_columns(table: str = "") -> tuple[str, ...]:
@@ -49,18 +54,36 @@ def candidate_columns(table: str = "") -> tuple[str, ...]:
     candidates that end with a question, the length of all; and the start of every text, where a speaker label
     stands (``logic.speaker``)."""
     content = f"{table}content"
-    plain = ("memory_id", "rid", "store_key", "bucket", "status", "memory_type", "folder_id", "person_id",
-             "relation_memory_ids", "created_at", "event_start_at", "event_end_at", "superseded_by")
-    return (*(f"{table}{column}" for column in plain),
-            f"CASE WHEN {ends_with_question_sql(content)} THEN {content} END AS question_text",
-            f"length({content}) AS content_chars", f"substr({content}, 1, {SPEAKER_HEAD_CHARS}) AS content_head")
+    plain = (
+        "memory_id",
+        "rid",
+        "store_key",
+        "bucket",
+        "status",
+        "memory_type",
+        "folder_id",
+        "person_id",
+        "relation_memory_ids",
+        "created_at",
+        "event_start_at",
+        "event_end_at",
+        "superseded_by",
+    )
+    return (
+        *(f"{table}{column}" for column in plain),
+        f"CASE WHEN {ends_with_question_sql(content)} THEN {content} END AS question_text",
+        f"length({content}) AS content_chars",
+        f"substr({content}, 1, {SPEAKER_HEAD_CHARS}) AS content_head",
+    )
 
 
 CANDIDATE_COLUMNS = candidate_columns()
 # The keys of a candidate row (``decode_candidate``), in CANDIDATE_COLUMNS order: the question's text is read to
 # give its share (``logic.shape.question_share``; None when the text does not end with a question).
-CANDIDATE_KEYS = tuple("question_share" if key == "question_text" else key
-                       for key in (expression.rsplit(" AS ", 1)[-1] for expression in CANDIDATE_COLUMNS))
+CANDIDATE_KEYS = tuple(
+    "question_share" if key == "question_text" else key
+    for key in (expression.rsplit(" AS ", 1)[-1] for expression in CANDIDATE_COLUMNS)
+)
 _QUESTION = CANDIDATE_KEYS.index("question_share")
 _RELATIONS = CANDIDATE_KEYS.index("relation_memory_ids")
 

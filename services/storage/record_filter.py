@@ -101,9 +101,17 @@ class RecordFilter:
         Why: the in-memory keyword index keeps each row's bucket, status and deletion flag
         (``storage.mirrors.keyword_mirror``), so a retrieval's usual filter is applied there, before the best rows are
         taken, instead of by looking a hundred or more scattered rows up in SQL."""
-        if (self.memory_types is not None or self.exclude_memory_types or self.folder_id is not None
-                or self.person_id is not None or self.relation_of is not None or self.tag is not None
-                or self.created_before is not None or self.extra_sql or self.extra_params):
+        if (
+            self.memory_types is not None
+            or self.exclude_memory_types
+            or self.folder_id is not None
+            or self.person_id is not None
+            or self.relation_of is not None
+            or self.tag is not None
+            or self.created_before is not None
+            or self.extra_sql
+            or self.extra_params
+        ):
             return None
         buckets = None if self.buckets is None else frozenset(self.buckets)
         statuses = None if self.statuses is None else frozenset(self.statuses)
@@ -116,8 +124,11 @@ class RecordFilter:
                     return False
             elif is_deleted and not include_deleted:
                 return False
-            return ((buckets is None or bucket in buckets) and (statuses is None or status in statuses)
-                    and (visible is None or any(kind.admits(bucket, status) for kind in visible)))
+            return (
+                (buckets is None or bucket in buckets)
+                and (statuses is None or status in statuses)
+                and (visible is None or any(kind.admits(bucket, status) for kind in visible))
+            )
 
         return test
 

@@ -26,14 +26,22 @@ from .write_plans import PlanStatement, WritePlan, run_plan, run_plan_here
 # checks (folder, type, person),
 # the text overlap test; and the update check (``logic.supersession``), which skips a memory already superseded
 # and, for a dated write, a dated memory.
-MERGE_CHECK_COLUMNS = ("memory_id", "folder_id", "memory_type", "person_id", "content", "superseded_by",
-                       "event_start_at")
+MERGE_CHECK_COLUMNS = (
+    "memory_id",
+    "folder_id",
+    "memory_type",
+    "person_id",
+    "content",
+    "superseded_by",
+    "event_start_at",
+)
 # What the vector drain reads of each record (``RecordRepository.vector_sources``): its partition and embedded text.
 VECTOR_SOURCE_COLUMNS = ("memory_id", "store_key", "bucket", "status", "is_deleted", "title", "content")
 
 
-def _find_person_query(person_id: str, store_keys: Sequence[str] | None,
-                       statuses: Sequence[str] | None) -> tuple[str, list[Any]]:
+def _find_person_query(
+    person_id: str, store_keys: Sequence[str] | None, statuses: Sequence[str] | None
+) -> tuple[str, list[Any]]:
     """The id of the most recently updated person record of ``person_id`` (``find_person_plan``)."""
     flt = RecordFilter(store_keys=store_keys, memory_types=("person",), person_id=person_id, statuses=statuses)
     where, params = flt.where()
@@ -44,8 +52,10 @@ def _with_keyword(where: str, params: list[Any], keyword: str) -> tuple[str, lis
     """``where`` narrowed to records whose title, content or id contains ``keyword`` literally (listings, counts)."""
     pattern = f"%{escape_like(keyword)}%"
     like = "LIKE ? ESCAPE '\\'"
-    return (f"{where} AND (r.title {like} OR r.content {like} OR r.memory_id {like})",
-            [*params, pattern, pattern, pattern])
+    return (
+        f"{where} AND (r.title {like} OR r.content {like} OR r.memory_id {like})",
+        [*params, pattern, pattern, pattern],
+    )
 
 
 class RecordReads:
@@ -75,9 +85,14 @@ class RecordReads:
         yield from tags_plan(records)
         return cast("dict[str, RecordRow]", records)
 
-    async def candidates(self, memory_ids: Iterable[str], *, with_tags: bool,
-                         tags_only_for: Iterable[str] | None = None,
-                         as_of_last_read: bool = False) -> dict[str, CandidateRow]:
+    async def candidates(
+        self,
+        memory_ids: Iterable[str],
+        *,
+        with_tags: bool,
+        tags_only_for: Iterable[str] | None = None,
+        as_of_last_read: bool = False,
+    ) -> dict[str, CandidateRow]:
         """The columns ranking needs of each live candidate (``CANDIDATE_COLUMNS``, tags only when asked, and then
         only for ``tags_only_for`` when given: tag bonuses apply to vector hits, not to keyword-only candidates).
 
@@ -102,26 +117,29 @@ class RecordReads:
                     found.update(await self.candidates(missing, with_tags=with_tags, tags_only_for=tags_for))
                 return found
         held = await self.memory_keywords.candidates(
-            ids, tags_for, lambda raw, missing: run_plan_here(raw, self._candidates_plan(missing, tags_for)))
+            ids, tags_for, lambda raw, missing: run_plan_here(raw, self._candidates_plan(missing, tags_for))
+        )
         if held is not None:
             return held
         return await run_plan(self.db.reader, self._candidates_plan(ids, tags_for))
 
     @staticmethod
-    def _candidates_plan(memory_ids: Sequence[str],
-                         tags_for: set[str] | None) -> WritePlan[dict[str, CandidateRow]]:
+    def _candidates_plan(memory_ids: Sequence[str], tags_for: set[str] | None) -> WritePlan[dict[str, CandidateRow]]:
         """``candidates`` as a plan: the columns, then the tags of the rows found among ``tags_for`` (no tags read
         when it is None)."""
         found = yield from columns_plan(
-            memory_ids, CANDIDATE_COLUMNS,
-            decode=lambda row: dict(zip(CANDIDATE_KEYS, decode_candidate(row), strict=False)))
+            memory_ids,
+            CANDIDATE_COLUMNS,
+            decode=lambda row: dict(zip(CANDIDATE_KEYS, decode_candidate(row), strict=False)),
+        )
         tagged = {key: row for key, row in found.items() if key in tags_for} if tags_for is not None else {}
         if tagged:
             yield from tags_plan(tagged)
         return cast("dict[str, CandidateRow]", found)
 
-    async def rows_in_time_windows(self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *,
-                                   limit: int) -> list[dict[str, Any]]:
+    async def rows_in_time_windows(
+        self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *, limit: int
+    ) -> list[dict[str, Any]]:
         """The records whose time falls in one of ``windows`` (epoch ``[start, end)``), newest first, as
         ``{"memory_id", "created_at", "event_start_at", "event_end_at", "time_zone"}``: what deciding which day
         each one is needs (``time_anchor.memory_days``).
@@ -146,8 +164,10 @@ class RecordReads:
             [*params, *(bound for start, end in windows for bound in (end, start)), limit],
         )
         rows = sorted(rows, key=lambda row: -row["t"])[:limit]
-        return [{key: row[key] for key in ("memory_id", "created_at", "event_start_at", "event_end_at", "time_zone")}
-                for row in rows]
+        return [
+            {key: row[key] for key in ("memory_id", "created_at", "event_start_at", "event_end_at", "time_zone")}
+            for row in rows
+        ]
 
     async def time_zones(self, memory_ids: Iterable[str]) -> dict[str, str]:
         """The zone each record's times were written in (``""`` when unknown), by id; one query."""
@@ -156,7 +176,8 @@ class RecordReads:
             return {}
         rows = await self.db.fetch_all(
             f"SELECT memory_id, time_zone FROM booku_memory_records WHERE memory_id IN ({','.join('?' * len(ids))})",
-            ids)
+            ids,
+        )
         return {row["memory_id"]: row["time_zone"] for row in rows}
 
     @staticmethod
@@ -176,10 +197,12 @@ class RecordReads:
         ids = list(dict.fromkeys(memory_ids))
         found: dict[str, list[str]] = {}
         for start in range(0, len(ids), 500):
-            chunk = ids[start:start + 500]
+            chunk = ids[start : start + 500]
             rows = await (conn or self.db.reader).execute_fetchall(
                 f"SELECT memory_id, superseded_by FROM booku_memory_records WHERE superseded_by IN "
-                f"({placeholders(len(chunk))}) AND is_deleted = 0 ORDER BY superseded_at, rid", chunk)
+                f"({placeholders(len(chunk))}) AND is_deleted = 0 ORDER BY superseded_at, rid",
+                chunk,
+            )
             for memory_id, successor in rows:
                 found.setdefault(successor, []).append(memory_id)
         return found
@@ -195,8 +218,9 @@ class RecordReads:
             record["is_deleted"] = bool(record["is_deleted"])
         return found
 
-    async def _columns(self, memory_ids: Iterable[str], columns: Sequence[str], *,
-                       include_deleted: bool = False) -> dict[str, dict[str, Any]]:
+    async def _columns(
+        self, memory_ids: Iterable[str], columns: Sequence[str], *, include_deleted: bool = False
+    ) -> dict[str, dict[str, Any]]:
         """``columns`` of each record by id, undecoded, live ones only unless ``include_deleted``; one query per
         500 ids, all in one hop (``columns_plan``)."""
         return await run_plan(self.db.reader, columns_plan(memory_ids, columns, include_deleted=include_deleted))
@@ -238,8 +262,9 @@ class RecordReads:
         await self._attach_tags(records)
         return [records[row["memory_id"]] for row in rows]
 
-    async def bucket_counts(self, *, store_keys: Sequence[str] | None = None,
-                            folder_id: str | None = None) -> dict[str, int]:
+    async def bucket_counts(
+        self, *, store_keys: Sequence[str] | None = None, folder_id: str | None = None
+    ) -> dict[str, int]:
         flt = RecordFilter(store_keys=store_keys, buckets=None, folder_id=folder_id)
         where, params = flt.where()
         rows = await self.db.fetch_all(
@@ -285,8 +310,9 @@ class RecordReads:
                 groups[row["tag_type"]].append(row["tag_value"])
         return groups
 
-    def find_person_plan(self, person_id: str, *, store_keys: Sequence[str] | None,
-                         statuses: Sequence[str] | None = None) -> WritePlan[dict[str, Any] | None]:
+    def find_person_plan(
+        self, person_id: str, *, store_keys: Sequence[str] | None, statuses: Sequence[str] | None = None
+    ) -> WritePlan[dict[str, Any] | None]:
         """The most recently updated live person record of ``person_id`` (with tags), or None, read inside the
         running transaction (``run_plan``), so a person created earlier in the same batch counts."""
         sql, params = _find_person_query(person_id, store_keys, statuses)
@@ -339,8 +365,14 @@ class RecordReads:
             list(memory_ids),
         )
         for row in rows:
-            found[row["memory_id"]].append({
-                "version": row["version"], "action": row["action"], "snapshot": json.loads(row["snapshot"]),
-                "actor": row["actor"], "note": row["note"], "created_at": row["created_at"],
-            })
+            found[row["memory_id"]].append(
+                {
+                    "version": row["version"],
+                    "action": row["action"],
+                    "snapshot": json.loads(row["snapshot"]),
+                    "actor": row["actor"],
+                    "note": row["note"],
+                    "created_at": row["created_at"],
+                }
+            )
         return found

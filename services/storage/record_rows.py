@@ -23,13 +23,55 @@ BOOL_COLUMNS = ("is_deleted", "pinned", "protected", "anchor", "digested", "reso
 
 # Columns a caller may set; rid/version/timestamps/counters are managed here.
 WRITABLE_COLUMNS = (
-    "memory_id", "owner_uid", "store_key", "title", "name", "folder_id", "bucket", "content", "source",
-    "memory_type", "status", "person_id", "relation_memory_ids", "relation_aliases", "event_start_at",
-    "event_end_at", "related_people", "knowledge_type", "address_or_coord", "place_type", "asset_type",
-    "disposition_status", "procedure_type", "novelty_energy", "importance", "valence", "arousal", "domains",
-    "pinned", "protected", "anchor", "digested", "resolved", "why_remembered", "extra", "document_id",
-    "chunk_index", "is_deleted", "deleted_at", "created_at", "updated_at", "last_activated_at", "activation_count",
-    "authority", "author", "valid_from", "superseded_at", "superseded_by", "time_zone",
+    "memory_id",
+    "owner_uid",
+    "store_key",
+    "title",
+    "name",
+    "folder_id",
+    "bucket",
+    "content",
+    "source",
+    "memory_type",
+    "status",
+    "person_id",
+    "relation_memory_ids",
+    "relation_aliases",
+    "event_start_at",
+    "event_end_at",
+    "related_people",
+    "knowledge_type",
+    "address_or_coord",
+    "place_type",
+    "asset_type",
+    "disposition_status",
+    "procedure_type",
+    "novelty_energy",
+    "importance",
+    "valence",
+    "arousal",
+    "domains",
+    "pinned",
+    "protected",
+    "anchor",
+    "digested",
+    "resolved",
+    "why_remembered",
+    "extra",
+    "document_id",
+    "chunk_index",
+    "is_deleted",
+    "deleted_at",
+    "created_at",
+    "updated_at",
+    "last_activated_at",
+    "activation_count",
+    "authority",
+    "author",
+    "valid_from",
+    "superseded_at",
+    "superseded_by",
+    "time_zone",
 )
 # Changing any of these changes the embedded text, so the vector must be recomputed.
 EMBEDDED_COLUMNS = ("title", "content")
@@ -83,7 +125,8 @@ def read_record_plan(memory_id: str) -> WritePlan[dict[str, Any] | None]:
     record = row_to_record(rows[0])
     tag_rows = yield PlanStatement(
         "SELECT tag_type, tag_value FROM booku_memory_tags WHERE memory_id = ? ORDER BY tag_type, position",
-        [memory_id], fetch=True,
+        [memory_id],
+        fetch=True,
     )
     for group in TAG_GROUPS.values():
         record[group] = []
@@ -111,28 +154,39 @@ def replace_tags_plan(memory_id: str, source: dict[str, Any]) -> WritePlan[dict[
     if rows:
         yield PlanStatement(
             "INSERT INTO booku_memory_tags (memory_id, tag_type, tag_value, position) VALUES (?, ?, ?, ?)",
-            rows, many=True,
+            rows,
+            many=True,
         )
     return written
 
 
-def _columns_query(columns: Sequence[str], memory_ids: Sequence[str], *,
-                   include_deleted: bool = False) -> tuple[str, list[str]]:
+def _columns_query(
+    columns: Sequence[str], memory_ids: Sequence[str], *, include_deleted: bool = False
+) -> tuple[str, list[str]]:
     """``columns`` of the records among ``memory_ids`` (at most 500 ids), live ones only unless ``include_deleted``."""
     live = "" if include_deleted else " AND is_deleted = 0"
-    return (f"SELECT {', '.join(columns)} FROM booku_memory_records "
-            f"WHERE memory_id IN ({placeholders(len(memory_ids))}){live}", list(memory_ids))
+    return (
+        f"SELECT {', '.join(columns)} FROM booku_memory_records "
+        f"WHERE memory_id IN ({placeholders(len(memory_ids))}){live}",
+        list(memory_ids),
+    )
 
 
-def columns_plan(memory_ids: Iterable[str], columns: Sequence[str], *, include_deleted: bool = False,
-                  decode: Callable[[sqlite3.Row], dict[str, Any]] = dict) -> WritePlan[dict[str, dict[str, Any]]]:
+def columns_plan(
+    memory_ids: Iterable[str],
+    columns: Sequence[str],
+    *,
+    include_deleted: bool = False,
+    decode: Callable[[sqlite3.Row], dict[str, Any]] = dict,
+) -> WritePlan[dict[str, dict[str, Any]]]:
     """``columns`` of each record among ``memory_ids`` by id (each row through ``decode``: undecoded by default),
     live ones only unless ``include_deleted``; one statement per 500 ids."""
     ids = list(dict.fromkeys(i for i in memory_ids if i))
     found: dict[str, dict[str, Any]] = {}
     for start in range(0, len(ids), 500):
-        rows = yield PlanStatement(*_columns_query(columns, ids[start : start + 500], include_deleted=include_deleted),
-                                fetch=True)
+        rows = yield PlanStatement(
+            *_columns_query(columns, ids[start : start + 500], include_deleted=include_deleted), fetch=True
+        )
         found.update((row["memory_id"], decode(row)) for row in rows)
     return found
 

@@ -48,13 +48,20 @@ class RecordSearch(RecordReads):
         if terms and self.memory_keywords.ready:
             where, params = flt.where()
             found = await self.memory_keywords.search(
-                terms, store_tokens=tokens if flt.store_keys is not None else None, state_test=flt.state_test(),
-                where=where, params=params, limit=limit, depths=keyword_depths(limit))
+                terms,
+                store_tokens=tokens if flt.store_keys is not None else None,
+                state_test=flt.state_test(),
+                where=where,
+                params=params,
+                limit=limit,
+                depths=keyword_depths(limit),
+            )
             if found is not None:
                 self.keyword_planner.remember(found.frequencies, found.rows)
                 if flt.store_keys is not None:
-                    self.scoped_statistics.remember(tokens, found.top.documents, found.top.visible_rows,
-                                                    found.top.visible_tokens)
+                    self.scoped_statistics.remember(
+                        tokens, found.top.documents, found.top.visible_rows, found.top.visible_tokens
+                    )
                 return found.hits
         plan = await self.keyword_planner.plan(terms, flt.store_keys, tokens)
         if plan is None:
@@ -70,12 +77,17 @@ class RecordSearch(RecordReads):
         rows = await self.db.fetch_all(
             f"SELECT r.memory_id, f.title, f.content, f.tags FROM booku_memory_records r "
             f"JOIN booku_memory_fts f ON f.rowid = r.rid "
-            f"WHERE r.memory_id IN ({placeholders(len(ids))}) AND r.is_deleted = 0", ids)
-        return {row["memory_id"]: " ".join(part for part in (row["title"], row["content"], row["tags"]) if part)
-                for row in rows}
+            f"WHERE r.memory_id IN ({placeholders(len(ids))}) AND r.is_deleted = 0",
+            ids,
+        )
+        return {
+            row["memory_id"]: " ".join(part for part in (row["title"], row["content"], row["tags"]) if part)
+            for row in rows
+        }
 
-    async def term_statistics(self, terms: Sequence[str], store_keys: Sequence[str] | None = None
-                              ) -> tuple[dict[str, int], int]:
+    async def term_statistics(
+        self, terms: Sequence[str], store_keys: Sequence[str] | None = None
+    ) -> tuple[dict[str, int], int]:
         """(term → document frequency, rows) of the keyword index, over ``store_keys`` (None = every store), as
         the keyword search counted them (so the query's terms, already counted to rank it, cost no read): another
         store's rows never weigh a reader's terms (``fts_store_stats``)."""
@@ -85,11 +97,11 @@ class RecordSearch(RecordReads):
             if rows < await self.keyword_planner.indexed_rows():
                 terms = list(dict.fromkeys(terms))
                 return dict(zip(terms, await self.scoped_statistics.documents(tokens, terms), strict=False)), rows
-        return (await self.keyword_planner.document_frequencies(terms),
-                await self.keyword_planner.indexed_rows())
+        return (await self.keyword_planner.document_frequencies(terms), await self.keyword_planner.indexed_rows())
 
-    async def keyword_search(self, fts_query: str, flt: RecordFilter, *, limit: int,
-                             scope_in_index: bool = True) -> list[tuple[str, float]]:
+    async def keyword_search(
+        self, fts_query: str, flt: RecordFilter, *, limit: int, scope_in_index: bool = True
+    ) -> list[tuple[str, float]]:
         """FTS5 route: (memory_id, score) best first; score = -bm25 so that higher is better.
 
         ``fts_query`` is an FTS5 expression over the text columns. ``scope_in_index=False`` leaves the store clause
@@ -128,13 +140,15 @@ class RecordSearch(RecordReads):
         scored = []
         for row in rows:
             size, frequencies = row_frequencies(
-                (row["rowid"], row["title"], row["content"], row["tags"], row["store"]), terms)
+                (row["rowid"], row["title"], row["content"], row["tags"], row["store"]), terms
+            )
             scored.append((-bm25(frequencies, size, documents, visible_rows, average), row["rowid"], row["memory_id"]))
         scored.sort()
         return [(memory_id, -negative) for negative, _, memory_id in scored[:limit]]
 
-    async def _store_rescoring(self, store_keys: Sequence[str] | None, fts_query: str
-                                 ) -> tuple[list[str], list[int], int, float] | None:
+    async def _store_rescoring(
+        self, store_keys: Sequence[str] | None, fts_query: str
+    ) -> tuple[list[str], list[int], int, float] | None:
         """(terms, their document counts, rows, average row size) of the readable stores when they hold only part
         of the keyword table (so FTS5's whole-table statistics would not be theirs); None when FTS5's own score
         is the stores' score (every store, or stores holding every row)."""
@@ -151,7 +165,8 @@ class RecordSearch(RecordReads):
         """Whether the MATCH alone has at least ``depth`` rows (so a deeper page could hold more results)."""
         row = await self.db.fetch_one(
             "SELECT COUNT(*) FROM (SELECT rowid FROM booku_memory_fts WHERE booku_memory_fts MATCH ? LIMIT ?)",
-            [expression, depth])
+            [expression, depth],
+        )
         return bool(row and row[0] >= depth)
 
     async def grep_like(
@@ -162,7 +177,13 @@ class RecordSearch(RecordReads):
         return await self._grep(fields, "LIKE ? ESCAPE '\\'", pattern, flt, limit, self.db.fetch_all)
 
     async def grep_regex(
-        self, pattern: str, matcher: Matcher, fields: Sequence[str], flt: RecordFilter, *, limit: int,
+        self,
+        pattern: str,
+        matcher: Matcher,
+        fields: Sequence[str],
+        flt: RecordFilter,
+        *,
+        limit: int,
         budget_seconds: float,
     ) -> list[dict[str, Any]]:
         """Regex match (``matcher``, compiled from ``pattern`` by ``logic.safe_regex``) on a connection and thread
@@ -174,8 +195,15 @@ class RecordSearch(RecordReads):
 
         return await self._grep(fields, "REGEXP ?", pattern, flt, limit, fetch)
 
-    async def _grep(self, fields: Sequence[str], operator: str, value: str, flt: RecordFilter, limit: int,
-                    fetch: Callable[[str, Sequence[Any]], Awaitable[Sequence[Any]]]) -> list[dict[str, Any]]:
+    async def _grep(
+        self,
+        fields: Sequence[str],
+        operator: str,
+        value: str,
+        flt: RecordFilter,
+        limit: int,
+        fetch: Callable[[str, Sequence[Any]], Awaitable[Sequence[Any]]],
+    ) -> list[dict[str, Any]]:
         """The one body of both greps: ``operator`` (with ``value``) on each chosen field, the filter, newest first;
         ``fetch`` runs the query (the shared reader, or the regex grep's own connection)."""
         ors, params = self._grep_field_clauses(fields, operator, value)
@@ -198,8 +226,10 @@ class RecordSearch(RecordReads):
                 clauses.append(f"r.content {operator}")
                 params.append(value)
             elif name == "tags":
-                clauses.append(f"EXISTS (SELECT 1 FROM booku_memory_tags t "
-                               f"WHERE t.memory_id = r.memory_id AND t.tag_value {operator})")
+                clauses.append(
+                    f"EXISTS (SELECT 1 FROM booku_memory_tags t "
+                    f"WHERE t.memory_id = r.memory_id AND t.tag_value {operator})"
+                )
                 params.append(value)
             elif name == "metadata":
                 for column in ("memory_id", "source", "folder_id", "bucket", "memory_type", "person_id"):

@@ -45,7 +45,8 @@ def _bump_plan(ids: Sequence[str], now: float) -> WritePlan[int]:
     rows = yield PlanStatement(
         f"UPDATE booku_memory_records SET activation_count = activation_count + 1, last_activated_at = ? "
         f"WHERE memory_id IN ({placeholders(len(ids))}) AND is_deleted = 0 RETURNING memory_id",
-        [now, *ids], fetch=True,
+        [now, *ids],
+        fetch=True,
     )
     return len(rows)
 
@@ -62,8 +63,14 @@ class RecordWrites(RecordReads):
 
     # ----------------------------------------------------------------- writes
     async def insert(
-        self, conn: aiosqlite.Connection, record: dict[str, Any], *, action: str = "create",
-        actor: str | WriteContext = "agent", note: str = "", savepoint: str | None = None,
+        self,
+        conn: aiosqlite.Connection,
+        record: dict[str, Any],
+        *,
+        action: str = "create",
+        actor: str | WriteContext = "agent",
+        note: str = "",
+        savepoint: str | None = None,
     ) -> dict[str, Any]:
         """Insert a new record with its tags, keyword row, first revision, audit row and outbox entry.
 
@@ -71,12 +78,19 @@ class RecordWrites(RecordReads):
         With ``savepoint`` the insert runs inside a savepoint of that name and a failure leaves none of its rows
         (see ``savepoint_plan``).
         """
-        return await run_plan(conn, self.insert_plan(record, action=action, actor=actor, note=note,
-                                                     savepoint=savepoint))
+        return await run_plan(
+            conn, self.insert_plan(record, action=action, actor=actor, note=note, savepoint=savepoint)
+        )
 
     def insert_plan(
-        self, record: dict[str, Any], *, action: str = "create", actor: str | WriteContext = "agent",
-        note: str = "", savepoint: str | None = None, keyword_rows: list[KeywordRow] | None = None,
+        self,
+        record: dict[str, Any],
+        *,
+        action: str = "create",
+        actor: str | WriteContext = "agent",
+        note: str = "",
+        savepoint: str | None = None,
+        keyword_rows: list[KeywordRow] | None = None,
     ) -> WritePlan[dict[str, Any]]:
         """``insert`` as a plan, for a caller that runs several writes in one thread hop (``run_plan``).
 
@@ -98,15 +112,24 @@ class RecordWrites(RecordReads):
         values.setdefault("valid_from", float(values.get("event_start_at") or 0) or values["created_at"])
         return savepoint_plan(self._create_plan(values, record, action, ctx, note, now, keyword_rows), savepoint)
 
-    def _create_plan(self, values: dict[str, Any], record: dict[str, Any], action: str, ctx: WriteContext,
-                     note: str, now: float, keyword_rows: list[KeywordRow] | None) -> WritePlan[dict[str, Any]]:
+    def _create_plan(
+        self,
+        values: dict[str, Any],
+        record: dict[str, Any],
+        action: str,
+        ctx: WriteContext,
+        note: str,
+        now: float,
+        keyword_rows: list[KeywordRow] | None,
+    ) -> WritePlan[dict[str, Any]]:
         stored = yield from self._insert_row_plan(values, record, keyword_rows)
         yield from self._revision_plan(stored, action, ctx, note, now, before=None)
         yield _outbox_statement(stored["memory_id"], stored["store_key"], "upsert", now)
         return stored
 
-    def _insert_row_plan(self, values: dict[str, Any], record: dict[str, Any],
-                         keyword_rows: list[KeywordRow] | None = None) -> WritePlan[dict[str, Any]]:
+    def _insert_row_plan(
+        self, values: dict[str, Any], record: dict[str, Any], keyword_rows: list[KeywordRow] | None = None
+    ) -> WritePlan[dict[str, Any]]:
         """Insert the row, its tags and its keyword-index row; returns the stored record.
 
         The stored record is built from the inserted row (``RETURNING *`` brings the defaults and the rid) and the
@@ -116,7 +139,8 @@ class RecordWrites(RecordReads):
         rows = yield PlanStatement(
             f"INSERT INTO booku_memory_records ({', '.join(columns)}) VALUES ({placeholders(len(columns))}) "
             f"RETURNING *",
-            [encode_column(c, values[c]) for c in columns], fetch=True,
+            [encode_column(c, values[c]) for c in columns],
+            fetch=True,
         )
         stored = row_to_record(rows[0])
         stored.update((yield from replace_tags_plan(stored["memory_id"], record)))
@@ -141,13 +165,25 @@ class RecordWrites(RecordReads):
         does not exist. The vector is queued for a refresh only when embedded text or its partition changed. With
         ``savepoint`` the update runs inside a savepoint of that name and a failure leaves none of its rows.
         """
-        return await run_plan(conn, self.update_plan(memory_id, changes, action=action, actor=actor, note=note,
-                                                     touch=touch, savepoint=savepoint))
+        return await run_plan(
+            conn,
+            self.update_plan(
+                memory_id, changes, action=action, actor=actor, note=note, touch=touch, savepoint=savepoint
+            ),
+        )
 
-    def update_plan(self, memory_id: str, changes: dict[str, Any], *, action: str,
-                    actor: str | WriteContext = "agent", note: str = "", touch: bool = True,
-                    savepoint: str | None = None,
-                    keyword_rows: list[KeywordRow] | None = None) -> WritePlan[dict[str, Any] | None]:
+    def update_plan(
+        self,
+        memory_id: str,
+        changes: dict[str, Any],
+        *,
+        action: str,
+        actor: str | WriteContext = "agent",
+        note: str = "",
+        touch: bool = True,
+        savepoint: str | None = None,
+        keyword_rows: list[KeywordRow] | None = None,
+    ) -> WritePlan[dict[str, Any] | None]:
         """``update`` as a plan, for a caller that runs several writes in one thread hop (``run_plan``).
 
         ``keyword_rows`` as in ``insert_plan``.
@@ -155,8 +191,16 @@ class RecordWrites(RecordReads):
         plan = self._update_plan(memory_id, changes, action, WriteContext.of(actor), note, touch, keyword_rows)
         return savepoint_plan(plan, savepoint)
 
-    def _update_plan(self, memory_id: str, changes: dict[str, Any], action: str, ctx: WriteContext, note: str,
-                     touch: bool, keyword_rows: list[KeywordRow] | None = None) -> WritePlan[dict[str, Any] | None]:
+    def _update_plan(
+        self,
+        memory_id: str,
+        changes: dict[str, Any],
+        action: str,
+        ctx: WriteContext,
+        note: str,
+        touch: bool,
+        keyword_rows: list[KeywordRow] | None = None,
+    ) -> WritePlan[dict[str, Any] | None]:
         before = yield from read_record_plan(memory_id)
         if before is None:
             return None
@@ -168,7 +212,8 @@ class RecordWrites(RecordReads):
         assignments = "".join(f"{c} = ?, " for c in columns)
         rows = yield PlanStatement(
             f"UPDATE booku_memory_records SET {assignments}version = version + 1 WHERE memory_id = ? RETURNING *",
-            [*(encode_column(c, v) for c, v in columns.items()), memory_id], fetch=True,
+            [*(encode_column(c, v) for c, v in columns.items()), memory_id],
+            fetch=True,
         )
         after = row_to_record(rows[0])
         if tag_changes:
@@ -186,8 +231,9 @@ class RecordWrites(RecordReads):
                 yield _outbox_statement(memory_id, after["store_key"], "upsert", now)
         return after
 
-    async def hard_delete(self, conn: aiosqlite.Connection, memory_ids: Sequence[str], *,
-                          actor: str | WriteContext = "agent") -> int:
+    async def hard_delete(
+        self, conn: aiosqlite.Connection, memory_ids: Sequence[str], *, actor: str | WriteContext = "agent"
+    ) -> int:
         """Remove rows for good; the last snapshot stays in the revision table, the vector goes through the outbox."""
         existing = await self.get_many(memory_ids, include_deleted=True, conn=conn)
         records = [dict(record) for record in existing.values()]
@@ -196,8 +242,9 @@ class RecordWrites(RecordReads):
 
     def _hard_delete_plan(self, records: Sequence[dict[str, Any]], ctx: WriteContext, now: float) -> WritePlan[None]:
         for record in records:
-            yield from self._revision_plan({**record, "version": record["version"] + 1}, "hard_delete", ctx, "", now,
-                                           before=record, deleted=True)
+            yield from self._revision_plan(
+                {**record, "version": record["version"] + 1}, "hard_delete", ctx, "", now, before=record, deleted=True
+            )
             yield PlanStatement(KEYWORD_DELETE_SQL, [record["rid"]])
             yield PlanStatement(JOURNAL_INSERT_SQL, [record["rid"]])
             yield PlanStatement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
@@ -221,12 +268,22 @@ class RecordWrites(RecordReads):
         statement per record was a thread hop per record inside the writer's transaction.
         """
         if hashes:
-            yield PlanStatement("UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?",
-                             [(digest, memory_id) for memory_id, digest in hashes.items()], many=True)
+            yield PlanStatement(
+                "UPDATE booku_memory_records SET embedded_text_hash = ? WHERE memory_id = ?",
+                [(digest, memory_id) for memory_id, digest in hashes.items()],
+                many=True,
+            )
 
     def _revision_plan(
-        self, record: dict[str, Any], action: str, ctx: WriteContext, note: str, now: float, *,
-        before: dict[str, Any] | None, deleted: bool = False,
+        self,
+        record: dict[str, Any],
+        action: str,
+        ctx: WriteContext,
+        note: str,
+        now: float,
+        *,
+        before: dict[str, Any] | None,
+        deleted: bool = False,
     ) -> WritePlan[None]:
         """One history snapshot and one append-only audit row per changed record, in the caller's transaction."""
         after_json = json.dumps(snapshot_of(record), ensure_ascii=False, sort_keys=True)
@@ -238,36 +295,55 @@ class RecordWrites(RecordReads):
         yield PlanStatement(
             "INSERT INTO booku_audit_log (at, authority, actor, cause, batch_id, action, memory_id, owner_uid, "
             "store_key, version, before, after) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [now, ctx.authority, ctx.actor, ctx.cause or note, ctx.batch_id, action, record["memory_id"],
-             record["owner_uid"], record["store_key"], record["version"],
-             None if before is None else json.dumps(snapshot_of(before), ensure_ascii=False, sort_keys=True),
-             None if deleted else after_json],
+            [
+                now,
+                ctx.authority,
+                ctx.actor,
+                ctx.cause or note,
+                ctx.batch_id,
+                action,
+                record["memory_id"],
+                record["owner_uid"],
+                record["store_key"],
+                record["version"],
+                None if before is None else json.dumps(snapshot_of(before), ensure_ascii=False, sort_keys=True),
+                None if deleted else after_json,
+            ],
         )
 
-    async def import_record(self, conn: aiosqlite.Connection, record: dict[str, Any],
-                            revisions: Sequence[dict[str, Any]]) -> bool:
+    async def import_record(
+        self, conn: aiosqlite.Connection, record: dict[str, Any], revisions: Sequence[dict[str, Any]]
+    ) -> bool:
         """Insert an exported record exactly as it was (version, timestamps, history). False if the id exists."""
         return await run_plan(conn, self._import_plan(record, revisions, time.time()))
 
-    def _import_plan(self, record: dict[str, Any], revisions: Sequence[dict[str, Any]],
-                     now: float) -> WritePlan[bool]:
-        found = yield PlanStatement("SELECT 1 FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]],
-                                 fetch=True)
+    def _import_plan(self, record: dict[str, Any], revisions: Sequence[dict[str, Any]], now: float) -> WritePlan[bool]:
+        found = yield PlanStatement(
+            "SELECT 1 FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]], fetch=True
+        )
         if found:
             return False
         values = {c: record[c] for c in WRITABLE_COLUMNS if c in record}
         values["version"] = int(record.get("version", 1))
         stored = yield from self._insert_row_plan(values, record)
         revision_rows = [
-            (record["memory_id"], r["version"], r["action"],
-             json.dumps(r["snapshot"], ensure_ascii=False, sort_keys=True),
-             r.get("actor", "agent"), r.get("note", ""), r["created_at"]) for r in revisions
+            (
+                record["memory_id"],
+                r["version"],
+                r["action"],
+                json.dumps(r["snapshot"], ensure_ascii=False, sort_keys=True),
+                r.get("actor", "agent"),
+                r.get("note", ""),
+                r["created_at"],
+            )
+            for r in revisions
         ]
         if revision_rows:
             yield PlanStatement(
                 "INSERT OR IGNORE INTO booku_memory_revisions (memory_id, version, action, snapshot, actor, note, "
                 "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                revision_rows, many=True,
+                revision_rows,
+                many=True,
             )
         yield _outbox_statement(stored["memory_id"], stored["store_key"], "upsert", now)
         return True

@@ -18,8 +18,9 @@ from .record_writes import RecordWrites
 class RecordRepository(RecordSearch, RecordWrites, KeywordMaintenance):
     """All SQL touching ``booku_memory_records`` and its satellites."""
 
-    def __init__(self, db: Database, *, posting_budget: int, in_memory_keywords: bool = False,
-                 in_memory_candidates: bool = True) -> None:
+    def __init__(
+        self, db: Database, *, posting_budget: int, in_memory_keywords: bool = False, in_memory_candidates: bool = True
+    ) -> None:
         """``posting_budget``: the keyword planner's (``retrieval.keyword_posting_budget``), for the FTS5 route;
         ``in_memory_keywords``: rank keyword hits from the in-memory index once loaded
         (``retrieval.in_memory_keyword_index``, ``storage.mirrors.keyword_mirror``); ``in_memory_candidates``: with it,
@@ -30,5 +31,4 @@ class RecordRepository(RecordSearch, RecordWrites, KeywordMaintenance):
         self.write_zone = ""
         self.keyword_planner = KeywordPlanner(db, posting_budget=posting_budget)
         self.scoped_statistics = ScopedKeywordStatistics(db)
-        self.memory_keywords = MemoryKeywordIndex(db, enabled=in_memory_keywords,
-                                                  keep_candidates=in_memory_candidates)
+        self.memory_keywords = MemoryKeywordIndex(db, enabled=in_memory_keywords, keep_candidates=in_memory_candidates)

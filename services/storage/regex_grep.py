@@ -32,15 +32,15 @@ class RegexBudgetExceeded(BookuError):
     """A regex grep spent its time budget before it finished (the caller may narrow the search)."""
 
 
-def _scan(path: Path, sql: str, params: Sequence[Any], matcher: Matcher, budget_seconds: float
-          ) -> list[sqlite3.Row]:
+def _scan(path: Path, sql: str, params: Sequence[Any], matcher: Matcher, budget_seconds: float) -> list[sqlite3.Row]:
     conn = sqlite3.connect(str(path))
     try:
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA query_only = 1")
         conn.execute("PRAGMA busy_timeout = 10000")
-        conn.create_function("REGEXP", 2, lambda _pattern, value: value is not None and matcher(value),
-                             deterministic=True)
+        conn.create_function(
+            "REGEXP", 2, lambda _pattern, value: value is not None and matcher(value), deterministic=True
+        )
         deadline = time.monotonic() + budget_seconds
         conn.set_progress_handler(lambda: time.monotonic() > deadline, PROGRESS_STEPS)
         try:
@@ -49,14 +49,16 @@ def _scan(path: Path, sql: str, params: Sequence[Any], matcher: Matcher, budget_
             if time.monotonic() > deadline and "interrupt" in str(exc):
                 raise RegexBudgetExceeded(
                     f"正则搜索超过 {budget_seconds:g} 秒仍未完成，已停止：请用更具体的正则、缩小字段（-fields）"
-                    "或文件夹范围后重试（时间上限见配置项 retrieval.grep_regex_budget_seconds）") from None
+                    "或文件夹范围后重试（时间上限见配置项 retrieval.grep_regex_budget_seconds）"
+                ) from None
             raise
     finally:
         conn.close()
 
 
-async def run_regex_grep(path: Path, sql: str, params: Sequence[Any], matcher: Matcher, *,
-                         budget_seconds: float) -> list[sqlite3.Row]:
+async def run_regex_grep(
+    path: Path, sql: str, params: Sequence[Any], matcher: Matcher, *, budget_seconds: float
+) -> list[sqlite3.Row]:
     """The rows of ``sql`` (whose ``REGEXP ?`` clauses call ``matcher`` on each value), read off the shared
     connections; raises ``RegexBudgetExceeded`` when ``budget_seconds`` pass first."""
     loop = asyncio.get_running_loop()

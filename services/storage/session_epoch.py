@@ -27,5 +27,7 @@ async def advance_epoch(db: Any) -> int:
     async with db.transaction() as conn:
         await conn.execute(
             "INSERT INTO booku_meta (key, value) VALUES (?, '1') ON CONFLICT (key) DO UPDATE SET "
-            "value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)", [SESSION_EPOCH_KEY])
+            "value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)",
+            [SESSION_EPOCH_KEY],
+        )
     return await current_epoch(db)

@@ -140,8 +140,9 @@ def collection_name(tier: str, store_key: str) -> str:
 class VectorIndex:
     """Thin async facade over a Chroma client (embedded PersistentClient or HttpClient)."""
 
-    def __init__(self, *, path: Path | None = None, http_host: str | None = None, http_port: int = 8000,
-                 http_ssl: bool = False) -> None:
+    def __init__(
+        self, *, path: Path | None = None, http_host: str | None = None, http_port: int = 8000, http_ssl: bool = False
+    ) -> None:
         self._path = path
         self._http = (http_host, http_port, http_ssl) if http_host else None
         self._client: Any = None
@@ -226,8 +227,9 @@ class VectorIndex:
     async def drained(self) -> None:
         """Wait until every Chroma call queued so far has finished (both threads run in order)."""
         loop = asyncio.get_running_loop()
-        await asyncio.gather(loop.run_in_executor(self._executor, lambda: None),
-                             loop.run_in_executor(self._write_executor, lambda: None))
+        await asyncio.gather(
+            loop.run_in_executor(self._executor, lambda: None), loop.run_in_executor(self._write_executor, lambda: None)
+        )
 
     async def replace_files(self) -> Path | None:
         """Close the embedded index, rename its directory aside with a timestamp and open a new, empty one.
@@ -323,12 +325,14 @@ class VectorIndex:
 
     async def stored_model(self) -> tuple[str, int] | None:
         """The model recorded on any existing collection (all collections share one)."""
+
         def probe():
             for col in self._client.list_collections():
                 meta = col.metadata or {}
                 if str(col.name).startswith("booku_") and "model_id" in meta:
                     return str(meta["model_id"]), int(meta["dimension"])
             return None
+
         return await self._run(probe)
 
     async def check_model(self) -> None:
@@ -351,8 +355,12 @@ class VectorIndex:
                 name,
                 embedding_function=None,
                 configuration={"hnsw": {"space": "cosine", "ef_search": 64}},
-                metadata={"model_id": self.model_id or "", "dimension": int(self.dimension or 0),
-                          "tier": tier, "store_key": store_key},
+                metadata={
+                    "model_id": self.model_id or "",
+                    "dimension": int(self.dimension or 0),
+                    "tier": tier,
+                    "store_key": store_key,
+                },
             )
         else:
             try:
@@ -369,8 +377,9 @@ class VectorIndex:
         otherwise lands on the first query of every owner. Each collection is opened as its own job on the Chroma
         thread, so live queries wait behind at most one of them.
         """
-        names = await self._run(lambda: [str(c.name) for c in self._client.list_collections()
-                                         if str(c.name).startswith("booku_")])
+        names = await self._run(
+            lambda: [str(c.name) for c in self._client.list_collections() if str(c.name).startswith("booku_")]
+        )
 
         def open_one(name: str) -> None:
             if name not in self._collections:
@@ -380,8 +389,14 @@ class VectorIndex:
             await self._run(open_one, name)
         return len(names)
 
-    async def upsert(self, tier: str, store_key: str, ids: Sequence[str], vectors: np.ndarray,
-                     metadatas: Sequence[dict[str, Any]] | None = None) -> None:
+    async def upsert(
+        self,
+        tier: str,
+        store_key: str,
+        ids: Sequence[str],
+        vectors: np.ndarray,
+        metadatas: Sequence[dict[str, Any]] | None = None,
+    ) -> None:
         if not ids:
             return
 
@@ -389,6 +404,7 @@ class VectorIndex:
             col = self._collection_sync(tier, store_key, create=True)
             matrix = np.asarray(vectors, dtype=np.float32)
             col.upsert(ids=list(ids), embeddings=matrix, metadatas=list(metadatas) if metadatas else None)
+
         await self._run_write(work)
 
     async def delete(self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS) -> None:
@@ -400,6 +416,7 @@ class VectorIndex:
                 col = self._collection_sync(tier, store_key, create=False)
                 if col is not None:
                     col.delete(ids=list(ids))
+
         await self._run_write(work)
 
     async def query(
@@ -412,8 +429,13 @@ class VectorIndex:
         with_embeddings: bool = False,
     ) -> list[VectorHit]:
         """Nearest neighbours across the chosen partitions, best first (``query_many`` with one row)."""
-        found = await self.query_many(np.asarray(vector, dtype=np.float32).reshape(1, -1), store_keys=store_keys,
-                                      tiers=tiers, limit=limit, with_embeddings=with_embeddings)
+        found = await self.query_many(
+            np.asarray(vector, dtype=np.float32).reshape(1, -1),
+            store_keys=store_keys,
+            tiers=tiers,
+            limit=limit,
+            with_embeddings=with_embeddings,
+        )
         return found[0]
 
     async def query_many(
@@ -458,9 +480,12 @@ class VectorIndex:
                 hits.sort(key=lambda h: h.similarity, reverse=True)
                 del hits[limit:]
             return found
+
         return await self._run(work)
 
-    async def get_embeddings(self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS) -> dict[str, np.ndarray]:
+    async def get_embeddings(
+        self, store_key: str, ids: Sequence[str], tiers: Sequence[str] = TIERS
+    ) -> dict[str, np.ndarray]:
         """Stored vectors of ``ids`` in one store, ``{memory_id: vector}`` (ids without a vector are absent)."""
         self._check_reads()
         await self._settle()
@@ -475,6 +500,7 @@ class VectorIndex:
                 for memory_id, emb in zip(res["ids"], res["embeddings"] if res["embeddings"] is not None else []):
                     found[memory_id] = np.asarray(emb, dtype=np.float32)
             return found
+
         return await self._run(work)
 
     async def count(self, *, store_keys: Sequence[str] | None = None, tiers: Sequence[str] = TIERS) -> dict[str, int]:
@@ -493,10 +519,12 @@ class VectorIndex:
                     continue
                 counts[tier] += self._client.get_collection(col.name, embedding_function=None).count()
             return counts
+
         return await self._run(work)
 
     async def partitions(self) -> dict[str, tuple[str, str]]:
         """Every booku collection: ``{name: (tier, store_key)}`` from the collections' own metadata."""
+
         def work():
             found: dict[str, tuple[str, str]] = {}
             for col in self._client.list_collections():
@@ -504,10 +532,12 @@ class VectorIndex:
                 if str(col.name).startswith("booku_"):
                     found[str(col.name)] = (str(meta.get("tier", "")), str(meta.get("store_key", "")))
             return found
+
         return await self._run(work)
 
     async def stored_ids(self, name: str, *, page: int = 5000) -> list[str]:
         """Every id stored in the collection ``name`` (read in pages; no vectors), for consistency checks."""
+
         def work():
             col = self._client.get_collection(name, embedding_function=None)
             ids: list[str] = []
@@ -516,6 +546,7 @@ class VectorIndex:
                 ids.extend(chunk)
                 if len(chunk) < page:
                     return ids
+
         return await self._run(work)
 
     async def delete_from(self, name: str, ids: Sequence[str]) -> None:
@@ -525,13 +556,16 @@ class VectorIndex:
 
         def work():
             self._client.get_collection(name, embedding_function=None).delete(ids=list(ids))
+
         await self._run_write(work)
 
     async def drop_all(self) -> None:
         """Delete every booku collection (reindex starts from a clean slate)."""
+
         def work():
             for col in self._client.list_collections():
                 if str(col.name).startswith("booku_"):
                     self._client.delete_collection(col.name)
             self._collections.clear()
+
         await self._run_write(work)

@@ -35,6 +35,7 @@ class PlanStatement:
 
 WritePlan = Generator[PlanStatement, list[sqlite3.Row], T]
 
+
 def run_plan_here(raw: sqlite3.Connection, plan: WritePlan[T]) -> T:
     """Run every statement of ``plan`` on ``raw`` in the calling thread (aiosqlite's worker thread).
 

@@ -16,8 +16,14 @@ QUIET_TOML = "[maintenance]\nenabled = false\n\n[startup_ingest]\nenabled = fals
 
 def run_cli(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """One CLI call with captured text output."""
-    return subprocess.run([sys.executable, "-m", "booku_memory", *args], cwd=cwd, env=CLI_ENV, text=True,
-                          capture_output=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "booku_memory", *args],
+        cwd=cwd,
+        env=CLI_ENV,
+        text=True,
+        capture_output=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture

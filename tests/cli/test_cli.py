@@ -58,8 +58,10 @@ def test_ingest_folder_with_a_broken_file_names_it_and_exits_1(workdir):
 
 def test_ingest_docx_file_from_cwd(workdir):
     docx = workdir / "手册.docx"
-    body = ('<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
-            '<w:p><w:r><w:t>备份每周日执行</w:t></w:r></w:p></w:body></w:document>')
+    body = (
+        '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"><w:body>'
+        "<w:p><w:r><w:t>备份每周日执行</w:t></w:r></w:p></w:body></w:document>"
+    )
     with zipfile.ZipFile(docx, "w") as archive:
         archive.writestr("word/document.xml", body)
     result = run_cli(workdir, "ingest", "手册.docx", *OPTS)
@@ -85,8 +87,14 @@ def test_command_that_fails_exits_non_zero(workdir):
 
 
 def test_closed_pipe_ends_quietly(workdir):
-    process = subprocess.Popen([sys.executable, "-m", "booku_memory", "command", "help", *OPTS], cwd=workdir,
-                               env=CLI_ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "booku_memory", "command", "help", *OPTS],
+        cwd=workdir,
+        env=CLI_ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     process.stdout.close()  # like `| head` that has already exited
     stderr = process.stderr.read()
     assert process.wait(timeout=120) == 141
@@ -98,8 +106,15 @@ def test_export_writes_where_it_is_told_relative_to_cwd(workdir):
     run_cli(workdir, "memo", "明天交报告", *OPTS)
     sub = workdir / "elsewhere"
     sub.mkdir()
-    result = run_cli(sub, "export", "../backup/all.jsonl", "--data-dir", str(workdir / "data"),
-                     "--config", str(workdir / "booku.toml"))
+    result = run_cli(
+        sub,
+        "export",
+        "../backup/all.jsonl",
+        "--data-dir",
+        str(workdir / "data"),
+        "--config",
+        str(workdir / "booku.toml"),
+    )
     assert result.returncode == 0, result.stderr
     assert (workdir / "backup" / "all.jsonl").stat().st_size > 0
     assert str(workdir / "backup" / "all.jsonl") in result.stdout

@@ -94,8 +94,9 @@ async def test_breath_reading_is_not_activity(companion, memory) -> None:
     held = await companion.hold("第一次看极光。")
     await companion.breath()
     await companion.breath_search("极光")
-    row = await memory.runtime.db.fetch_one("SELECT activation_count, last_activated_at FROM booku_memory_records "
-                                            "WHERE memory_id = ?", [held["id"]])
+    row = await memory.runtime.db.fetch_one(
+        "SELECT activation_count, last_activated_at FROM booku_memory_records WHERE memory_id = ?", [held["id"]]
+    )
     assert (row["activation_count"], row["last_activated_at"]) == (0, 0)
 
 
@@ -125,8 +126,10 @@ async def test_breath_search_needs_a_query(companion) -> None:
 
 async def test_breath_search_date_bounds_use_creation_time_and_same_day_covers_it(companion, memory) -> None:
     times = {
-        "before": datetime(2024, 4, 30, 23, 59, 59), "start": datetime(2024, 5, 1, 0, 0, 0),
-        "late": datetime(2024, 5, 1, 23, 59, 59), "after": datetime(2024, 5, 2, 0, 0, 0),
+        "before": datetime(2024, 4, 30, 23, 59, 59),
+        "start": datetime(2024, 5, 1, 0, 0, 0),
+        "late": datetime(2024, 5, 1, 23, 59, 59),
+        "after": datetime(2024, 5, 2, 0, 0, 0),
     }
     made = {}
     for label, moment in times.items():

@@ -123,8 +123,11 @@ async def test_refresh_decay_stores_scores_and_archives_faded_companion_memories
     assert (await row(memory.runtime, fresh["id"]))["decay_score"] == pytest.approx(5 * 1.24, rel=1e-3)
     audit = await memory.runtime.memory_service().list_audit_log(memory_id=faded["id"], action="decay_archive")
     entry = audit["items"][0]
-    assert (entry["authority"], entry["cause"], entry["batch_id"]) == ("mechanical", "decay_below_threshold",
-                                                                       result["batch_id"])
+    assert (entry["authority"], entry["cause"], entry["batch_id"]) == (
+        "mechanical",
+        "decay_below_threshold",
+        result["batch_id"],
+    )
     restored = await memory.runtime.memory_service().restore_batch(batch_id=result["batch_id"])
     assert restored["restored"] == [faded["id"]]
     assert (await row(memory.runtime, faded["id"]))["status"] == "active"

@@ -44,8 +44,9 @@ async def test_explicit_title_and_domain_win_over_the_tagging_model(memory) -> N
 
     class Tagger:
         async def suggest(self, content: str) -> TagSuggestion:
-            return TagSuggestion(title="模型标题", domains=("模型域",), tags=("模型标签",), importance=8,
-                                 valence=0.9, arousal=0.8)
+            return TagSuggestion(
+                title="模型标题", domains=("模型域",), tags=("模型标签",), importance=8, valence=0.9, arousal=0.8
+            )
 
     companion = BookuCompanionService(memory.runtime, tagger=Tagger())
     explicit = await companion.hold("第一次自己做饭，糊了。", title="做饭", domain="生活,成长")
@@ -60,7 +61,12 @@ async def test_without_a_tagging_model_hold_saves_neutral_metadata_and_says_so(c
     held = await companion.hold("下雨天在家看书。\n很安静。", importance=7)
     item = held["item"]
     assert (item["title"], item["importance"], item["valence"], item["arousal"], item["domains"]) == (
-        "下雨天在家看书。", 7, 0.5, 0.3, [])
+        "下雨天在家看书。",
+        7,
+        0.5,
+        0.3,
+        [],
+    )
     assert any("未配置打标模型" in n and "valence 0.5" in n and "重要度" not in n for n in held["notices"])
     assert "未配置打标模型" in held["text"]
 
@@ -152,8 +158,9 @@ async def test_source_ranges_need_a_source_and_must_fit_it(companion) -> None:
 
 async def test_a_feeling_for_a_source_bucket_digests_that_bucket(companion, memory) -> None:
     moment = await companion.hold("面试没过，有点失落。")
-    feeling = await companion.hold("现在回头看，那次失败让我更清楚自己想要什么。", feel=True,
-                                   source_bucket=moment["id"])
+    feeling = await companion.hold(
+        "现在回头看，那次失败让我更清楚自己想要什么。", feel=True, source_bucket=moment["id"]
+    )
     assert (await row(memory.runtime, moment["id"]))["digested"] == 1
     assert any("已标记为已消化" in n for n in feeling["notices"])
     link = (await companion.source_evidence(feeling["id"]))["sources"][0]
@@ -193,7 +200,8 @@ async def test_grow_uses_the_host_splitter_when_configured(memory) -> None:
             return ["上午：开会讨论了新项目。", "下午：和同事一起调试到很晚。"]
 
     grown = await BookuCompanionService(memory.runtime, splitter=Splitter()).grow(
-        "上午开会讨论了新项目，下午和同事一起调试到很晚，晚上回家累得直接睡了。")
+        "上午开会讨论了新项目，下午和同事一起调试到很晚，晚上回家累得直接睡了。"
+    )
     assert [i["content"] for i in grown["items"]] == ["上午：开会讨论了新项目。", "下午：和同事一起调试到很晚。"]
     link = (await BookuCompanionService(memory.runtime).source_evidence(grown["ids"][0]))["sources"][0]
     assert link["ranges"] == [] and link["excerpt"].startswith("上午开会")  # model pieces link the whole source
@@ -203,11 +211,21 @@ async def test_grow_items_are_stored_as_given_with_their_fields(companion, memor
     grown = await companion.grow(
         content="行1 早上\n行2 中午\n行3 晚上",
         items=[
-            {"title": "早饭", "content": "早上吃了豆浆油条。", "tags": ["早餐"], "importance": 3, "domain": ["生活"],
-             "valence": 0.8, "arousal": 0.2, "why_remembered": "想记住平常的日子", "source_ranges": [[1, 1]],
-             "quotes": ["老板说今天的油条刚出锅"]},
+            {
+                "title": "早饭",
+                "content": "早上吃了豆浆油条。",
+                "tags": ["早餐"],
+                "importance": 3,
+                "domain": ["生活"],
+                "valence": 0.8,
+                "arousal": 0.2,
+                "why_remembered": "想记住平常的日子",
+                "source_ranges": [[1, 1]],
+                "quotes": ["老板说今天的油条刚出锅"],
+            },
             "晚上一个人看了场电影。",
-        ])
+        ],
+    )
     first, second = grown["items"]
     assert (first["title"], first["importance"], first["domains"], first["tags"]) == ("早饭", 3, ["生活"], ["早餐"])
     assert (first["valence"], first["arousal"], first["why_remembered"]) == (0.8, 0.2, "想记住平常的日子")
@@ -220,8 +238,12 @@ async def test_grow_items_are_stored_as_given_with_their_fields(companion, memor
 
 async def test_grow_items_fold_into_a_near_identical_memory_without_losing_text(companion, memory) -> None:
     original = await companion.hold("周末去爬了香山，红叶很好看。", why_remembered="第一次和她爬山")
-    grown = await companion.grow(items=[{"content": "周末去爬了香山，红叶很好看。", "importance": 8,
-                                          "why_remembered": "新的理由"}, "周日晚上包了饺子。"])
+    grown = await companion.grow(
+        items=[
+            {"content": "周末去爬了香山，红叶很好看。", "importance": 8, "why_remembered": "新的理由"},
+            "周日晚上包了饺子。",
+        ]
+    )
     assert grown["modes"] == ["merged", "created"] and grown["ids"][0] == original["id"]
     merged = await row(memory.runtime, original["id"])
     assert merged["content"] == "周末去爬了香山，红叶很好看。" and merged["importance"] == 8

@@ -78,8 +78,9 @@ async def test_a_letter_can_never_be_deleted_or_rewritten(ai, memory) -> None:
             await conn.execute("DELETE FROM booku_companion_letters WHERE letter_id = ?", [written["id"]])
     with pytest.raises(sqlite3.DatabaseError, match="only the lock"):
         async with memory.runtime.db.transaction() as conn:
-            await conn.execute("UPDATE booku_companion_letters SET content = '改过了' WHERE letter_id = ?",
-                               [written["id"]])
+            await conn.execute(
+                "UPDATE booku_companion_letters SET content = '改过了' WHERE letter_id = ?", [written["id"]]
+            )
     assert by_id(await ai.letter_read(), written["id"])["content"] == "永远留着。"
 
 
@@ -109,16 +110,16 @@ async def test_the_side_comes_from_the_interface_never_from_an_argument(memory, 
     dashboard = BookuCompanionService(memory.runtime, admin, clock=clock)
     written = await dashboard.letter_write("我", "从仪表盘写的信。", lock_type="timed", unlock_date="2031-01-01")
     assert written["letter"]["written_by"] == "user"
-    assert "content" not in by_id(await BookuCompanionService(memory.runtime, clock=clock).letter_read(),
-                                  written["id"])
+    assert "content" not in by_id(await BookuCompanionService(memory.runtime, clock=clock).letter_read(), written["id"])
 
 
 # ----------------------------------------------------------------------------------------------------- locks
 async def test_a_timed_letter_opens_to_the_other_side_exactly_at_its_moment(ai, user, clock) -> None:
     moment = "2030-06-01T09:00:00+08:00"
     opens = datetime.fromisoformat(moment).timestamp()
-    written = await ai.letter_write("ai", "生日快乐，这是给一个月后的你的。", title="生日礼物是一条项链",
-                                    lock_type="timed", unlock_date=moment)
+    written = await ai.letter_write(
+        "ai", "生日快乐，这是给一个月后的你的。", title="生日礼物是一条项链", lock_type="timed", unlock_date=moment
+    )
     clock.now = opens - 1
     hidden = await user.letter_read()
     item = by_id(hidden, written["id"])
@@ -141,15 +142,18 @@ async def test_a_date_only_unlock_opens_at_local_midnight(ai, user, clock) -> No
     assert by_id(await ai.letter_read(), written["id"])["readable"] is True
 
 
-@pytest.mark.parametrize("unlock_date, message", [
-    (None, "unlock_date"),
-    ("", "unlock_date"),
-    ("2030-04-30", "不在未来"),
-    ("2030-05-01", "不在未来"),  # today's midnight has passed
-    ("2030-05-01T12:00:00", "时区偏移"),
-    ("2031/01/01", "格式无效"),
-    ("2031-02-30", "不是有效日期"),
-])
+@pytest.mark.parametrize(
+    "unlock_date, message",
+    [
+        (None, "unlock_date"),
+        ("", "unlock_date"),
+        ("2030-04-30", "不在未来"),
+        ("2030-05-01", "不在未来"),  # today's midnight has passed
+        ("2030-05-01T12:00:00", "时区偏移"),
+        ("2031/01/01", "格式无效"),
+        ("2031-02-30", "不是有效日期"),
+    ],
+)
 async def test_a_timed_lock_needs_a_future_unlock_date(ai, unlock_date, message) -> None:
     with pytest.raises(ValidationError, match=message):
         await ai.letter_write("ai", "定时信。", lock_type="timed", unlock_date=unlock_date)
@@ -179,8 +183,9 @@ async def test_a_permanent_letter_is_never_readable_by_anyone(ai, user, clock, m
         await ai.letter_lock_update(written["id"], "none")
     with pytest.raises(sqlite3.DatabaseError, match="final"):
         async with memory.runtime.db.transaction() as conn:
-            await conn.execute("UPDATE booku_companion_letters SET lock_type = 'none' WHERE letter_id = ?",
-                               [written["id"]])
+            await conn.execute(
+                "UPDATE booku_companion_letters SET lock_type = 'none' WHERE letter_id = ?", [written["id"]]
+            )
 
 
 async def test_only_the_writing_side_may_change_a_lock(ai, user) -> None:
@@ -202,19 +207,22 @@ async def test_only_the_writing_side_may_change_a_lock(ai, user) -> None:
 
 async def test_a_lock_update_changes_only_the_lock_and_is_audited_without_the_text(ai, memory) -> None:
     written = await ai.letter_write("ai", "原文不动。", title="标题不动", date="2030-04-01")
-    before = await memory.runtime.db.fetch_one("SELECT * FROM booku_companion_letters WHERE letter_id = ?",
-                                               [written["id"]])
+    before = await memory.runtime.db.fetch_one(
+        "SELECT * FROM booku_companion_letters WHERE letter_id = ?", [written["id"]]
+    )
     changed = await ai.letter_lock_update(f"[{written['id']}]", "timed", "2031-01-01")
     assert changed["changed"] is True
     again = await ai.letter_lock_update(written["id"], "timed", "2031-01-01")
     assert again["changed"] is False and "未改动" in again["text"]
-    after = await memory.runtime.db.fetch_one("SELECT * FROM booku_companion_letters WHERE letter_id = ?",
-                                              [written["id"]])
+    after = await memory.runtime.db.fetch_one(
+        "SELECT * FROM booku_companion_letters WHERE letter_id = ?", [written["id"]]
+    )
     for column in ("author", "title", "content", "letter_date", "written_at", "created_at", "side"):
         assert after[column] == before[column]
     assert (before["lock_type"], after["lock_type"]) == ("none", "timed")
     rows = await memory.runtime.db.fetch_all(
-        "SELECT action, before, after FROM booku_audit_log WHERE memory_id = ? ORDER BY audit_id", [written["id"]])
+        "SELECT action, before, after FROM booku_audit_log WHERE memory_id = ? ORDER BY audit_id", [written["id"]]
+    )
     assert [r["action"] for r in rows] == ["letter_written", "letter_lock_changed"]
     assert all(r["before"] is None for r in rows)
     assert json.loads(rows[1]["after"])["lock_type"] == "timed"
@@ -224,7 +232,8 @@ async def test_a_lock_update_changes_only_the_lock_and_is_audited_without_the_te
 async def test_an_audit_restore_of_a_letter_event_changes_nothing(ai, memory) -> None:
     written = await ai.letter_write("ai", "不会被撤销。")
     audit_id = await memory.runtime.db.fetch_value(
-        "SELECT audit_id FROM booku_audit_log WHERE memory_id = ?", [written["id"]])
+        "SELECT audit_id FROM booku_audit_log WHERE memory_id = ?", [written["id"]]
+    )
     service = memory.get_service(booku_memory.MEMORY_SERVICE)
     assert (await service.restore_from_audit(audit_id=audit_id))["restored"] == []
     assert by_id(await ai.letter_read(), written["id"])["content"] == "不会被撤销。"

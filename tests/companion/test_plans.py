@@ -23,8 +23,7 @@ async def count_records(runtime) -> int:
 
 async def test_a_plan_is_registered_with_status_weight_and_reason(companion, memory) -> None:
     anchor = await companion.hold("小雨说她想学游泳。")
-    made = await companion.plan("陪小雨去学游泳", related_bucket=anchor["id"], weight=0.9,
-                                why_remembered="我答应过她")
+    made = await companion.plan("陪小雨去学游泳", related_bucket=anchor["id"], weight=0.9, why_remembered="我答应过她")
     item = made["item"]
     assert made["mode"] == "created" and item["kind"] == "plan"
     assert (item["plan_status"], item["weight"], item["related_bucket"]) == ("active", 0.9, anchor["id"])

@@ -100,7 +100,10 @@ def test_source_ranges_are_one_based_inclusive_and_inside_the_source() -> None:
 def test_speaker_lines_are_parsed_from_their_own_lines_only() -> None:
     content = "今天去看展。\n@小王：这幅画我看了三遍\n＠Anna Lee: it's lovely\n小王说他还想再来。\n邮件写给 @team 了"
     lines = speaker_lines(content)
-    assert [(l.line, l.speaker, l.text) for l in lines] == [(2, "小王", "这幅画我看了三遍"), (3, "Anna Lee", "it's lovely")]
+    assert [(l.line, l.speaker, l.text) for l in lines] == [
+        (2, "小王", "这幅画我看了三遍"),
+        (3, "Anna Lee", "it's lovely"),
+    ]
 
 
 def test_rendering_turns_speaker_lines_into_json_and_keeps_narration_verbatim() -> None:
@@ -118,7 +121,7 @@ def test_grow_splitter_makes_two_to_six_verbatim_pieces_on_paragraph_boundaries(
     assert len(pieces) == 6  # nine long paragraphs: as many pieces as allowed
     assert "\n\n".join(p.content for p in pieces) == PARAGRAPHS
     for piece in pieces:
-        lines = PARAGRAPHS.splitlines()[piece.first_line - 1:piece.last_line]
+        lines = PARAGRAPHS.splitlines()[piece.first_line - 1 : piece.last_line]
         assert "\n".join(lines) == piece.content
 
 
@@ -138,10 +141,24 @@ def test_grow_splitter_never_cuts_a_single_sentence() -> None:
 # ------------------------------------------------------------------ decay
 def test_decay_halves_every_half_life_without_activity() -> None:
     params = DecayParams(half_life_days=10)
-    fresh = decay_score(importance=5, days_since_activity=0, activation_count=0, arousal=0.0, resolved=False,
-                        exempt=False, params=params)
-    later = decay_score(importance=5, days_since_activity=10, activation_count=0, arousal=0.0, resolved=False,
-                        exempt=False, params=params)
+    fresh = decay_score(
+        importance=5,
+        days_since_activity=0,
+        activation_count=0,
+        arousal=0.0,
+        resolved=False,
+        exempt=False,
+        params=params,
+    )
+    later = decay_score(
+        importance=5,
+        days_since_activity=10,
+        activation_count=0,
+        arousal=0.0,
+        resolved=False,
+        exempt=False,
+        params=params,
+    )
     assert fresh == 5.0 and later == pytest.approx(2.5)
 
 
@@ -156,8 +173,9 @@ def test_importance_activation_and_arousal_raise_the_score_and_resolved_sinks_it
 
 def test_exempt_memories_never_decay_and_are_never_archived() -> None:
     old = dict(importance=3, days_since_activity=3650, activation_count=0, arousal=0.3, resolved=True)
-    assert decay_score(**old, exempt=True) == decay_score(**{**old, "days_since_activity": 0, "resolved": False},
-                                                          exempt=True)
+    assert decay_score(**old, exempt=True) == decay_score(
+        **{**old, "days_since_activity": 0, "resolved": False}, exempt=True
+    )
     assert archive_due(decay_score(**old, exempt=False), exempt=False)
     assert not archive_due(decay_score(**old, exempt=True), exempt=True)
 

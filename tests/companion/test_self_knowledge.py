@@ -76,12 +76,15 @@ async def test_a_candidate_decays_like_other_memories(me, memory) -> None:
     assert (await row(memory.runtime, written["id"]))["status"] == "archived"
 
 
-@pytest.mark.parametrize("content, aspect, message", [
-    ("我认为我很勇敢。", None, "我觉得"),
-    ("今天去了公园。", None, "我觉得"),
-    ("我觉得我很勇敢。", "courage", "aspect"),
-    ("   ", None, "content"),
-])
+@pytest.mark.parametrize(
+    "content, aspect, message",
+    [
+        ("我认为我很勇敢。", None, "我觉得"),
+        ("今天去了公园。", None, "我觉得"),
+        ("我觉得我很勇敢。", "courage", "aspect"),
+        ("   ", None, "content"),
+    ],
+)
 async def test_a_candidate_must_be_a_statement_with_a_known_aspect(me, content, aspect, message) -> None:
     with pytest.raises(ValidationError, match=message):
         await me.self_knowledge(content, aspect=aspect)
@@ -183,7 +186,10 @@ async def test_superseding_retires_the_old_belief_without_deleting_a_word(me, cl
     assert read["superseded"][0]["content"] == "我觉得独处最让我安心。"
     current = await row(memory.runtime, old)
     assert (current["content"], current["version"], current["is_deleted"]) == (
-        old_row["content"], old_row["version"], 0)
+        old_row["content"],
+        old_row["version"],
+        0,
+    )
 
 
 async def test_withdrawing_the_challenge_brings_the_old_belief_back(me, clock, memory) -> None:

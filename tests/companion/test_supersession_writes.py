@@ -77,8 +77,11 @@ async def test_memory_command_and_hold_report_a_supersession_in_the_same_words(c
     svc = memory.runtime.memory_service()
     await companion.hold(OLD_HOME)
     held = await companion.hold(NEW_HOME)
-    envelope = await run_memory_command(svc, 'create -type event -title 搬到杭州 -triple_tags "住址|杭州|北京" '
-                                             '-content "我又搬家了，上周搬到杭州西湖区，离公司更远了。"')
+    envelope = await run_memory_command(
+        svc,
+        'create -type event -title 搬到杭州 -triple_tags "住址|杭州|北京" '
+        '-content "我又搬家了，上周搬到杭州西湖区，离公司更远了。"',
+    )
     created = envelope["results"][0]["result"]
     sentence = next(line for line in held["text"].splitlines() if "标记为过时" in line)
     tail = sentence.split("标记为过时", 1)[1]
@@ -87,8 +90,9 @@ async def test_memory_command_and_hold_report_a_supersession_in_the_same_words(c
 
 async def test_grow_merges_a_restatement_and_keeps_a_different_place_apart(companion, memory) -> None:
     base = await companion.hold("我在北京海淀区的一家医院当护士。")
-    grown = await companion.grow(items=["我是护士，在北京海淀区的一家医院工作。",
-                                        "我是护士，在上海徐汇区的一家医院工作。"])
+    grown = await companion.grow(
+        items=["我是护士，在北京海淀区的一家医院工作。", "我是护士，在上海徐汇区的一家医院工作。"]
+    )
     content = (await memory.runtime.records.get(base["id"]))["content"]
     assert grown["modes"] == ["merged", "created"] and grown["ids"][0] == base["id"]
     assert "当护士" in content and "医院工作" in content  # lossless

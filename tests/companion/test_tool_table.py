@@ -15,13 +15,23 @@ from booku_memory.services.companion.tool_table import (
     spec_by_name,
 )
 
-SEED_TOOLS = ("breath", "breath_search", "breath_advanced", "hold", "grow", "trace", "dream", "anchor", "release",
-              "pulse")
+SEED_TOOLS = (
+    "breath",
+    "breath_search",
+    "breath_advanced",
+    "hold",
+    "grow",
+    "trace",
+    "dream",
+    "anchor",
+    "release",
+    "pulse",
+)
 
 
 def test_the_table_starts_with_exactly_the_part_one_tools() -> None:
     # Plans, letters, feel and I append their tools to the same table; see test_tool_table_later_tools.py.
-    assert tuple(spec.name for spec in COMPANION_TOOLS)[:len(SEED_TOOLS)] == SEED_TOOLS
+    assert tuple(spec.name for spec in COMPANION_TOOLS)[: len(SEED_TOOLS)] == SEED_TOOLS
 
 
 @pytest.mark.parametrize("spec", COMPANION_TOOLS, ids=lambda s: s.name)

@@ -13,16 +13,21 @@ PART_TWO = ("plan", "letter_write", "letter_lock_update", "letter_read", "feel",
 
 
 def test_the_part_two_tools_follow_the_part_one_tools() -> None:
-    assert tuple(spec.name for spec in COMPANION_TOOLS)[-len(PART_TWO):] == PART_TWO
+    assert tuple(spec.name for spec in COMPANION_TOOLS)[-len(PART_TWO) :] == PART_TWO
     assert all(callable(getattr(BookuCompanionService, spec_by_name(name).method)) for name in PART_TWO)
     assert spec_by_name("I").method == "self_knowledge"
 
 
 def test_required_parameters_are_the_seeds() -> None:
     required = {name: json_schema(spec_by_name(name))["required"] for name in PART_TWO}
-    assert required == {"plan": ["content"], "letter_write": ["author", "content"],
-                        "letter_lock_update": ["letter_id", "lock_type"], "letter_read": [], "feel": ["query"],
-                        "I": []}
+    assert required == {
+        "plan": ["content"],
+        "letter_write": ["author", "content"],
+        "letter_lock_update": ["letter_id", "lock_type"],
+        "letter_read": [],
+        "feel": ["query"],
+        "I": [],
+    }
 
 
 def test_no_tool_lets_the_caller_name_a_side_owner_or_store() -> None:

@@ -15,8 +15,9 @@ async def test_a_month_with_the_companion(companion, memory) -> None:
     runtime = memory.runtime
 
     # Day 0: moving in. Intense and important.
-    moving = await companion.hold("搬进了新家，窗外能看到江。\n@房东：有事随时找我", importance=6, arousal=0.8,
-                                  domain="生活")
+    moving = await companion.hold(
+        "搬进了新家，窗外能看到江。\n@房东：有事随时找我", importance=6, arousal=0.8, domain="生活"
+    )
     await advance(runtime, 10)
     # Day 10: cooking alone for the first time.
     cooking = await companion.hold("第一次一个人做了完整的晚饭。", importance=5, domain="生活")

@@ -29,8 +29,9 @@ async def write_forever(service, round_: str, writer: int) -> None:
     while True:
         number += 1
         marker = f"r{round_}w{writer}n{number}"
-        result = await service.upsert_memory(f"崩溃测试 {marker}：第{round_}轮第{writer}路的第{number}条记忆",
-                                             title=f"记录 {marker}")
+        result = await service.upsert_memory(
+            f"崩溃测试 {marker}：第{round_}轮第{writer}路的第{number}条记忆", title=f"记录 {marker}"
+        )
         say(f"ACK {result['id']} {marker}")
 
 

@@ -34,8 +34,9 @@ async def _export_file(tmp_path: Path) -> tuple[Path, set[str]]:
     """An export of 60 memories from another store, for the import rounds."""
     async with booku_memory.open(tmp_path / "source", CONFIG, embedder=DeterministicTestEmbedder()) as memory:
         service = memory.get_service(booku_memory.MEMORY_SERVICE)
-        results = await asyncio.gather(*(service.upsert_memory(f"导入来源第{n}条：编号 src{n} 的独立事实", title=f"来源 {n}")
-                                         for n in range(60)))
+        results = await asyncio.gather(
+            *(service.upsert_memory(f"导入来源第{n}条：编号 src{n} 的独立事实", title=f"来源 {n}") for n in range(60))
+        )
         path = tmp_path / "export.jsonl"
         await export_jsonl(memory.runtime, path)
     return path, {result["id"] for result in results}
@@ -43,8 +44,12 @@ async def _export_file(tmp_path: Path) -> tuple[Path, set[str]]:
 
 def _run_round(data: Path, mode: str, number: int, import_file: Path, rng: random.Random) -> list[str]:
     """One child life: start, wait for READY, work for a random moment, SIGKILL; returns its stdout lines."""
-    child = subprocess.Popen([sys.executable, str(CHILD), str(data), mode, str(number), str(import_file)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), str(data), mode, str(number), str(import_file)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     lines: list[str] = []
     try:
         assert child.stdout is not None
@@ -90,15 +95,20 @@ async def test_sigkill_during_writes_reindex_and_import_loses_nothing(tmp_path: 
         await _wait_healthy(runtime)
         stored = await runtime.records.get_many(list(acknowledged))
         lost = sorted(set(acknowledged) - set(stored))
-        wrong = sorted(memory_id for memory_id, marker in acknowledged.items()
-                       if memory_id in stored and marker not in stored[memory_id]["content"])
+        wrong = sorted(
+            memory_id
+            for memory_id, marker in acknowledged.items()
+            if memory_id in stored and marker not in stored[memory_id]["content"]
+        )
         missing_imports = sorted(imported_ids - set(await runtime.records.get_many(list(imported_ids))))
         result = await check_store(runtime)
 
-    print(f"kill test (seed {seed}): {len(MODES)} SIGKILLs during {', '.join(MODES)}; "
-          f"{len(acknowledged)} acknowledged writes all present: {not lost}; {imports_done} finished imports "
-          f"({len(imported_ids)} records each) present: {not missing_imports or not imports_done}; "
-          f"{reindexes_done} finished reindexes; check after restart: {result['found']}")
+    print(
+        f"kill test (seed {seed}): {len(MODES)} SIGKILLs during {', '.join(MODES)}; "
+        f"{len(acknowledged)} acknowledged writes all present: {not lost}; {imports_done} finished imports "
+        f"({len(imported_ids)} records each) present: {not missing_imports or not imports_done}; "
+        f"{reindexes_done} finished reindexes; check after restart: {result['found']}"
+    )
     assert acknowledged, "no write was acknowledged: the rounds were too short to test anything"
     assert lost == [] and wrong == []
     assert imports_done == 0 or missing_imports == []

@@ -75,7 +75,9 @@ def test_text_hash_is_sha256_of_the_exact_utf8_text() -> None:
     assert text_hash("记忆") != text_hash("记忆 ")
 
 
-async def test_second_call_is_served_from_the_store_without_a_model_call(inner: CountingEmbedder, store: DictStore) -> None:
+async def test_second_call_is_served_from_the_store_without_a_model_call(
+    inner: CountingEmbedder, store: DictStore
+) -> None:
     texts = ["用户喜欢爬山", "用户养了一只猫"]
     cached = CachedEmbedder(inner, store)
     first = await cached.embed_documents(texts)
@@ -86,14 +88,18 @@ async def test_second_call_is_served_from_the_store_without_a_model_call(inner: 
     assert store.put_calls == [(inner.model_id, "passage", [text_hash(t) for t in texts])]
 
 
-async def test_a_fresh_wrapper_on_the_same_store_still_needs_no_model_call(inner: CountingEmbedder, store: DictStore) -> None:
+async def test_a_fresh_wrapper_on_the_same_store_still_needs_no_model_call(
+    inner: CountingEmbedder, store: DictStore
+) -> None:
     await CachedEmbedder(inner, store).embed_documents(["重启前写入的记忆"])
     result = await CachedEmbedder(inner, store).embed_documents(["重启前写入的记忆"])
     assert len(inner.calls) == 1
     assert result.shape == (1, 64)
 
 
-async def test_only_misses_go_to_the_model_in_one_call_and_order_is_kept(inner: CountingEmbedder, store: DictStore) -> None:
+async def test_only_misses_go_to_the_model_in_one_call_and_order_is_kept(
+    inner: CountingEmbedder, store: DictStore
+) -> None:
     cached = CachedEmbedder(inner, store)
     await cached.embed_documents(["甲", "丙"])
     result = await cached.embed_documents(["甲", "乙", "丙", "丁", "乙"])

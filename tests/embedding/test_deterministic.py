@@ -47,7 +47,10 @@ def test_vectors_are_identical_in_another_process() -> None:
         "import sys; sys.stdout.write(E(dimension=32).embed_sync(['跨进程稳定 stable']).tobytes().hex())"
     )
     other = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True,
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
         env={**os.environ, "PYTHONHASHSEED": "123"},
     )
     here = DeterministicTestEmbedder(dimension=32).embed_sync(["跨进程稳定 stable"])

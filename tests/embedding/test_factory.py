@@ -73,7 +73,9 @@ async def test_host_wraps_the_given_request_function() -> None:
     async def request_fn(texts: list[str]) -> list[list[float]]:
         return [[0.0, 2.0] for _ in texts]
 
-    embedder = build_embedder(_section(provider="host", batch_size=4), host_request_fn=request_fn, host_model_id="host/bge-m3")
+    embedder = build_embedder(
+        _section(provider="host", batch_size=4), host_request_fn=request_fn, host_model_id="host/bge-m3"
+    )
     assert isinstance(embedder, HostEmbedder)
     assert (embedder.model_id, embedder.batch_size) == ("host/bge-m3", 4)
     np.testing.assert_array_equal(await embedder.embed_queries(["x"]), [[0.0, 1.0]])

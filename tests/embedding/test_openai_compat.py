@@ -195,8 +195,12 @@ async def test_a_server_rejecting_input_type_is_retried_without_it_once_and_for_
         body = json.loads(request.content)
         payloads.append(body)
         if "input_type" in body:
-            return httpx.Response(400, json={"error": {"message": "Unrecognized request argument supplied: input_type"}})
-        return httpx.Response(200, json={"data": [{"index": i, "embedding": _vector(i)} for i in range(len(body["input"]))]})
+            return httpx.Response(
+                400, json={"error": {"message": "Unrecognized request argument supplied: input_type"}}
+            )
+        return httpx.Response(
+            200, json={"data": [{"index": i, "embedding": _vector(i)} for i in range(len(body["input"]))]}
+        )
 
     embedder = OpenAICompatibleEmbedder("http://embed.test/v1", "m", transport=_mock(handler))
     assert (await embedder.embed_queries(["q"])).shape == (1, 4)

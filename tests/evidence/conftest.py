@@ -48,9 +48,11 @@ def model() -> ScriptedChatModel:
 def hub(runtime, model) -> Any:
     """Dreaming switched on with the scripted model; windows close after 10 quiet minutes or 10 messages."""
     return attach_evidence(
-        runtime, evidence=evidence_settings(runtime.config),
+        runtime,
+        evidence=evidence_settings(runtime.config),
         dreaming=dreaming_settings(runtime.config, enabled=True, episode_idle_seconds=600.0, episode_max_messages=10),
-        chat_model=model)
+        chat_model=model,
+    )
 
 
 def human(*stores: str):

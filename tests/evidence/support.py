@@ -64,8 +64,11 @@ class ScriptedChatModel:
         if EPISODE_TASK_MARK in content:
             return json.dumps(summarise_window(task), ensure_ascii=False)
         if PROPOSAL_TASK_MARK in content:
-            return "好的，提案如下：\n```json\n" + json.dumps({"proposals": self.proposals(task)},
-                                                         ensure_ascii=False) + "\n```"
+            return (
+                "好的，提案如下：\n```json\n"
+                + json.dumps({"proposals": self.proposals(task)}, ensure_ascii=False)
+                + "\n```"
+            )
         raise AssertionError(f"未知的任务：{content[:40]}")
 
 
@@ -78,17 +81,36 @@ def find_message(task: dict[str, Any], needle: str) -> tuple[str, str] | None:
     return None
 
 
-async def say(runtime: Any, stream_id: str, text: str, sent_at: float, *, sender: str = "u1",
-              name: str = "小明", direction: str = "received", chat_type: str = "private",
-              message_id: str | None = None, wait_for_vector: bool = True) -> str:
+async def say(
+    runtime: Any,
+    stream_id: str,
+    text: str,
+    sent_at: float,
+    *,
+    sender: str = "u1",
+    name: str = "小明",
+    direction: str = "received",
+    chat_type: str = "private",
+    message_id: str | None = None,
+    wait_for_vector: bool = True,
+) -> str:
     """Record one message of a QQ chat and return its evidence id.
 
     The vector is computed in the background after capture; ``wait_for_vector`` waits for it, so a search right
     after sees both routes (tests must not depend on how fast the background task is).
     """
     result = await record_host_message(
-        runtime, message_id=message_id or f"{stream_id}-{sent_at}", stream_id=stream_id, platform="qq",
-        chat_type=chat_type, sender_id=sender, sender_name=name, text=text, sent_at=sent_at, direction=direction)
+        runtime,
+        message_id=message_id or f"{stream_id}-{sent_at}",
+        stream_id=stream_id,
+        platform="qq",
+        chat_type=chat_type,
+        sender_id=sender,
+        sender_name=name,
+        text=text,
+        sent_at=sent_at,
+        direction=direction,
+    )
     assert result["recorded"], result
     if wait_for_vector:
         await evidence_hub(runtime).vectors.drain()

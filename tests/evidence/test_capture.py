@@ -43,12 +43,30 @@ async def test_a_scope_never_sees_another_stores_chat(runtime, hub):
 
 
 async def test_the_same_host_message_is_recorded_once(runtime, hub):
-    first = await record_host_message(runtime, message_id="m-1", stream_id=ALICE_STREAM, platform="qq",
-                                      chat_type="private", sender_id="u1", sender_name="小明", text="你好",
-                                      sent_at=T0, direction="received")
-    again = await record_host_message(runtime, message_id="m-1", stream_id=ALICE_STREAM, platform="qq",
-                                      chat_type="private", sender_id="u1", sender_name="小明", text="你好",
-                                      sent_at=T0, direction="sent")
+    first = await record_host_message(
+        runtime,
+        message_id="m-1",
+        stream_id=ALICE_STREAM,
+        platform="qq",
+        chat_type="private",
+        sender_id="u1",
+        sender_name="小明",
+        text="你好",
+        sent_at=T0,
+        direction="received",
+    )
+    again = await record_host_message(
+        runtime,
+        message_id="m-1",
+        stream_id=ALICE_STREAM,
+        platform="qq",
+        chat_type="private",
+        sender_id="u1",
+        sender_name="小明",
+        text="你好",
+        sent_at=T0,
+        direction="sent",
+    )
     assert first["recorded"] and not again["recorded"]
     assert again["reason"] == "duplicate" and again["entry_id"] == first["entry_id"]
     assert (await hub.chat_log.counts())["messages"] == 1
@@ -66,10 +84,14 @@ async def test_rows_are_immutable_except_for_the_retraction_that_clears_them(run
             connection.execute("DELETE FROM booku_chat_messages WHERE entry_id = ?", [entry])
         # a "retraction" that keeps the text is not a retraction either
         with pytest.raises(sqlite3.DatabaseError, match="immutable"):
-            connection.execute("UPDATE booku_chat_messages SET retracted_at = 1, retraction = 'retracted' "
-                               "WHERE entry_id = ?", [entry])
-        connection.execute("UPDATE booku_chat_messages SET text = '', text_sha256 = '', retracted_at = 1, "
-                           "retraction = 'retracted' WHERE entry_id = ?", [entry])
+            connection.execute(
+                "UPDATE booku_chat_messages SET retracted_at = 1, retraction = 'retracted' WHERE entry_id = ?", [entry]
+            )
+        connection.execute(
+            "UPDATE booku_chat_messages SET text = '', text_sha256 = '', retracted_at = 1, "
+            "retraction = 'retracted' WHERE entry_id = ?",
+            [entry],
+        )
         connection.commit()
         with pytest.raises(sqlite3.DatabaseError, match="immutable"):
             connection.execute("UPDATE booku_chat_messages SET retracted_at = 0 WHERE entry_id = ?", [entry])
@@ -79,37 +101,93 @@ async def test_rows_are_immutable_except_for_the_retraction_that_clears_them(run
 
 async def test_capture_can_be_switched_off_and_skips_empty_text(runtime):
     attach_evidence(runtime, evidence=evidence_settings(runtime.config, record_sent=False))
-    sent = await record_host_message(runtime, message_id="s-1", stream_id=ALICE_STREAM, platform="qq",
-                                     chat_type="private", sender_id="bot", sender_name="Booku", text="收到",
-                                     sent_at=T0, direction="sent")
-    empty = await record_host_message(runtime, message_id="r-0", stream_id=ALICE_STREAM, platform="qq",
-                                      chat_type="private", sender_id="u1", sender_name="小明", text="  ",
-                                      sent_at=T0, direction="received")
+    sent = await record_host_message(
+        runtime,
+        message_id="s-1",
+        stream_id=ALICE_STREAM,
+        platform="qq",
+        chat_type="private",
+        sender_id="bot",
+        sender_name="Booku",
+        text="收到",
+        sent_at=T0,
+        direction="sent",
+    )
+    empty = await record_host_message(
+        runtime,
+        message_id="r-0",
+        stream_id=ALICE_STREAM,
+        platform="qq",
+        chat_type="private",
+        sender_id="u1",
+        sender_name="小明",
+        text="  ",
+        sent_at=T0,
+        direction="received",
+    )
     assert (sent["recorded"], sent["reason"]) == (False, "disabled")
     assert (empty["recorded"], empty["reason"]) == (False, "empty")
     attach_evidence(runtime, evidence=evidence_settings(runtime.config, enabled=False))
-    off = await record_host_message(runtime, message_id="r-1", stream_id=ALICE_STREAM, platform="qq",
-                                    chat_type="private", sender_id="u1", sender_name="小明", text="在吗",
-                                    sent_at=T0, direction="received")
+    off = await record_host_message(
+        runtime,
+        message_id="r-1",
+        stream_id=ALICE_STREAM,
+        platform="qq",
+        chat_type="private",
+        sender_id="u1",
+        sender_name="小明",
+        text="在吗",
+        sent_at=T0,
+        direction="received",
+    )
     assert (off["recorded"], off["reason"]) == (False, "disabled")
     assert (await EvidenceService(runtime, human(ALICE_STORE)).list_messages())["matched"] == 0
 
 
 async def test_bad_arguments_are_refused_before_anything_is_written(runtime, hub):
     with pytest.raises(ValidationError, match="direction"):
-        await record_host_message(runtime, message_id="x", stream_id=ALICE_STREAM, platform="qq", chat_type="private",
-                                  sender_id="u1", sender_name="", text="你好", sent_at=T0, direction="incoming")
+        await record_host_message(
+            runtime,
+            message_id="x",
+            stream_id=ALICE_STREAM,
+            platform="qq",
+            chat_type="private",
+            sender_id="u1",
+            sender_name="",
+            text="你好",
+            sent_at=T0,
+            direction="incoming",
+        )
     with pytest.raises(ValidationError, match="sent_at"):
-        await record_host_message(runtime, message_id="x", stream_id=ALICE_STREAM, platform="qq", chat_type="private",
-                                  sender_id="u1", sender_name="", text="你好", sent_at="昨天", direction="received")
+        await record_host_message(
+            runtime,
+            message_id="x",
+            stream_id=ALICE_STREAM,
+            platform="qq",
+            chat_type="private",
+            sender_id="u1",
+            sender_name="",
+            text="你好",
+            sent_at="昨天",
+            direction="received",
+        )
     assert (await hub.chat_log.counts())["messages"] == 0
 
 
 async def test_long_messages_are_cut_with_a_marker_and_milliseconds_are_understood(runtime):
     attach_evidence(runtime, evidence=evidence_settings(runtime.config, max_message_chars=100))
-    result = await record_host_message(runtime, message_id="long", stream_id=ALICE_STREAM, platform="qq",
-                                       chat_type="private", sender_id="u1", sender_name="小明", text="长" * 500,
-                                       sent_at=T0 * 1000, direction="received")
+    result = await record_host_message(
+        runtime,
+        message_id="long",
+        stream_id=ALICE_STREAM,
+        platform="qq",
+        chat_type="private",
+        sender_id="u1",
+        sender_name="小明",
+        text="长" * 500,
+        sent_at=T0 * 1000,
+        direction="received",
+    )
     item = (await EvidenceService(runtime, human(ALICE_STORE)).get_message(result["entry_id"]))["item"]
     assert item["text"].startswith("长" * 100) and "未收录" in item["text"] and len(item["text"]) < 130
     assert item["sent_at"] == T0

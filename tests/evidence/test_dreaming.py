@@ -41,8 +41,12 @@ def test_windows_split_at_quiet_gaps_and_at_the_size_limit_and_leave_the_open_ta
 
 
 async def chat(runtime, stream=ALICE_STREAM, count=3, start=T0, sender="u1"):
-    return [await say(runtime, stream, f"第{i}句：周末去杭州看西湖", start + i * 60, sender=sender,
-                      message_id=f"{stream}-{i}") for i in range(count)]
+    return [
+        await say(
+            runtime, stream, f"第{i}句：周末去杭州看西湖", start + i * 60, sender=sender, message_id=f"{stream}-{i}"
+        )
+        for i in range(count)
+    ]
 
 
 async def test_stage_a_summarises_closed_windows_per_channel_and_waits_for_open_ones(runtime, hub, model):
@@ -65,8 +69,10 @@ async def test_stage_a_summarises_closed_windows_per_channel_and_waits_for_open_
 
 
 async def test_without_a_model_stage_a_reports_unavailable_and_keeps_the_work(runtime, caplog):
-    hub = attach_evidence(runtime, dreaming=dreaming_settings(runtime.config, enabled=True, chat_provider="none",
-                                                              episode_idle_seconds=600.0))
+    hub = attach_evidence(
+        runtime,
+        dreaming=dreaming_settings(runtime.config, enabled=True, chat_provider="none", episode_idle_seconds=600.0),
+    )
     await chat(runtime)
     evidence = EvidenceService(runtime, human(ALICE_STORE))
     with caplog.at_level(logging.WARNING):
@@ -115,8 +121,16 @@ def tea_proposal(task):
     hit = find_message(task, "龙井")
     if not hit:
         return []
-    return [{"op": "create", "title": "爱喝龙井", "content": "小明最喜欢龙井茶。", "memory_type": "preference",
-             "message_ids": [hit[0]], "episode_ids": [hit[1]]}]
+    return [
+        {
+            "op": "create",
+            "title": "爱喝龙井",
+            "content": "小明最喜欢龙井茶。",
+            "memory_type": "preference",
+            "message_ids": [hit[0]],
+            "episode_ids": [hit[1]],
+        }
+    ]
 
 
 async def test_stage_b_is_retried_after_a_failed_run_and_never_duplicates(runtime, hub, model):
@@ -150,12 +164,14 @@ async def test_two_runs_never_both_commit_the_same_input(runtime, hub, model):
     for episode in episodes:
         episode["messages"] = [messages[i] for i in episode["entry_ids"]]
     answer = await model.complete(proposal_messages(episodes, []), max_tokens=100, temperature=0)
-    parsed = parse_proposal_answer(answer, message_ids=list(messages), episode_ids=[e["episode_id"] for e in episodes],
-                                   memory_ids=[], limit=5)
+    parsed = parse_proposal_answer(
+        answer, message_ids=list(messages), episode_ids=[e["episode_id"] for e in episodes], memory_ids=[], limit=5
+    )
     assert len((await stage.run()).created) == 1  # another run commits first...
     with pytest.raises(_Superseded):  # ...so this one, started from the old marks, writes nothing
-        await stage._commit(ALICE_STORE, owner, parsed, episodes, (0, 0), (episodes[-1]["seq"], 1),
-                            model.model_id, "dream-b-late")
+        await stage._commit(
+            ALICE_STORE, owner, parsed, episodes, (0, 0), (episodes[-1]["seq"], 1), model.model_id, "dream-b-late"
+        )
     assert (await hub.dream_store.status_counts(store_keys=[ALICE_STORE]))["pending"] == 1
 
 
@@ -171,10 +187,13 @@ def test_invalid_proposals_are_dropped_with_a_reason():
       {"op": "update", "memory_id": "mem-1", "content": "改一条看得见的记忆", "episode_ids": ["epi-1"]}
     ]}
     ```"""
-    parsed = parse_proposal_answer(answer, message_ids=["chat-1"], episode_ids=["epi-1"], memory_ids=["mem-1"],
-                                   limit=10)
-    assert [(d.kind, d.fields["content"]) for d in parsed.drafts] == [("create", "有效提案"),
-                                                                      ("update", "改一条看得见的记忆")]
+    parsed = parse_proposal_answer(
+        answer, message_ids=["chat-1"], episode_ids=["epi-1"], memory_ids=["mem-1"], limit=10
+    )
+    assert [(d.kind, d.fields["content"]) for d in parsed.drafts] == [
+        ("create", "有效提案"),
+        ("update", "改一条看得见的记忆"),
+    ]
     assert parsed.drafts[1].target_memory_id == "mem-1"
     assert len(parsed.rejected) == 5 and any("chat-999" in reason for reason in parsed.rejected)
 
@@ -201,9 +220,11 @@ async def test_the_host_light_model_adapter_and_the_provider_choice(runtime, mon
         prompts.append(messages)
         return '{"topic": "出行", "summary": "小明说周末去杭州。"}'
 
-    hub = attach_evidence(runtime, dreaming=dreaming_settings(runtime.config, enabled=True,
-                                                              episode_idle_seconds=600.0),
-                          host_chat_fn=host_complete)
+    hub = attach_evidence(
+        runtime,
+        dreaming=dreaming_settings(runtime.config, enabled=True, episode_idle_seconds=600.0),
+        host_chat_fn=host_complete,
+    )
     assert isinstance(hub.chat_model, HostChatModel) and hub.chat_model.model_id == "host/utils_small"
     await chat(runtime, count=2)
     report = await EpisodeStage(runtime, hub).run(now=T0 + 5000)
@@ -236,9 +257,11 @@ async def test_the_scheduler_runs_what_is_due(runtime, hub, model):
 
 
 def test_a_partial_tag_triplet_becomes_plain_tags_so_the_approval_cannot_fail():
-    answer = ('{"proposals": [{"content": "小明周末爬山", "core_tags": ["爬山"], "tags": ["运动"], '
-              '"message_ids": ["chat-1"]}, {"content": "完整三元组", "core_tags": ["a"], "diffusion_tags": ["b"], '
-              '"opposing_tags": ["c"], "message_ids": ["chat-1"]}]}')
+    answer = (
+        '{"proposals": [{"content": "小明周末爬山", "core_tags": ["爬山"], "tags": ["运动"], '
+        '"message_ids": ["chat-1"]}, {"content": "完整三元组", "core_tags": ["a"], "diffusion_tags": ["b"], '
+        '"opposing_tags": ["c"], "message_ids": ["chat-1"]}]}'
+    )
     parsed = parse_proposal_answer(answer, message_ids=["chat-1"], episode_ids=[], memory_ids=[], limit=5)
     partial, complete = (d.fields for d in parsed.drafts)
     assert partial["tags"] == ["运动", "爬山"] and "core_tags" not in partial

@@ -38,8 +38,13 @@ async def test_chat_and_memories_come_back_together_each_labelled_with_its_sourc
     now = time.time()
     await say(runtime, ALICE_STREAM, "我们周六去露营，帐篷由我来带", now - 3600)
     service = runtime.memory_service(alice_scope(runtime))
-    await service.create_memory(title="露营装备", content="小明有一顶双人帐篷和两个睡袋，适合周末露营", core_tags=["露营"],
-                                diffusion_tags=["帐篷"], opposing_tags=["酒店"])
+    await service.create_memory(
+        title="露营装备",
+        content="小明有一顶双人帐篷和两个睡袋，适合周末露营",
+        core_tags=["露营"],
+        diffusion_tags=["帐篷"],
+        opposing_tags=["酒店"],
+    )
     found = await EvidenceService(runtime, alice_scope(runtime)).search("露营 帐篷")
     sources = {r["source"]: r for r in found["results"]}
     assert {"chat", "memory"} <= set(sources)
@@ -90,16 +95,18 @@ def test_merge_keeps_knowledge_undecayed_and_respects_the_budget():
         Candidate("memory", "m1", "丙" * 300, now, cosine=0.8, bm25=None),
         Candidate("chat", "c2", "丁" * 10, now, cosine=0.1, bm25=None),
     ]
-    report = merge_candidates(candidates, keyword_reliability=1.0, now=now, half_life_days=30.0, max_items=3,
-                              max_chars=200)
+    report = merge_candidates(
+        candidates, keyword_reliability=1.0, now=now, half_life_days=30.0, max_items=3, max_chars=200
+    )
     # k1 and c1 score the same, but the 400-day-old chat line decays and the knowledge chunk does not; the long fresh
     # memory is shortened to the 150 characters left, and then nothing else fits.
     assert [item.candidate.item_id for item in report.items] == ["k1", "m1"]
     assert report.items[0].decay == 1.0
     assert report.items[1].shortened and report.items[1].text.endswith("…") and len(report.items[1].text) == 150
     assert (report.used_chars, report.considered, report.dropped) == (200, 4, 2)
-    unbudgeted = merge_candidates(candidates, keyword_reliability=1.0, now=now, half_life_days=30.0, max_items=10,
-                                  max_chars=10000)
+    unbudgeted = merge_candidates(
+        candidates, keyword_reliability=1.0, now=now, half_life_days=30.0, max_items=10, max_chars=10000
+    )
     order = [item.candidate.item_id for item in unbudgeted.items]
     assert order.index("k1") < order.index("m1") < order.index("c1")
 

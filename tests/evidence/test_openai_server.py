@@ -51,9 +51,21 @@ def free_port() -> int:
 def start_server(config: Path, port: int, log: Path) -> subprocess.Popen:
     """Start fakellm on loopback and wait (bounded) until it answers."""
     process = subprocess.Popen(
-        [sys.executable, "-c", "from fakellm.cli import main; main()", "serve", "--host", "127.0.0.1",
-         "--port", str(port), "--config", str(config)],
-        stdout=log.open("wb"), stderr=subprocess.STDOUT)
+        [
+            sys.executable,
+            "-c",
+            "from fakellm.cli import main; main()",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--config",
+            str(config),
+        ],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+    )
     for _ in range(STARTUP_TRIES):
         if process.poll() is not None:
             raise RuntimeError(f"fakellm 启动失败：{log.read_text(errors='replace')[-500:]}")
@@ -104,19 +116,53 @@ def fake_server(tmp_path_factory):
 
 async def test_stage_a_stage_b_and_approval_through_a_real_openai_compatible_server(runtime, fake_server):
     entry = await say(runtime, ALICE_STREAM, "下周三下午三点我要去看牙医", T0)
-    fake_server.use([
-        {"name": "episode", "when": {"messages_contain": EPISODE_TASK_MARK},
-         "respond": {"content": json.dumps({"topic": "看牙医", "summary": "小明说下周三下午三点去看牙医。"},
-                                           ensure_ascii=False)}},
-        {"name": "proposals", "when": {"messages_contain": PROPOSAL_TASK_MARK},
-         "respond": {"content": "```json\n" + json.dumps({"proposals": [{
-             "op": "create", "title": "牙医预约", "content": "小明约了下周三下午三点看牙医。",
-             "memory_type": "event", "message_ids": [entry], "reason": "用户的日程"}]}, ensure_ascii=False)
-             + "\n```"}},
-    ])
-    hub = attach_evidence(runtime, dreaming=dreaming_settings(
-        runtime.config, enabled=True, chat_provider="openai", openai_base_url=fake_server.base_url,
-        openai_model="fake-small", episode_idle_seconds=600.0))
+    fake_server.use(
+        [
+            {
+                "name": "episode",
+                "when": {"messages_contain": EPISODE_TASK_MARK},
+                "respond": {
+                    "content": json.dumps(
+                        {"topic": "看牙医", "summary": "小明说下周三下午三点去看牙医。"}, ensure_ascii=False
+                    )
+                },
+            },
+            {
+                "name": "proposals",
+                "when": {"messages_contain": PROPOSAL_TASK_MARK},
+                "respond": {
+                    "content": "```json\n"
+                    + json.dumps(
+                        {
+                            "proposals": [
+                                {
+                                    "op": "create",
+                                    "title": "牙医预约",
+                                    "content": "小明约了下周三下午三点看牙医。",
+                                    "memory_type": "event",
+                                    "message_ids": [entry],
+                                    "reason": "用户的日程",
+                                }
+                            ]
+                        },
+                        ensure_ascii=False,
+                    )
+                    + "\n```"
+                },
+            },
+        ]
+    )
+    hub = attach_evidence(
+        runtime,
+        dreaming=dreaming_settings(
+            runtime.config,
+            enabled=True,
+            chat_provider="openai",
+            openai_base_url=fake_server.base_url,
+            openai_model="fake-small",
+            episode_idle_seconds=600.0,
+        ),
+    )
     assert isinstance(hub.chat_model, OpenAICompatibleChatModel)
     try:
         evidence = EvidenceService(runtime, human(ALICE_STORE))
@@ -134,9 +180,16 @@ async def test_stage_a_stage_b_and_approval_through_a_real_openai_compatible_ser
 
 
 async def test_error_answers_and_unreachable_servers_become_unavailable_errors(fake_server):
-    fake_server.use([{"name": "overloaded", "when": {"messages_contain": "过载"},
-                      "respond": {"status": 503, "error": "server overloaded (mock)"}},
-                     {"name": "empty", "when": {"messages_contain": "格式"}, "respond": {"content": ""}}])
+    fake_server.use(
+        [
+            {
+                "name": "overloaded",
+                "when": {"messages_contain": "过载"},
+                "respond": {"status": 503, "error": "server overloaded (mock)"},
+            },
+            {"name": "empty", "when": {"messages_contain": "格式"}, "respond": {"content": ""}},
+        ]
+    )
     model = OpenAICompatibleChatModel(fake_server.base_url, "fake-small", api_key="sk-test", timeout=10)
     try:
         with pytest.raises(ChatModelUnavailableError, match="HTTP 503.*overloaded"):
@@ -159,8 +212,10 @@ async def test_an_unsure_update_decided_by_a_real_openai_compatible_server(tmp_p
     from booku_memory.services.embedding.local import LocalE5Embedder
 
     fake_server.use([{"name": "pair", "when": {"messages_contain": PAIR_TASK_MARK}, "respond": {"content": "UPDATE"}}])
-    config = {"dreaming": {"chat_provider": "openai", "openai_base_url": fake_server.base_url,
-                           "openai_model": "fake-small"}, "maintenance": {"enabled": False}}
+    config = {
+        "dreaming": {"chat_provider": "openai", "openai_base_url": fake_server.base_url, "openai_model": "fake-small"},
+        "maintenance": {"enabled": False},
+    }
     async with booku_memory.open(tmp_path / "data", config, embedder=LocalE5Embedder()) as handle:
         svc, rt = handle.get_service("booku_memory:service:booku_memory"), handle.runtime
         write = svc.upsert_memory if writer == "upsert_memory" else BookuCompanionService(rt).hold

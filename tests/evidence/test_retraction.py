@@ -24,12 +24,21 @@ from .support import find_message, say
 
 def cite(*needles: str, title: str):
     """A stage B script proposing one memory that cites the messages containing ``needles``."""
+
     def script(task):
         hits = [find_message(task, n) for n in needles]
         if not all(hits):
             return []
-        return [{"op": "create", "title": title, "content": f"{title}（整理自聊天）", "memory_type": "event",
-                 "message_ids": [h[0] for h in hits]}]
+        return [
+            {
+                "op": "create",
+                "title": title,
+                "content": f"{title}（整理自聊天）",
+                "memory_type": "event",
+                "message_ids": [h[0] for h in hits],
+            }
+        ]
+
     return script
 
 
@@ -38,15 +47,23 @@ async def test_retraction_removes_text_index_cache_and_vector(runtime, hub):
     evidence = EvidenceService(runtime, human(ALICE_STORE))
     vector = (await runtime.embed_queries(["银行卡密码"]))[0]
     assert entry in dict(await hub.vectors.query(CHAT_TIER, vector, store_keys=[ALICE_STORE], limit=5))
-    assert await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_embedding_cache WHERE text_hash = ?",
-                                        [text_hash("我的银行卡密码是一串数字")]) == 1
+    assert (
+        await runtime.db.fetch_value(
+            "SELECT COUNT(*) FROM booku_embedding_cache WHERE text_hash = ?", [text_hash("我的银行卡密码是一串数字")]
+        )
+        == 1
+    )
     result = await evidence.retract_message(entry, reason="敏感信息")
     assert result["retracted"] and result["wal_checkpoint"] in ("complete", "busy")
     await hub.vectors.drain()
     item = (await evidence.get_message(entry))["item"]
     assert (item["text"], item["retracted"], item["retraction"]) == ("", True, "retracted")
-    assert await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_embedding_cache WHERE text_hash = ?",
-                                        [text_hash("我的银行卡密码是一串数字")]) == 0
+    assert (
+        await runtime.db.fetch_value(
+            "SELECT COUNT(*) FROM booku_embedding_cache WHERE text_hash = ?", [text_hash("我的银行卡密码是一串数字")]
+        )
+        == 0
+    )
     assert entry not in dict(await hub.vectors.query(CHAT_TIER, vector, store_keys=[ALICE_STORE], limit=5))
     assert (await evidence.search("银行卡密码", sources=["chat"]))["total"] == 0
     again = await evidence.retract_message(entry)
@@ -106,9 +123,12 @@ async def test_only_humans_and_mechanical_callers_may_retract_visible_messages(r
 
 
 async def test_retention_expires_old_text_and_drops_episodes_with_nothing_left(runtime, model):
-    hub = attach_evidence(runtime, evidence=evidence_settings(runtime.config, retention_days=30.0),
-                          dreaming=dreaming_settings(runtime.config, enabled=True, episode_idle_seconds=600.0),
-                          chat_model=model)
+    hub = attach_evidence(
+        runtime,
+        evidence=evidence_settings(runtime.config, retention_days=30.0),
+        dreaming=dreaming_settings(runtime.config, enabled=True, episode_idle_seconds=600.0),
+        chat_model=model,
+    )
     day = 86400.0
     now = T0 + 100 * day
     old_a = await say(runtime, ALICE_STREAM, "很久以前的第一句", T0)
@@ -141,11 +161,13 @@ async def test_flagging_writes_an_audited_mechanical_revision_on_the_memory(runt
     [pid] = (await evidence.run_stage_b())["created"]
     approved = await ReviewService(runtime, human(ALICE_STORE)).approve(pid)
     await evidence.retract_message(entry)
-    history = (await runtime.memory_service(human(ALICE_STORE)).get_memory_history(
-        memory_id=approved["memory_id"]))["versions"]
+    history = (await runtime.memory_service(human(ALICE_STORE)).get_memory_history(memory_id=approved["memory_id"]))[
+        "versions"
+    ]
     assert [v["action"] for v in history] == ["create", "attach_provenance", "flag_for_review"]
-    rows, _ = await runtime.audit.list(store_keys=[ALICE_STORE], memory_id=approved["memory_id"],
-                                       action="flag_for_review")
+    rows, _ = await runtime.audit.list(
+        store_keys=[ALICE_STORE], memory_id=approved["memory_id"], action="flag_for_review"
+    )
     assert rows[0]["authority"] == "mechanical" and rows[0]["cause"] == f"source_retracted:{entry}"
     scope = Scope(owner_uid="x", readable_store_keys=(ALICE_STORE,), writable_store_key=ALICE_STORE)
     assert (await runtime.memory_service(scope).read_full_content(memory_ids=[approved["memory_id"]]))["total"] == 1

@@ -18,11 +18,23 @@ ALICE = f"qq:{ALICE_STREAM}"
 
 def two_facts(task):
     proposals = []
-    for needle, title, content in (("龙井", "爱喝龙井", "小明最喜欢龙井茶。"), ("花生", "花生过敏", "小明对花生过敏。")):
+    for needle, title, content in (
+        ("龙井", "爱喝龙井", "小明最喜欢龙井茶。"),
+        ("花生", "花生过敏", "小明对花生过敏。"),
+    ):
         hit = find_message(task, needle)
         if hit:
-            proposals.append({"op": "create", "title": title, "content": content, "memory_type": "preference",
-                              "tags": ["饮食"], "message_ids": [hit[0]], "episode_ids": [hit[1]]})
+            proposals.append(
+                {
+                    "op": "create",
+                    "title": title,
+                    "content": content,
+                    "memory_type": "preference",
+                    "tags": ["饮食"],
+                    "message_ids": [hit[0]],
+                    "episode_ids": [hit[1]],
+                }
+            )
     return proposals
 
 
@@ -52,8 +64,11 @@ async def test_only_a_human_can_decide(runtime, hub, model):
 async def test_edit_then_approve_writes_the_edited_memory_and_keeps_the_original(runtime, hub, model):
     ids = await propose(runtime, model)
     review = ReviewService(runtime, human(ALICE_STORE))
-    result = await review.approve(ids["爱喝龙井"], edits={"content": "小明最喜欢西湖龙井，其次是碧螺春。",
-                                                        "tags": "饮食, 茶"}, note="补充了第二喜欢的茶")
+    result = await review.approve(
+        ids["爱喝龙井"],
+        edits={"content": "小明最喜欢西湖龙井，其次是碧螺春。", "tags": "饮食, 茶"},
+        note="补充了第二喜欢的茶",
+    )
     assert result["edited"] and result["changed_fields"] == ["content", "tags"] and result["mode"] == "created"
     record = await runtime.records.get(result["memory_id"])
     assert record["content"] == "小明最喜欢西湖龙井，其次是碧螺春。" and record["tags"] == ["饮食", "茶"]
@@ -75,7 +90,8 @@ async def test_reject_needs_a_reason_and_is_kept(runtime, hub, model):
     await review.reject(ids["花生过敏"], reason="不准确")
     kept = await review.list_proposals(status="rejected")
     assert [(p["id"], p["review_reason"], p["content"]) for p in kept["items"]] == [
-        (ids["花生过敏"], "不准确", "小明对花生过敏。")]
+        (ids["花生过敏"], "不准确", "小明对花生过敏。")
+    ]
     with pytest.raises(ValidationError):
         await review.approve(ids["花生过敏"])
     batch = (await review.get_proposal(ids["爱喝龙井"]))["proposal"]["batch_id"]
@@ -86,10 +102,12 @@ async def test_a_half_finished_approval_is_finished_not_repeated(runtime, hub, m
     ids = await propose(runtime, model)
     pid = ids["爱喝龙井"]
     # the memory write of an earlier approval committed, then the process died before the proposal was marked
-    writer = owner_scope(ALICE_STORE, ALICE, authority="human", actor="admin", cause=f"proposal:{pid}",
-                         batch_id=review_batch(pid))
-    written = await runtime.memory_service(writer).upsert_memory("小明最喜欢龙井茶。", title="爱喝龙井",
-                                                                 memory_type="preference")
+    writer = owner_scope(
+        ALICE_STORE, ALICE, authority="human", actor="admin", cause=f"proposal:{pid}", batch_id=review_batch(pid)
+    )
+    written = await runtime.memory_service(writer).upsert_memory(
+        "小明最喜欢龙井茶。", title="爱喝龙井", memory_type="preference"
+    )
     result = await ReviewService(runtime, human(ALICE_STORE)).approve(pid)
     assert (result["mode"], result["memory_id"]) == ("recovered", written["id"])
     listing = await runtime.memory_service(human(ALICE_STORE)).list_memory_entries()
@@ -102,8 +120,20 @@ async def test_an_update_proposal_changes_the_target_memory_and_can_be_undone(ru
 
     def change(task):
         hit = find_message(task, "戒咖啡")
-        return [{"op": "update", "memory_id": target["id"], "title": "饮品偏好", "content": "小明戒了咖啡，改喝茶。",
-                 "memory_type": "preference", "message_ids": [hit[0]]}] if hit else []
+        return (
+            [
+                {
+                    "op": "update",
+                    "memory_id": target["id"],
+                    "title": "饮品偏好",
+                    "content": "小明戒了咖啡，改喝茶。",
+                    "memory_type": "preference",
+                    "message_ids": [hit[0]],
+                }
+            ]
+            if hit
+            else []
+        )
 
     model.proposals = change
     await say(runtime, ALICE_STREAM, "我已经戒咖啡了，现在只喝茶", T0)
@@ -143,7 +173,8 @@ async def test_flags_after_a_retraction_are_kept_or_trashed_by_a_human(runtime, 
     # each memory rests on the message its proposal cited, not on the other message of the shared episode
     flags = (await review.list_flags())["items"]
     assert sorted((f["memory_id"], f["entry_id"]) for f in flags) == sorted(
-        [(tea["memory_id"], messages["我最喜欢的茶是龙井"]), (nuts["memory_id"], messages["我对花生过敏"])])
+        [(tea["memory_id"], messages["我最喜欢的茶是龙井"]), (nuts["memory_id"], messages["我对花生过敏"])]
+    )
     record = await runtime.records.get(tea["memory_id"])
     assert [f["entry_id"] for f in record["extra"]["review_flags"]] == [messages["我最喜欢的茶是龙井"]]
     for flag in flags:

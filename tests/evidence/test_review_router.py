@@ -24,16 +24,27 @@ def two_facts(task):
     for needle, title in (("龙井", "爱喝龙井"), ("花生", "花生过敏")):
         hit = find_message(task, needle)
         if hit:
-            proposals.append({"op": "create", "title": title, "content": f"小明{title}。", "memory_type": "preference",
-                              "tags": ["饮食"], "message_ids": [hit[0]], "episode_ids": [hit[1]]})
+            proposals.append(
+                {
+                    "op": "create",
+                    "title": title,
+                    "content": f"小明{title}。",
+                    "memory_type": "preference",
+                    "tags": ["饮食"],
+                    "message_ids": [hit[0]],
+                    "episode_ids": [hit[1]],
+                }
+            )
     return proposals
 
 
 @pytest.fixture
 async def proposals(runtime, hub, model) -> dict[str, Any]:
     model.proposals = two_facts
-    messages = {"tea": await say(runtime, ALICE_STREAM, "我最喜欢的茶是龙井", T0),
-                "nuts": await say(runtime, ALICE_STREAM, "我对花生过敏", T0 + 60)}
+    messages = {
+        "tea": await say(runtime, ALICE_STREAM, "我最喜欢的茶是龙井", T0),
+        "nuts": await say(runtime, ALICE_STREAM, "我对花生过敏", T0 + 60),
+    }
     await say(runtime, BOB_STREAM, "鲍勃只是路过", T0, sender="u2")
     evidence = EvidenceService(runtime, human(ALICE_STORE))
     await evidence.run_stage_a(now=T0 + 5000)
@@ -83,8 +94,10 @@ async def test_json_api_queue_detail_approve_reject_and_retract(api, proposals, 
     assert queue["matched"] == 2 and queue["counts"]["pending"] == 2
     detail = (await api.get(f"/api/review/proposals/{ids['爱喝龙井']}")).json()
     assert [m["id"] for m in detail["messages"]] == [messages["tea"]] and detail["episodes"][0]["messages"]
-    approved = await api.post(f"/api/review/proposals/{ids['爱喝龙井']}/approve",
-                              json={"edits": {"content": "小明最爱西湖龙井。"}, "note": "改得更准确"})
+    approved = await api.post(
+        f"/api/review/proposals/{ids['爱喝龙井']}/approve",
+        json={"edits": {"content": "小明最爱西湖龙井。"}, "note": "改得更准确"},
+    )
     assert approved.status_code == 200 and approved.json()["changed_fields"] == ["content"]
     memory = await runtime.records.get(approved.json()["memory_id"])
     assert memory["content"] == "小明最爱西湖龙井。" and memory["authority"] == "human"
@@ -121,17 +134,30 @@ async def test_pages_show_evidence_side_by_side_and_take_decisions(browser, prop
     assert "我最喜欢的茶是龙井" in page.text and "修改后批准" in page.text and "驳回" in page.text
     forged = await browser.post(f"/review/proposals/{ids['爱喝龙井']}/approve", data={"mode": "as_is"})
     assert forged.status_code == 403
-    edited = await browser.post(f"/review/proposals/{ids['爱喝龙井']}/approve", data={
-        "csrf_token": browser.csrf, "mode": "edit", "title": "爱喝龙井", "content": "小明只喝明前龙井。",
-        "memory_type": "preference", "tags": "饮食, 茶", "core_tags": "", "diffusion_tags": "", "opposing_tags": ""})
+    edited = await browser.post(
+        f"/review/proposals/{ids['爱喝龙井']}/approve",
+        data={
+            "csrf_token": browser.csrf,
+            "mode": "edit",
+            "title": "爱喝龙井",
+            "content": "小明只喝明前龙井。",
+            "memory_type": "preference",
+            "tags": "饮食, 茶",
+            "core_tags": "",
+            "diffusion_tags": "",
+            "opposing_tags": "",
+        },
+    )
     assert edited.status_code == 303 and "notice=approved" in edited.headers["location"]
     decided = (await browser.get(f"/review/proposals/{ids['爱喝龙井']}")).text
     assert "已批准" in decided and "小明只喝明前龙井。" in decided
-    empty = await browser.post(f"/review/proposals/{ids['花生过敏']}/reject",
-                               data={"csrf_token": browser.csrf, "reason": " "})
+    empty = await browser.post(
+        f"/review/proposals/{ids['花生过敏']}/reject", data={"csrf_token": browser.csrf, "reason": " "}
+    )
     assert empty.status_code == 400 and "原因" in empty.text
-    rejected = await browser.post(f"/review/proposals/{ids['花生过敏']}/reject",
-                                  data={"csrf_token": browser.csrf, "reason": "不需要记"})
+    rejected = await browser.post(
+        f"/review/proposals/{ids['花生过敏']}/reject", data={"csrf_token": browser.csrf, "reason": "不需要记"}
+    )
     assert rejected.status_code == 303
     assert "不需要记" in (await browser.get(f"/review/proposals/{ids['花生过敏']}")).text
 
@@ -139,12 +165,17 @@ async def test_pages_show_evidence_side_by_side_and_take_decisions(browser, prop
 async def test_retracting_from_the_evidence_page_asks_first(browser, proposals, runtime):
     entry = proposals["messages"]["nuts"]
     evidence_page = await browser.get("/review/evidence")
-    assert evidence_page.status_code == 200 and "我对花生过敏" in evidence_page.text and "鲍勃只是路过" in evidence_page.text
+    assert (
+        evidence_page.status_code == 200
+        and "我对花生过敏" in evidence_page.text
+        and "鲍勃只是路过" in evidence_page.text
+    )
     ask = await browser.post(f"/review/evidence/{entry}/retract", data={"csrf_token": browser.csrf})
     assert ask.status_code == 200 and "确认撤回" in ask.text and "我对花生过敏" in ask.text
     assert (await EvidenceService(runtime, human(ALICE_STORE)).get_message(entry))["item"]["text"]
-    done = await browser.post(f"/review/evidence/{entry}/retract",
-                              data={"csrf_token": browser.csrf, "confirmed": "yes", "reason": "用户要求"})
+    done = await browser.post(
+        f"/review/evidence/{entry}/retract", data={"csrf_token": browser.csrf, "confirmed": "yes", "reason": "用户要求"}
+    )
     assert done.status_code == 303 and "notice=retracted" in done.headers["location"]
     after = await browser.get("/review/evidence", params={"channel": ALICE_STREAM})
     assert "我对花生过敏" not in after.text and "已撤回" in after.text

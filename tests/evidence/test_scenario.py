@@ -25,13 +25,30 @@ def propose_allergy_and_tea(task):
     proposals = []
     allergy = find_message(task, "花生")
     if allergy:
-        proposals.append({"op": "create", "title": "小明花生过敏", "content": "小明对花生过敏，点餐时要避开花生。",
-                          "memory_type": "preference", "tags": ["饮食", "过敏"], "message_ids": [allergy[0]],
-                          "episode_ids": [allergy[1]], "reason": "用户明确说明的健康信息"})
+        proposals.append(
+            {
+                "op": "create",
+                "title": "小明花生过敏",
+                "content": "小明对花生过敏，点餐时要避开花生。",
+                "memory_type": "preference",
+                "tags": ["饮食", "过敏"],
+                "message_ids": [allergy[0]],
+                "episode_ids": [allergy[1]],
+                "reason": "用户明确说明的健康信息",
+            }
+        )
     tea = find_message(task, "龙井")
     if tea:
-        proposals.append({"op": "create", "title": "小明爱喝龙井", "content": "小明最喜欢的茶是龙井。",
-                          "memory_type": "preference", "message_ids": [tea[0]], "reason": "用户的饮品偏好"})
+        proposals.append(
+            {
+                "op": "create",
+                "title": "小明爱喝龙井",
+                "content": "小明最喜欢的茶是龙井。",
+                "memory_type": "preference",
+                "message_ids": [tea[0]],
+                "reason": "用户的饮品偏好",
+            }
+        )
     return proposals
 
 
@@ -40,8 +57,9 @@ async def test_capture_dream_review_retract_and_audit(runtime, hub, model):
     # 1. a conversation is captured (both directions), plus another person's chat in another store
     ids = {
         "trip": await say(runtime, ALICE_STREAM, "我下周二要去杭州出差，住在西湖边。", T0),
-        "reply": await say(runtime, ALICE_STREAM, "好的，祝出差顺利！", T0 + 30, sender="bot", name="Booku",
-                           direction="sent"),
+        "reply": await say(
+            runtime, ALICE_STREAM, "好的，祝出差顺利！", T0 + 30, sender="bot", name="Booku", direction="sent"
+        ),
         "allergy": await say(runtime, ALICE_STREAM, f"对了，我对花生过敏，{SECRET}", T0 + 60),
         "tea": await say(runtime, ALICE_STREAM, "我最喜欢的茶是龙井。", T0 + 90),
     }
@@ -65,8 +83,11 @@ async def test_capture_dream_review_retract_and_audit(runtime, hub, model):
     assert queue["matched"] == 2 and {p["authority"] for p in queue["items"]} == {"dreaming"}
     by_title = {p["title"]: p for p in queue["items"]}
     allergy, tea = by_title["小明花生过敏"], by_title["小明爱喝龙井"]
-    assert (await runtime.memory_service(Scope(owner_uid="x", readable_store_keys=(ALICE_STORE,),
-                                               writable_store_key=ALICE_STORE)).list_memory_entries())["total"] == 0
+    assert (
+        await runtime.memory_service(
+            Scope(owner_uid="x", readable_store_keys=(ALICE_STORE,), writable_store_key=ALICE_STORE)
+        ).list_memory_entries()
+    )["total"] == 0
     detail = await review.get_proposal(allergy["id"])
     assert [m["id"] for m in detail["messages"]] == [ids["allergy"]]
     assert SECRET in detail["messages"][0]["text"]
@@ -76,7 +97,7 @@ async def test_capture_dream_review_retract_and_audit(runtime, hub, model):
     approved = await review.approve(allergy["id"])
     rejected = await review.reject(tea["id"], reason="偏好会变，不必长期记住")
     assert rejected["status"] == "rejected"
-    memory = (await runtime.memory_service(human(ALICE_STORE)).get_memory_detail(memory_id=approved["memory_id"]))
+    memory = await runtime.memory_service(human(ALICE_STORE)).get_memory_detail(memory_id=approved["memory_id"])
     meta = memory["item"]["metadata"]
     assert meta["authority"] == "human" and meta["source"] == "dreaming_proposal"
     record = await runtime.records.get(approved["memory_id"])
@@ -107,23 +128,34 @@ async def test_capture_dream_review_retract_and_audit(runtime, hub, model):
     rows, _ = await runtime.audit.list(store_keys=[ALICE_STORE], limit=200)
     steps = [(row["action"], row["authority"]) for row in reversed(rows)]
     expected = [
-        ("chat_captured", "mechanical"), ("episode_created", "dreaming"), ("proposal_created", "dreaming"),
-        ("create", "human"), ("attach_provenance", "human"), ("proposal_approved", "human"),
-        ("proposal_rejected", "human"), ("episode_removed", "mechanical"), ("flag_for_review", "mechanical"),
-        ("review_flag_raised", "mechanical"), ("chat_retracted", "human"),
+        ("chat_captured", "mechanical"),
+        ("episode_created", "dreaming"),
+        ("proposal_created", "dreaming"),
+        ("create", "human"),
+        ("attach_provenance", "human"),
+        ("proposal_approved", "human"),
+        ("proposal_rejected", "human"),
+        ("episode_removed", "mechanical"),
+        ("flag_for_review", "mechanical"),
+        ("review_flag_raised", "mechanical"),
+        ("chat_retracted", "human"),
     ]
     for step in expected:
         assert step in steps, step
-    assert steps.index(("proposal_created", "dreaming")) < steps.index(("proposal_approved", "human")) \
+    assert (
+        steps.index(("proposal_created", "dreaming"))
+        < steps.index(("proposal_approved", "human"))
         < steps.index(("chat_retracted", "human"))
+    )
     assert sum(1 for s in steps if s[0] == "chat_captured") == 4
     assert all(SECRET not in str(row["after"]) for row in rows)
 
     # ... and in the dashboard: the audit page, the queue and the proposal page beside its evidence
     app = create_dashboard_app(lambda: runtime, settings=DashboardSettings(api_key=API_KEY, page_size=100))
     app.include_router(review_router)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver",
-                                 headers={"X-API-Key": API_KEY}) as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers={"X-API-Key": API_KEY}
+    ) as client:
         audit_page = await client.get("/audit", params={"store": ALICE_STORE})
         assert audit_page.status_code == 200
         for action in ("proposal_approved", "proposal_rejected", "chat_retracted", "episode_created"):

@@ -25,8 +25,10 @@ def test_every_key_is_listed_once_with_the_dataclass_default():
 
 
 def test_config_sections_are_read_when_present_and_checked():
-    config = SimpleNamespace(evidence=SimpleNamespace(retention_days=7, recall_channel_scope="current_channel"),
-                             dreaming=SimpleNamespace(enabled=True, stage_a_interval_seconds=120))
+    config = SimpleNamespace(
+        evidence=SimpleNamespace(retention_days=7, recall_channel_scope="current_channel"),
+        dreaming=SimpleNamespace(enabled=True, stage_a_interval_seconds=120),
+    )
     assert evidence_settings(config).retention_days == 7.0
     assert evidence_settings(config).recall_channel_scope == "current_channel"
     assert dreaming_settings(config).stage_a_interval_seconds == 120.0 and dreaming_settings(config).enabled

@@ -24,8 +24,23 @@ enabled = false
 
 
 def _check(data: Path, config: Path, *extra: str) -> tuple[int, dict]:
-    done = subprocess.run([sys.executable, "-m", "booku_memory", "check", "--json", "--data-dir", str(data), "--config",
-                           str(config), *extra], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "booku_memory",
+            "check",
+            "--json",
+            "--data-dir",
+            str(data),
+            "--config",
+            str(config),
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return done.returncode, json.loads(done.stdout)
 
 
@@ -37,8 +52,13 @@ def test_check_reports_a_lost_keyword_row_and_repair_restores_it(tmp_path: Path)
         async with booku_memory.open(data, QUIET, embedder=DeterministicTestEmbedder()) as memory:
             service = memory.get_service(booku_memory.MEMORY_SERVICE)
             # Tags: SQLite 3.40's integrity_check misreports their WITHOUT ROWID table, and check must not.
-            await service.upsert_memory("上周末和朋友去香山爬山，看了红叶。", title="周末去香山",
-                                        core_tags=["香山"], diffusion_tags=["红叶"], opposing_tags=["加班"])
+            await service.upsert_memory(
+                "上周末和朋友去香山爬山，看了红叶。",
+                title="周末去香山",
+                core_tags=["香山"],
+                diffusion_tags=["红叶"],
+                opposing_tags=["加班"],
+            )
             return (await service.upsert_memory("早上只喝美式咖啡，不加糖。", title="咖啡偏好"))["id"]
 
     memory_id = asyncio.run(seed())

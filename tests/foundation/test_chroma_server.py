@@ -29,8 +29,11 @@ def chroma_server(tmp_path_factory):
         pytest.skip(f"chroma CLI not found next to {sys.executable}")
     port = free_port()
     path = tmp_path_factory.mktemp("chroma-server")
-    proc = subprocess.Popen([str(CHROMA), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [str(CHROMA), "run", "--path", str(path), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.time() + 60
     while time.time() < deadline:
         try:

@@ -56,4 +56,6 @@ def test_config_file_errors_are_readable(tmp_path):
 def test_example_config_is_rendered_from_the_schema():
     from booku_memory.config.example import render_example
 
-    assert EXAMPLE.read_text(encoding="utf-8") == render_example(), "run: python -m booku_memory.config.example > config/example.toml"
+    assert EXAMPLE.read_text(encoding="utf-8") == render_example(), (
+        "run: python -m booku_memory.config.example > config/example.toml"
+    )

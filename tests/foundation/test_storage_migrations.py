@@ -9,7 +9,6 @@ from booku_memory.services.storage.database import available_migrations, split_s
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
 
-
 def test_migrations_are_numbered_without_gaps():
     numbers = [number for number, _, _ in available_migrations()]
     assert numbers == list(range(1, len(numbers) + 1))

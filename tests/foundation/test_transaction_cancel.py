@@ -155,7 +155,8 @@ async def test_failed_commit_is_rolled_back_and_reported(db):
     async with db.transaction() as conn:
         await conn.execute("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
         await conn.execute(
-            "CREATE TABLE child (parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)")
+            "CREATE TABLE child (parent_id INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)"
+        )
     with pytest.raises(sqlite3.IntegrityError):
         async with db.transaction() as conn:
             await conn.execute("INSERT INTO booku_meta (key, value) VALUES ('orphan_batch', 'x')")

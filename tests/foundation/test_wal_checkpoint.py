@@ -54,8 +54,10 @@ async def write_rows(db: Database, first: int, count: int) -> None:
             async with db.transaction() as conn:
                 await conn.execute("INSERT INTO booku_meta (key, value) VALUES (?, ?)", [key, value])
         else:
+
             def plan(key: str = key, value: str = value):
                 yield PlanStatement("INSERT INTO booku_meta (key, value) VALUES (?, ?)", [key, value])
+
             await run_plan_in_transaction(db, plan())
 
 
@@ -100,6 +102,7 @@ async def test_checkpoints_running_alongside_writes_and_reads_lose_nothing(tmp_p
     # A checkpoint starts after every commit while writes and reads go on: none of them fails or misses a row.
     path = tmp_path / "booku_memory.db"
     async with database_checkpointing_after(0.0, path, monkeypatch) as db:
+
         async def read_while_writing() -> int:
             seen = 0
             for _ in range(40):

@@ -44,12 +44,14 @@ def test_unknown_chat_type_gets_a_private_store_per_stream(chat_type):
     # Never the store of a real private chat or group with the same id.
     assert one.writable_store_key not in (
         scope_for_chat(SECTION, platform="qq", chat_type="private", stream_id="stream-a").writable_store_key,
-        scope_for_chat(SECTION, platform="qq", chat_type="group", stream_id="stream-a").writable_store_key)
+        scope_for_chat(SECTION, platform="qq", chat_type="group", stream_id="stream-a").writable_store_key,
+    )
 
 
 def test_unknown_chat_type_keys_by_group_then_user_id():
-    by_group = scope_for_chat(SECTION, platform="discord", chat_type="channel", group_id="g9", user_id="u1",
-                              stream_id="s")
+    by_group = scope_for_chat(
+        SECTION, platform="discord", chat_type="channel", group_id="g9", user_id="u1", stream_id="s"
+    )
     by_user = scope_for_chat(SECTION, platform="discord", chat_type="dm", user_id="u1", stream_id="s")
     assert by_group.writable_store_key == "private:discord:channel:g9"
     assert by_user.writable_store_key == "private:discord:dm:u1"
@@ -77,15 +79,23 @@ async def test_memory_of_an_unknown_chat_stays_out_of_other_chats(tmp_path, chat
     """What a user notices: a memory written in such a chat is not recalled in another person's private chat,
     nor in another chat of the same unknown type, but is in its own chat."""
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=DeterministicTestEmbedder()) as memory:
+
         def service(scope):
             return memory.get_service(booku_memory.MEMORY_SERVICE, scope=scope)
 
         writer = service(scope_for_chat(SECTION, platform="qq", chat_type=chat_type, stream_id="secret-chat"))
         created = await writer.create_memory(
-            title="银行卡密码", content="我的银行卡密码是 739154，别告诉别人", memory_type="asset",
-            core_tags=["密码"], diffusion_tags=["银行"], opposing_tags=["公开"])
-        readers = [service(scope_for_chat(SECTION, platform="qq", chat_type="private", stream_id="bob")),
-                   service(scope_for_chat(SECTION, platform="qq", chat_type=chat_type, stream_id="other-chat"))]
+            title="银行卡密码",
+            content="我的银行卡密码是 739154，别告诉别人",
+            memory_type="asset",
+            core_tags=["密码"],
+            diffusion_tags=["银行"],
+            opposing_tags=["公开"],
+        )
+        readers = [
+            service(scope_for_chat(SECTION, platform="qq", chat_type="private", stream_id="bob")),
+            service(scope_for_chat(SECTION, platform="qq", chat_type=chat_type, stream_id="other-chat")),
+        ]
         for reader in readers:
             found = await reader.retrieve_memories("银行卡密码", top_k=10)
             assert created["id"] not in {hit["id"] for hit in found["results"]}

@@ -29,10 +29,17 @@ async def two_owners(request, tmp_path):
         written = {}
         for name, service in (("alice", alice), ("bob", bob)):
             created = await service.create_memory(
-                title=f"{name} 的爱好", content=f"{SHARED_TEXT}（{name}）", memory_type="preference",
-                core_tags=["绿茶", name], diffusion_tags=["散步"], opposing_tags=["咖啡"], folder_id="爱好")
-            person = await service.upsert_memory(f"{name} 的朋友小王也喜欢绿茶", title="小王", memory_type="person",
-                                                 person_id="qq:3003")
+                title=f"{name} 的爱好",
+                content=f"{SHARED_TEXT}（{name}）",
+                memory_type="preference",
+                core_tags=["绿茶", name],
+                diffusion_tags=["散步"],
+                opposing_tags=["咖啡"],
+                folder_id="爱好",
+            )
+            person = await service.upsert_memory(
+                f"{name} 的朋友小王也喜欢绿茶", title="小王", memory_type="person", person_id="qq:3003"
+            )
             await service.create_temporary_memo(content=f"{name} 明天要喝绿茶", stream_id=f"s-{name}")
             written[name] = {created["id"], person["id"]}
         yield memory, alice, bob, written
@@ -50,8 +57,10 @@ def ids_in(result) -> set[str]:
 
 async def test_every_service_read_stays_inside_its_owner(two_owners):
     memory, alice, bob, written = two_owners
-    for me, my_name, mine, theirs in ((alice, "alice", written["alice"], written["bob"]),
-                                      (bob, "bob", written["bob"], written["alice"])):
+    for me, my_name, mine, theirs in (
+        (alice, "alice", written["alice"], written["bob"]),
+        (bob, "bob", written["bob"], written["alice"]),
+    ):
         reads = [
             await me.retrieve_memories("绿茶 西湖 散步", top_k=20, include_archived=True, include_knowledge=True),
             await me.search_memory_entries(query_text="绿茶", top_n=20, include_archived=True),
@@ -108,7 +117,8 @@ async def test_vector_route_alone_stays_inside_its_owner(tmp_path):
         query = (await runtime.embed_queries([SHARED_TEXT]))[0]
         for name, scope, other in (("alice", ALICE, "bob"), ("bob", BOB, "alice")):
             await runtime.settle_deferred_vectors()  # the partitions themselves, after the write-behind flush
-            hits = await runtime.vectors.query(query, store_keys=scope.readable_store_keys,
-                                               tiers=["live", "archive", "knowledge"], limit=50)
+            hits = await runtime.vectors.query(
+                query, store_keys=scope.readable_store_keys, tiers=["live", "archive", "knowledge"], limit=50
+            )
             found = {hit.memory_id for hit in hits}
             assert ids[name] in found and ids[other] not in found

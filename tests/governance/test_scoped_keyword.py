@@ -34,11 +34,18 @@ async def fill_other_stores(runtime) -> set[str]:
         for owner in range(OTHER_OWNERS):
             for n in range(PER_OTHER_OWNER):
                 memory_id = f"mem-other-{owner}-{n}"
-                await runtime.records.insert(conn, {
-                    "memory_id": memory_id, "owner_uid": f"qq:9{owner:04d}", "store_key": f"private:qq:9{owner:04d}",
-                    "title": "绿茶 西湖", "content": f"绿茶 西湖 绿茶 西湖（{owner}-{n}）",
-                    "tags": ["绿茶"], "core_tags": ["西湖"],
-                })
+                await runtime.records.insert(
+                    conn,
+                    {
+                        "memory_id": memory_id,
+                        "owner_uid": f"qq:9{owner:04d}",
+                        "store_key": f"private:qq:9{owner:04d}",
+                        "title": "绿茶 西湖",
+                        "content": f"绿茶 西湖 绿茶 西湖（{owner}-{n}）",
+                        "tags": ["绿茶"],
+                        "core_tags": ["西湖"],
+                    },
+                )
                 ids.add(memory_id)
     return ids
 
@@ -47,8 +54,13 @@ async def test_scoped_keyword_only_search_finds_the_owners_memory_among_many_bet
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
         alice = memory.get_service(booku_memory.MEMORY_SERVICE, scope=ALICE)
         mine = await alice.create_memory(
-            title="周末安排", content="周末和朋友去杭州玩了两天，在西湖边的茶馆里喝了一壶明前绿茶，聊到很晚才回酒店。",
-            memory_type="event", core_tags=["杭州"], diffusion_tags=["旅行"], opposing_tags=["加班"])
+            title="周末安排",
+            content="周末和朋友去杭州玩了两天，在西湖边的茶馆里喝了一壶明前绿茶，聊到很晚才回酒店。",
+            memory_type="event",
+            core_tags=["杭州"],
+            diffusion_tags=["旅行"],
+            opposing_tags=["加班"],
+        )
         others = await fill_other_stores(memory.runtime)
 
         retrieved = await alice.retrieve_memories(QUERY, top_k=10)
@@ -68,8 +80,13 @@ async def test_moving_a_record_to_another_store_moves_its_keyword_row(tmp_path):
         runtime = memory.runtime
         alice = memory.get_service(booku_memory.MEMORY_SERVICE, scope=ALICE)
         created = await alice.create_memory(
-            title="茶叶", content="用户最近迷上了龙井绿茶，每天下午泡一杯。", memory_type="preference",
-            core_tags=["绿茶"], diffusion_tags=["下午"], opposing_tags=["咖啡"])
+            title="茶叶",
+            content="用户最近迷上了龙井绿茶，每天下午泡一杯。",
+            memory_type="preference",
+            core_tags=["绿茶"],
+            diffusion_tags=["下午"],
+            opposing_tags=["咖啡"],
+        )
         fts = build_fts_query("龙井绿茶")
 
         async def keyword_ids(scope) -> set[str]:
@@ -79,8 +96,9 @@ async def test_moving_a_record_to_another_store_moves_its_keyword_row(tmp_path):
         assert created["id"] in await keyword_ids(ALICE)
         assert created["id"] not in await keyword_ids(BOB)
         async with runtime.db.transaction() as conn:
-            await runtime.records.update(conn, created["id"], {"store_key": BOB.writable_store_key,
-                                                               "owner_uid": BOB.owner_uid}, action="move")
+            await runtime.records.update(
+                conn, created["id"], {"store_key": BOB.writable_store_key, "owner_uid": BOB.owner_uid}, action="move"
+            )
         assert created["id"] in await keyword_ids(BOB)
         assert created["id"] not in await keyword_ids(ALICE)
 
@@ -96,7 +114,8 @@ async def test_keyword_index_of_the_old_shape_is_rebuilt_once_at_start(tmp_path)
     conn.execute(f"PRAGMA user_version = {before_store_column[-1][0]}")
     conn.execute(
         "INSERT INTO booku_memory_records (memory_id, owner_uid, store_key, title, content, created_at, updated_at) "
-        "VALUES ('mem-old', 'qq:1001', 'private:qq:1001', '旧记忆', '升级前写的：用户喜欢西湖边的绿茶', 1, 1)")
+        "VALUES ('mem-old', 'qq:1001', 'private:qq:1001', '旧记忆', '升级前写的：用户喜欢西湖边的绿茶', 1, 1)"
+    )
     conn.commit()
     conn.close()
 
@@ -106,5 +125,6 @@ async def test_keyword_index_of_the_old_shape_is_rebuilt_once_at_start(tmp_path)
         assert "mem-old" in {item["id"] for item in (await alice.retrieve_memories(QUERY))["results"]}
         assert "mem-old" not in {item["id"] for item in (await bob.retrieve_memories(QUERY))["results"]}
         flag = await memory.runtime.db.fetch_value(
-            "SELECT value FROM booku_meta WHERE key = ?", [KEYWORD_REBUILD_META_KEY])
+            "SELECT value FROM booku_meta WHERE key = ?", [KEYWORD_REBUILD_META_KEY]
+        )
         assert flag is None

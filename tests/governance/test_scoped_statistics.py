@@ -17,15 +17,24 @@ SECTION = load_config({"scope": {"mode": "per_chat"}}).scope
 ALICE = scope_for_chat(SECTION, platform="qq", chat_type="private", stream_id="s-alice")
 BOB = scope_for_chat(SECTION, platform="qq", chat_type="private", stream_id="s-bob")
 ROUTES = {"in_memory": True, "fts5": False}
-BOB_TEXTS = ["The giraffe at the city zoo is called Lulu", "Bob visited the zoo with his niece on Sunday",
-             "Lulu the giraffe likes acacia leaves", "Bob's niece wants a giraffe plush toy",
-             "The aquarium next to the zoo opens at nine", "Bob bought tickets for the zoo online"]
+BOB_TEXTS = [
+    "The giraffe at the city zoo is called Lulu",
+    "Bob visited the zoo with his niece on Sunday",
+    "Lulu the giraffe likes acacia leaves",
+    "Bob's niece wants a giraffe plush toy",
+    "The aquarium next to the zoo opens at nine",
+    "Bob bought tickets for the zoo online",
+]
 QUERIES = [["giraffe"], ["giraffe", "zoo"], ["zoo", "niece", "lulu"], ["acacia", "giraffe", "tickets"]]
 
 
 def config(in_memory: bool) -> dict:
-    return {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"},
-            "retrieval": {"in_memory_keyword_index": in_memory}}
+    return {
+        "maintenance": {"enabled": False},
+        "startup_ingest": {"enabled": False},
+        "scope": {"mode": "per_chat"},
+        "retrieval": {"in_memory_keyword_index": in_memory},
+    }
 
 
 async def bob_sees(memory) -> tuple[list[list[tuple[str, float]]], list[tuple[str, float]]]:

@@ -34,9 +34,13 @@ async def stores(request, tmp_path):
         for name, scope in OWNERS.items():
             service = memory.get_service(booku_memory.MEMORY_SERVICE, scope=scope)
             fruit = MARKERS[name]
-            created = await service.create_memory(title=f"喜欢的水果{fruit}", content=f"周末去市场买了{fruit}，很好吃",
-                                                  core_tags=["水果", fruit], diffusion_tags=["市场"],
-                                                  opposing_tags=["蔬菜"])
+            created = await service.create_memory(
+                title=f"喜欢的水果{fruit}",
+                content=f"周末去市场买了{fruit}，很好吃",
+                core_tags=["水果", fruit],
+                diffusion_tags=["市场"],
+                opposing_tags=["蔬菜"],
+            )
             companion = BookuCompanionService(memory.runtime, scope, side="ai")
             held = await companion.hold(content=f"今天一起吃了{fruit}，说好下周再去市场", domain="生活")
             await companion.plan(content=f"下周再去市场买{fruit}")
@@ -47,7 +51,7 @@ async def stores(request, tmp_path):
 
 READ_COMMANDS = [
     "search -query 水果 市场 -include_archived true",
-    "search -triple_tags \"水果|市场|蔬菜\"",
+    'search -triple_tags "水果|市场|蔬菜"',
     "grep -query 市场",
     "status",
     "folders",
@@ -71,17 +75,28 @@ async def test_no_sub_command_shows_the_other_owners_data(stores):
         service = memory.get_service(booku_memory.MEMORY_SERVICE, scope=scope)
         commands = list(READ_COMMANDS)
         for memory_id in sorted(ids[other]):
-            commands += [f"read -id {memory_id}", f"history -id {memory_id}", f"update -id {memory_id} -title 改",
-                         f"delete -id {memory_id}", f"archive -id {memory_id}", f"restore -id {memory_id}",
-                         f"move -id {memory_id} -folder x", f"revert -id {memory_id} -version 1",
-                         f"trace -bucket_id {memory_id} -resolved 1", f"anchor -bucket_id {memory_id}"]
+            commands += [
+                f"read -id {memory_id}",
+                f"history -id {memory_id}",
+                f"update -id {memory_id} -title 改",
+                f"delete -id {memory_id}",
+                f"archive -id {memory_id}",
+                f"restore -id {memory_id}",
+                f"move -id {memory_id} -folder x",
+                f"revert -id {memory_id} -version 1",
+                f"trace -bucket_id {memory_id} -resolved 1",
+                f"anchor -bucket_id {memory_id}",
+            ]
         seen_own_marker = False
         for command in commands:
             answer = render_for_llm(await run_memory_command(service, command, stream_id=scope.current_channel))
             assert MARKERS[other] not in answer, (command, answer)
             for memory_id in ids[other]:
-                if not command.endswith(memory_id) and f"-id {memory_id}" not in command \
-                        and f"-bucket_id {memory_id}" not in command:
+                if (
+                    not command.endswith(memory_id)
+                    and f"-id {memory_id}" not in command
+                    and f"-bucket_id {memory_id}" not in command
+                ):
                     assert memory_id not in answer, (command, answer)
             seen_own_marker |= MARKERS[name] in answer
         assert seen_own_marker, "the reads must show the owner's own data, or the test proves nothing"

@@ -40,8 +40,14 @@ def prompt_params(stream_id: str) -> dict:
     return {
         "name": "default_chatter_user_prompt",
         "template": "{extra}",
-        "values": {"extra": "", "stream_id": stream_id, "chat_type": "group", "stream_name": "测试群",
-                   "history": "", "unreads": ""},
+        "values": {
+            "extra": "",
+            "stream_id": stream_id,
+            "chat_type": "group",
+            "stream_name": "测试群",
+            "history": "",
+            "unreads": "",
+        },
         "policies": {},
         "strict": False,
     }
@@ -158,8 +164,9 @@ async def run_full(args: dict) -> None:
 
     async def create_without_tags():
         try:
-            await service.create_memory(title="无标签", content="缺少三组标签的写入", core_tags=[], diffusion_tags=[],
-                                        opposing_tags=[])
+            await service.create_memory(
+                title="无标签", content="缺少三组标签的写入", core_tags=[], diffusion_tags=[], opposing_tags=[]
+            )
         except ValueError as exc:
             return {"raised": type(exc).__name__, "message": str(exc)}
         return {"raised": None}
@@ -168,8 +175,12 @@ async def run_full(args: dict) -> None:
 
     async def retrieve():
         found = await service.retrieve_memories("Alice 平时喜欢喝什么？", top_k=3)
-        return {"ids": [r["id"] for r in found["results"]], "scores": [r.get("score") for r in found["results"]],
-                "keys": sorted(found), "degraded": found.get("degraded")}
+        return {
+            "ids": [r["id"] for r in found["results"]],
+            "scores": [r.get("score") for r in found["results"]],
+            "keys": sorted(found),
+            "degraded": found.get("degraded"),
+        }
 
     await step("retrieve", retrieve)
 
@@ -187,8 +198,11 @@ async def run_full(args: dict) -> None:
 
     async def read():
         full = await service.read_full_content(memory_ids=[memory_id, "mem-does-not-exist"])
-        return {"ids": [i["id"] for i in full["items"]], "content": full["items"][0].get("content") if full["items"] else None,
-                "missing": full.get("missing")}
+        return {
+            "ids": [i["id"] for i in full["items"]],
+            "content": full["items"][0].get("content") if full["items"] else None,
+            "missing": full.get("missing"),
+        }
 
     await step("read", read)
 
@@ -214,8 +228,14 @@ async def run_full(args: dict) -> None:
         memo = memo_cls(plugin)
         memo._bind_runtime_context(stream_id=STREAM_A)
         memo_ok, memo_text = await memo.execute(content="今晚八点提醒 Alice 开会", expire_hours=1.0)
-        return {"search_ok": search_ok, "search_text": search_text, "bad_ok": bad_ok, "bad_text": bad_text,
-                "memo_ok": memo_ok, "memo_text": memo_text}
+        return {
+            "search_ok": search_ok,
+            "search_text": search_text,
+            "bad_ok": bad_ok,
+            "bad_text": bad_text,
+            "memo_ok": memo_ok,
+            "memo_text": memo_text,
+        }
 
     await step("tools", run_tools)
 
@@ -227,32 +247,45 @@ async def run_full(args: dict) -> None:
         return items[0].content if items else ""
 
     async def reminders_after_writes():
-        return {"names": reminder_names(), "digest": reminder("活跃记忆速览"),
-                "manual_chars": len(reminder("booku_memory"))}
+        return {
+            "names": reminder_names(),
+            "digest": reminder("活跃记忆速览"),
+            "manual_chars": len(reminder("booku_memory")),
+        }
 
     await step("reminders", reminders_after_writes)
 
     async def prompt_builds():
         # Warning threshold is 2 in the test config: two actor rounds without the tool arm one warning.
         for _ in range(2):
-            await bus.publish(EventType.AFTER_CHATTER_STEP,
-                              {"stream_id": STREAM_A, "step_scope": "actor_round", "used_tools": []})
+            await bus.publish(
+                EventType.AFTER_CHATTER_STEP, {"stream_id": STREAM_A, "step_scope": "actor_round", "used_tools": []}
+            )
         _, first = await bus.publish("on_prompt_build", prompt_params(STREAM_A))
         memo_for_a = reminder("临时备忘录")
         _, second = await bus.publish("on_prompt_build", prompt_params(STREAM_A))
         # Using the tool under the name the default chatter reports resets the count.
-        await bus.publish(EventType.AFTER_CHATTER_STEP,
-                          {"stream_id": STREAM_B, "step_scope": "actor_round", "used_tools": []})
-        await bus.publish(EventType.AFTER_CHATTER_STEP,
-                          {"stream_id": STREAM_B, "step_scope": "actor_round", "used_tools": ["tool-memory_command"]})
-        await bus.publish(EventType.AFTER_CHATTER_STEP,
-                          {"stream_id": STREAM_B, "step_scope": "actor_round", "used_tools": []})
+        await bus.publish(
+            EventType.AFTER_CHATTER_STEP, {"stream_id": STREAM_B, "step_scope": "actor_round", "used_tools": []}
+        )
+        await bus.publish(
+            EventType.AFTER_CHATTER_STEP,
+            {"stream_id": STREAM_B, "step_scope": "actor_round", "used_tools": ["tool-memory_command"]},
+        )
+        await bus.publish(
+            EventType.AFTER_CHATTER_STEP, {"stream_id": STREAM_B, "step_scope": "actor_round", "used_tools": []}
+        )
         _, other = await bus.publish("on_prompt_build", prompt_params(STREAM_B))
         memo_for_b = reminder("临时备忘录")
         _, foreign = await bus.publish("on_prompt_build", {**prompt_params(STREAM_A), "name": "some_other_template"})
-        return {"first_extra": first["values"]["extra"], "second_extra": second["values"]["extra"],
-                "other_extra": other["values"]["extra"], "foreign_extra": foreign["values"]["extra"],
-                "memo_for_a": memo_for_a, "memo_for_b": memo_for_b}
+        return {
+            "first_extra": first["values"]["extra"],
+            "second_extra": second["values"]["extra"],
+            "other_extra": other["values"]["extra"],
+            "foreign_extra": foreign["values"]["extra"],
+            "memo_for_a": memo_for_a,
+            "memo_for_b": memo_for_b,
+        }
 
     await step("prompt", prompt_builds)
 
@@ -272,8 +305,13 @@ async def run_full(args: dict) -> None:
             authed = await client.get(f"{base_url}/api/status", headers={"X-API-Key": key})
             memories = await client.get(f"{base_url}/api/memories", headers={"X-API-Key": key})
             docs = await client.get(f"{base_url}/docs")
-        return {"anonymous": anonymous.status_code, "authed": authed.status_code,
-                "memories": memories.status_code, "memories_body": memories.text[:2000], "docs": docs.status_code}
+        return {
+            "anonymous": anonymous.status_code,
+            "authed": authed.status_code,
+            "memories": memories.status_code,
+            "memories_body": memories.text[:2000],
+            "docs": docs.status_code,
+        }
 
     await step("http", http_checks)
 
@@ -284,8 +322,9 @@ async def run_full(args: dict) -> None:
         hold._bind_runtime_context(stream_id=STREAM_A)
         hold_ok, hold_text = await hold.execute(content="Alice 说她下个月想去看海。", importance=7, domain="旅行")
         # breath through the host's own dispatcher, with the ``reason`` argument the chatter injects into every call
-        breath_ok, breath_text = await get_tool_use().execute_tool("booku_memory:tool:breath", plugin, None,
-                                                                    reason="睁眼看看记得什么")
+        breath_ok, breath_text = await get_tool_use().execute_tool(
+            "booku_memory:tool:breath", plugin, None, reason="睁眼看看记得什么"
+        )
         search = registry.get("booku_memory:tool:breath_search")(plugin)
         search._bind_runtime_context(stream_id=STREAM_A)
         search_ok, search_text = await search.execute(query="看海", max_results=3)
@@ -293,9 +332,18 @@ async def run_full(args: dict) -> None:
         recall = registry.get("booku_memory:tool:recall")(plugin)
         recall._bind_runtime_context(stream_id=STREAM_A)
         recall_ok, recall_text = await recall.execute(query="Alice 喜欢喝什么")
-        return {"hold_ok": hold_ok, "hold_text": hold_text, "breath_ok": breath_ok, "breath_text": breath_text,
-                "search_ok": search_ok, "search_text": search_text, "missing_ok": missing_ok,
-                "missing_text": missing_text, "recall_ok": recall_ok, "recall": json.loads(recall_text)}
+        return {
+            "hold_ok": hold_ok,
+            "hold_text": hold_text,
+            "breath_ok": breath_ok,
+            "breath_text": breath_text,
+            "search_ok": search_ok,
+            "search_text": search_text,
+            "missing_ok": missing_ok,
+            "missing_text": missing_text,
+            "recall_ok": recall_ok,
+            "recall": json.loads(recall_text),
+        }
 
     await step("companion_tools", companion_tools)
 
@@ -313,24 +361,36 @@ async def run_full(args: dict) -> None:
         await ai.self_knowledge(promote=candidate["id"])
         _, first = await bus.publish("on_prompt_build", prompt_params(STREAM_C))
         _, second = await bus.publish("on_prompt_build", prompt_params(STREAM_C))
-        return {"supported": True, "first_extra": first["values"]["extra"],
-                "second_extra": second["values"]["extra"]}
+        return {"supported": True, "first_extra": first["values"]["extra"], "second_extra": second["values"]["extra"]}
 
     await step("session_self", session_self)
 
     async def cli_client():
         # The plugin owns its data dir: a CLI run on it (another interpreter, the one running the tests) works
         # through the plugin's runtime, and what it writes is found by the plugin's own service at once.
-        command = [args["cli_python"], "-m", "booku_memory", "command", "--json", "--data-dir", str(plugin.data_dir),
-                   'create -title 命令行写入 -content "命令行写给宿主的一条记忆：周五去看牙医" '
-                   '-triple_tags "牙医|周五|体检"']
+        command = [
+            args["cli_python"],
+            "-m",
+            "booku_memory",
+            "command",
+            "--json",
+            "--data-dir",
+            str(plugin.data_dir),
+            'create -title 命令行写入 -content "命令行写给宿主的一条记忆：周五去看牙医" -triple_tags "牙医|周五|体检"',
+        ]
         done = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=300)
         record = json.loads((Path(plugin.data_dir) / "booku.lock").read_text(encoding="utf-8"))
         found = await get_service(MEMORY_SERVICE).retrieve_memories("周五 看牙医", record_activation=False)
         written = json.loads(done.stdout)["results"][0]["result"]["id"] if done.returncode == 0 else ""
-        return {"returncode": done.returncode, "stderr": done.stderr[-2000:], "written": written,
-                "first_found": found["results"][0]["id"] if found["results"] else "",
-                "owner_entry": record["entry_point"], "owner_pid": record["pid"], "host_pid": os.getpid()}
+        return {
+            "returncode": done.returncode,
+            "stderr": done.stderr[-2000:],
+            "written": written,
+            "first_found": found["results"][0]["id"] if found["results"] else "",
+            "owner_entry": record["entry_point"],
+            "owner_pid": record["pid"],
+            "host_pid": os.getpid(),
+        }
 
     await step("cli_client", cli_client)
 
@@ -343,8 +403,12 @@ async def run_full(args: dict) -> None:
             other = await plugin.scope_for_stream("booku-test-another-unknown-stream")
         finally:
             plugin.booku_config = saved
-        return {"writable": first.writable_store_key, "other_writable": other.writable_store_key,
-                "readable": list(first.readable_store_keys), "default_store": runtime.default_scope.writable_store_key}
+        return {
+            "writable": first.writable_store_key,
+            "other_writable": other.writable_store_key,
+            "readable": list(first.readable_store_keys),
+            "default_store": runtime.default_scope.writable_store_key,
+        }
 
     await step("unknown_stream_scope", unknown_stream_scope)
 
@@ -353,9 +417,14 @@ async def run_full(args: dict) -> None:
         async with httpx.AsyncClient(timeout=30) as client:
             after = await client.get(f"{base_url}/api/status")
         ours = {"booku_memory", "活跃记忆速览", "临时备忘录", "专业知识引导语"}
-        return {"ok": ok, "runtime_started_after": runtime.started if runtime is not None else None,
-                "plugin_runtime_after": plugin.runtime is None, "reminders_left": sorted(ours & set(reminder_names())),
-                "http_after": after.status_code, "service_after": get_service(MEMORY_SERVICE) is None}
+        return {
+            "ok": ok,
+            "runtime_started_after": runtime.started if runtime is not None else None,
+            "plugin_runtime_after": plugin.runtime is None,
+            "reminders_left": sorted(ours & set(reminder_names())),
+            "http_after": after.status_code,
+            "service_after": get_service(MEMORY_SERVICE) is None,
+        }
 
     await step("unload", unload)
     await server.stop()

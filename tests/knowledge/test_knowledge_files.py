@@ -19,12 +19,20 @@ def write_docx(path: Path, body_xml: str, styles_xml: str | None = None) -> Path
     """A minimal but valid .docx: the parts Word itself needs to open it, plus our document body."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("[Content_Types].xml", (
-            '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/'
-            'content-types"><Default Extension="xml" ContentType="application/xml"/></Types>'))
-        archive.writestr("word/document.xml", (
-            f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W_NS}"><w:body>{body_xml}</w:body>'
-            f"</w:document>"))
+        archive.writestr(
+            "[Content_Types].xml",
+            (
+                '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/'
+                'content-types"><Default Extension="xml" ContentType="application/xml"/></Types>'
+            ),
+        )
+        archive.writestr(
+            "word/document.xml",
+            (
+                f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W_NS}"><w:body>{body_xml}</w:body>'
+                f"</w:document>"
+            ),
+        )
         if styles_xml is not None:
             archive.writestr("word/styles.xml", f'<w:styles xmlns:w="{W_NS}">{styles_xml}</w:styles>')
     path.write_bytes(buffer.getvalue())
@@ -96,7 +104,11 @@ def test_docx_paragraphs_are_separated_by_blank_lines_and_headings_kept(tmp_path
     )
     path = write_docx(
         tmp_path / "manual.docx",
-        paragraph("部署手册", "1") + paragraph("第一段。") + paragraph("") + paragraph("端口", "a3") + table
+        paragraph("部署手册", "1")
+        + paragraph("第一段。")
+        + paragraph("")
+        + paragraph("端口", "a3")
+        + table
         + paragraph("第二段。"),
         styles,
     )

@@ -83,7 +83,11 @@ async def test_ingest_markdown_file_writes_titled_chunks_to_every_index(memory, 
 
     record = await memory.runtime.records.get(result["items"][1])
     assert (record["bucket"], record["memory_type"], record["folder_id"], record["status"]) == (
-        "knowledge", "knowledge", "default", "active")
+        "knowledge",
+        "knowledge",
+        "default",
+        "active",
+    )
     assert record["tags"] == ["booku_knowledge", "部署指南"]
     assert "安装" in record["core_tags"] and record["diffusion_tags"]
     assert record["document_id"] == result["document_id"] and record["chunk_index"] == 2
@@ -201,8 +205,12 @@ async def test_delete_document_removes_it_from_every_index(memory, knowledge) ->
 
     deleted = await knowledge.delete_document(document_id=result["document_id"])
 
-    assert deleted == {"action": "booku_knowledge_delete", "document_id": result["document_id"],
-                       "title": "《部署指南》", "deleted_chunks": 4}
+    assert deleted == {
+        "action": "booku_knowledge_delete",
+        "document_id": result["document_id"],
+        "title": "《部署指南》",
+        "deleted_chunks": 4,
+    }
     assert await chunk_rows(memory, result["document_id"]) == []
     assert await knowledge_vector_ids(memory, result["items"]) == set()
     assert await keyword_hits(memory, "Troubleshooting 虚拟环境") == []

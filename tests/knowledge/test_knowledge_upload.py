@@ -41,8 +41,12 @@ async def test_upload_named_like_a_folder_file_updates_that_document(knowledge, 
 
 
 async def test_bad_uploads_are_refused_before_anything_is_written(knowledge):
-    for name, data, words in (("scan.pdf", b"%PDF-1.4", "不受支持"), ("x.txt", b"\x00\x01", "二进制"),
-                              ("empty.md", b"  \n", "没有可入库的文本"), ("", b"abc", "缺少文件名")):
+    for name, data, words in (
+        ("scan.pdf", b"%PDF-1.4", "不受支持"),
+        ("x.txt", b"\x00\x01", "二进制"),
+        ("empty.md", b"  \n", "没有可入库的文本"),
+        ("", b"abc", "缺少文件名"),
+    ):
         with pytest.raises(ValidationError, match=words):
             await knowledge.ingest_upload(file_name=name, data=data)
     assert (await knowledge.list_documents())["total"] == 0
@@ -66,8 +70,13 @@ async def test_ingest_path_reports_each_file_and_names_paths_as_given(knowledge,
 async def test_suggest_tags_offers_the_most_used_tags_first(memory):
     service = memory.get_service(booku_memory.MEMORY_SERVICE)
     for core in (["篮球"], ["篮球", "朋友"], ["朋友"], ["篮球"]):
-        await service.create_memory(title=f"记忆{len(core)}", content=f"关于{'、'.join(core)}的第{id(core)}条记忆",
-                                    core_tags=core, diffusion_tags=["运动"], opposing_tags=["工作"])
+        await service.create_memory(
+            title=f"记忆{len(core)}",
+            content=f"关于{'、'.join(core)}的第{id(core)}条记忆",
+            core_tags=core,
+            diffusion_tags=["运动"],
+            opposing_tags=["工作"],
+        )
     tags = await service.suggest_tags(limit=5)
     assert tags["core_tags"] == ["篮球", "朋友"]
     assert tags["diffusion_tags"] == ["运动"] and tags["opposing_tags"] == ["工作"]

@@ -51,13 +51,20 @@ async def test_folder_tree_is_ingested_recursively_with_summary_and_progress(tmp
 
         first = await knowledge.ingest_folders(progress=lines.append)
 
-        assert (first["total_files"], first["ingested"], first["updated"], first["skipped"], first["failed"],
-                first["ignored"]) == (5, 4, 0, 1, 1, 1)
+        assert (
+            first["total_files"],
+            first["ingested"],
+            first["updated"],
+            first["skipped"],
+            first["failed"],
+            first["ignored"],
+        ) == (5, 4, 0, 1, 1, 1)
         assert first["failures"] == [{"path": str(files["empty"]), "reason": first["failures"][0]["reason"]}]
         assert "没有可入库的文本" in first["failures"][0]["reason"]
         assert first["skipped_reasons"][0]["path"] == str(data_dir / "missing" / "folder")
         assert sorted(await knowledge.export_document_titles()) == sorted(
-            ["《install》", "《sub/deep/faq》", "《todo》", "《manual》"])
+            ["《install》", "《sub/deep/faq》", "《todo》", "《manual》"]
+        )
         listing = {item["raw_title"]: item for item in (await knowledge.list_documents())["items"]}
         assert listing["sub/deep/faq"]["source_path"] == "kb/guides/sub/deep/faq.md"
         assert listing["manual"]["source_path"] == files["manual"].resolve().as_posix()
@@ -101,8 +108,9 @@ async def test_flat_walk_missing_path_policy_and_disabled_ingest(tmp_path: Path)
     write(data_dir / "kb" / "top.md", "顶层文件。")
     write(data_dir / "kb" / "nested" / "inner.md", "子目录文件。")
     options = {"recursive": False, "skip_missing_paths": False}
-    async with booku_memory.open(data_dir, config(["kb", "nowhere"], **options),
-                                 embedder=DeterministicTestEmbedder()) as memory:
+    async with booku_memory.open(
+        data_dir, config(["kb", "nowhere"], **options), embedder=DeterministicTestEmbedder()
+    ) as memory:
         knowledge = memory.get_service(booku_memory.KNOWLEDGE_SERVICE)
         summary = await knowledge.ingest_folders()
         assert (summary["ingested"], summary["failed"], summary["skipped"]) == (1, 1, 0)

@@ -151,16 +151,16 @@ def test_reshape_reads_a_matrix_of_evidence_as_it_reads_a_list_of_rows():
     matrix = rng.standard_normal((5, 8)).astype(np.float32)
     matrix[1] = 0.0
     matrix[3, 2] = np.nan
-    tags = [CandidateTags.from_lists(core=["t"], diffusion=["d"], opposing=["o"] if i == 4 else None)
-            for i in range(6)]
+    tags = [CandidateTags.from_lists(core=["t"], diffusion=["d"], opposing=["o"] if i == 4 else None) for i in range(6)]
     triplet = TagTriplet(["t"], ["d"], ["x"])
     sims = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
     from_matrix = reshape_query_detailed(q, matrix, tags, triplet, sims, PARAMS, 0.5)
     from_rows = reshape_query_detailed(q, [list(row) for row in matrix], tags, triplet, sims, PARAMS, 0.5)
     assert from_matrix.reshaped and from_rows.reshaped
     np.testing.assert_allclose(from_matrix.vector, from_rows.vector, rtol=1e-6)
-    usable_only = reshape_query_detailed(q, matrix[[0, 2, 4]], [tags[i] for i in (0, 2, 4)], triplet,
-                                         [sims[i] for i in (0, 2, 4)], PARAMS, 0.5)
+    usable_only = reshape_query_detailed(
+        q, matrix[[0, 2, 4]], [tags[i] for i in (0, 2, 4)], triplet, [sims[i] for i in (0, 2, 4)], PARAMS, 0.5
+    )
     np.testing.assert_allclose(from_matrix.vector, usable_only.vector, rtol=1e-6)
 
 
@@ -184,7 +184,10 @@ def test_query_tags_built_once_match_as_the_triplet_does():
     sets = QueryTags.of(triplet)
     assert QueryTags.of(sets) is sets and not sets.is_empty and QueryTags.of(TagTriplet()).is_empty
     params = EpaParams()
-    for memory in (CandidateTags.from_lists(["travel"], ["food"], ["holiday"], ["work"]),
-                   CandidateTags.from_lists(["lake", "travel"], [], ["travel"], []), CandidateTags()):
+    for memory in (
+        CandidateTags.from_lists(["travel"], ["food"], ["holiday"], ["work"]),
+        CandidateTags.from_lists(["lake", "travel"], [], ["travel"], []),
+        CandidateTags(),
+    ):
         assert match_tags(memory, sets) == match_tags(memory, triplet)
         assert tag_bonus(memory, sets, params, 0.4) == tag_bonus(memory, triplet, params, 0.4)

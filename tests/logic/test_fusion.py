@@ -84,8 +84,9 @@ def test_reciprocal_rank_fusion_rewards_agreement():
 
 def test_a_time_match_lifts_a_candidate_by_the_time_weight():
     plain = {hit.id: hit for hit in fuse_routes(DENSE, {}, keyword_reliability=0.0)}
-    dated = fuse_routes(DENSE, {}, keyword_reliability=0.0, params=FusionParams(time_weight=2.0),
-                        time_matches={"c": 1.0})
+    dated = fuse_routes(
+        DENSE, {}, keyword_reliability=0.0, params=FusionParams(time_weight=2.0), time_matches={"c": 1.0}
+    )
     assert _ids(dated)[0] == "c"
     assert dated[0].parts["time"] == pytest.approx(2.0)
     assert dated[0].score == pytest.approx(plain["c"].score + 2.0)
@@ -93,8 +94,9 @@ def test_a_time_match_lifts_a_candidate_by_the_time_weight():
 
 
 def test_a_time_only_candidate_joins_the_ranking_at_the_route_floors():
-    hits = fuse_routes(DENSE, {}, keyword_reliability=0.0, params=FusionParams(time_weight=1.0),
-                       time_matches={"z": 1.0})
+    hits = fuse_routes(
+        DENSE, {}, keyword_reliability=0.0, params=FusionParams(time_weight=1.0), time_matches={"z": 1.0}
+    )
     z = next(hit for hit in hits if hit.id == "z")
     assert z.parts["vector"] == 0.0 and z.parts["cosine"] is None
     assert z.score == pytest.approx(1.0)
@@ -102,8 +104,9 @@ def test_a_time_only_candidate_joins_the_ranking_at_the_route_floors():
 
 def test_time_weight_zero_changes_nothing():
     plain = fuse_routes(DENSE, KEYWORD, keyword_reliability=0.5)
-    off = fuse_routes(DENSE, KEYWORD, keyword_reliability=0.5, params=FusionParams(time_weight=0.0),
-                      time_matches={"d": 1.0})
+    off = fuse_routes(
+        DENSE, KEYWORD, keyword_reliability=0.5, params=FusionParams(time_weight=0.0), time_matches={"d": 1.0}
+    )
     assert _ids(off) == _ids(plain)
 
 

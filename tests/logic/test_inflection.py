@@ -11,16 +11,19 @@ from booku_memory.services.logic.inflection import (
 )
 
 
-@pytest.mark.parametrize(("word", "stem"), [
-    ("hobbies", "hobb"),
-    ("hobby", "hobb"),
-    ("recipes", "recip"),
-    ("recipe", "recip"),
-    ("visited", "visit"),
-    ("painting", "paint"),
-    ("collect", "collect"),
-    ("countries", "countr"),
-])
+@pytest.mark.parametrize(
+    ("word", "stem"),
+    [
+        ("hobbies", "hobb"),
+        ("hobby", "hobb"),
+        ("recipes", "recip"),
+        ("recipe", "recip"),
+        ("visited", "visit"),
+        ("painting", "paint"),
+        ("collect", "collect"),
+        ("countries", "countr"),
+    ],
+)
 def test_a_word_and_its_inflected_forms_share_one_prefix(word, stem):
     assert inflection_stem(word) == stem
 

@@ -19,7 +19,9 @@ def test_different_texts_keep_old_and_append_only_new_sentences():
 
 
 def test_english_sentences_and_lines_are_preserved():
-    merged = merge_texts("Alice likes tea. She lives in Paris.", "She lives in Paris. She works at a bakery.\nShe has a cat!")
+    merged = merge_texts(
+        "Alice likes tea. She lives in Paris.", "She lives in Paris. She works at a bakery.\nShe has a cat!"
+    )
     assert merged.startswith("Alice likes tea. She lives in Paris.\n")
     assert merged.endswith("She works at a bakery.\nShe has a cat!")
     assert merged.count("She lives in Paris") == 1
@@ -39,7 +41,7 @@ def test_blank_sides():
 
 
 def test_split_sentences_handles_decimals_and_closing_quotes():
-    assert split_sentences('他说：“好。”然后走了！Version 3.5 is out. Really?') == [
+    assert split_sentences("他说：“好。”然后走了！Version 3.5 is out. Really?") == [
         "他说：“好。”",
         "然后走了！",
         "Version 3.5 is out.",

@@ -20,7 +20,10 @@ def _ids(hits):
 
 def test_neighbours_are_close_writes_of_the_same_partition_nearest_first():
     positions = {
-        "q": ("conv", 10), "a": ("conv", 11), "b": ("conv", 12), "far": ("conv", 20),
+        "q": ("conv", 10),
+        "a": ("conv", 11),
+        "b": ("conv", 12),
+        "far": ("conv", 20),
         "other": ("other-store", 11),
     }
     neighbours = write_neighbours(positions, radius=2)
@@ -61,15 +64,22 @@ def test_neighbour_outside_the_candidates_counts_as_the_floor():
 # "decoy", which shares a few words but sits elsewhere in the conversation.
 DENSE = {"ask": 0.90, "decoy": 0.86, "answer": 0.85, "x1": 0.80, "x2": 0.79, "x3": 0.78}
 KEYWORD = {"ask": 9.0, "decoy": 6.0, "answer": 4.0, "x1": 1.0}
-POSITIONS = {"ask": ("s", 40), "answer": ("s", 41), "decoy": ("s", 7), "x1": ("s", 90), "x2": ("s", 120),
-             "x3": ("s", 150)}
+POSITIONS = {
+    "ask": ("s", 40),
+    "answer": ("s", 41),
+    "decoy": ("s", 7),
+    "x1": ("s", 90),
+    "x2": ("s", 120),
+    "x3": ("s", 150),
+}
 
 
 def test_answer_written_after_the_best_hit_moves_up_and_the_best_hit_stays_first():
     plain = fuse_routes(DENSE, KEYWORD, keyword_reliability=1.0)
     assert _ids(plain)[:3] == ["ask", "decoy", "answer"]
-    lifted = fuse_routes(DENSE, KEYWORD, keyword_reliability=1.0,
-                         neighbours=write_neighbours(POSITIONS, FusionParams().neighbour_radius))
+    lifted = fuse_routes(
+        DENSE, KEYWORD, keyword_reliability=1.0, neighbours=write_neighbours(POSITIONS, FusionParams().neighbour_radius)
+    )
     assert _ids(lifted)[:3] == ["ask", "answer", "decoy"]
     answer = lifted[1]
     assert answer.parts["neighbour"] > 0
@@ -80,16 +90,18 @@ def test_answer_written_after_the_best_hit_moves_up_and_the_best_hit_stays_first
 def test_without_neighbours_or_with_zero_weight_the_ranking_is_unchanged():
     plain = fuse_routes(DENSE, KEYWORD, keyword_reliability=0.5)
     neighbours = write_neighbours(POSITIONS, 2)
-    zero = fuse_routes(DENSE, KEYWORD, keyword_reliability=0.5, neighbours=neighbours,
-                       params=FusionParams(neighbour_weight=0.0))
+    zero = fuse_routes(
+        DENSE, KEYWORD, keyword_reliability=0.5, neighbours=neighbours, params=FusionParams(neighbour_weight=0.0)
+    )
     assert _ids(zero) == _ids(plain)
     assert [hit.score for hit in zero] == pytest.approx([hit.score for hit in plain])
     assert all(hit.parts["neighbour"] == 0.0 for hit in plain)
 
 
 def test_lifted_scores_stay_sorted_finite_and_non_negative():
-    hits = fuse_routes(DENSE, {**KEYWORD, "bad": math.nan}, keyword_reliability=0.7,
-                       neighbours=write_neighbours(POSITIONS, 2))
+    hits = fuse_routes(
+        DENSE, {**KEYWORD, "bad": math.nan}, keyword_reliability=0.7, neighbours=write_neighbours(POSITIONS, 2)
+    )
     scores = [hit.score for hit in hits]
     assert scores == sorted(scores, reverse=True)
     assert all(math.isfinite(s) and s >= 0 for s in scores)
@@ -100,8 +112,14 @@ def test_lifted_scores_stay_sorted_finite_and_non_negative():
 
 
 def test_the_answer_is_the_next_candidate_written_after_a_question_in_the_same_partition():
-    positions = {"q": ("conv", 10), "a": ("conv", 11), "later": ("conv", 12), "q2": ("conv", 20),
-                 "elsewhere": ("other", 11), "far": ("conv", 25)}
+    positions = {
+        "q": ("conv", 10),
+        "a": ("conv", 11),
+        "later": ("conv", 12),
+        "q2": ("conv", 20),
+        "elsewhere": ("other", 11),
+        "far": ("conv", 25),
+    }
     answers = answers_to_questions(positions, ["q", "q2", "elsewhere"], radius=2)
     assert answers == {"a": "q"}  # q2's next write is 5 positions away; "elsewhere" has no successor
     assert answers_to_questions(positions, ["q"], radius=0) == {}

@@ -32,8 +32,13 @@ def hit(memory_id: str, above: float | None, **parts: Any) -> Hit:
 
 
 def kept(hits: list[Hit], **kwargs: Any) -> list[str]:
-    arguments: dict[str, Any] = {"margin": MARGIN, "background": BACKGROUND, "word_matches": (), "answers": {},
-                                 **kwargs}
+    arguments: dict[str, Any] = {
+        "margin": MARGIN,
+        "background": BACKGROUND,
+        "word_matches": (),
+        "answers": {},
+        **kwargs,
+    }
     return [item.id for item in relevant_hits(hits, **arguments)]
 
 

@@ -55,12 +55,16 @@ def test_fts_query_runs_against_real_fts5_table_with_hostile_input():
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE t USING fts5(body)")
     docs = ["我喜欢看科幻电影《流浪地球》", "今天去公园跑步", 'He said "hello" to NEAR friends']
-    db.executemany("INSERT INTO t(rowid, body) VALUES (?, ?)", [(i + 1, segment_for_index(d)) for i, d in enumerate(docs)])
-    for query in ['科幻电影叫什么', 'he said "hello', 'NEAR(friends', "跑步 OR -x AND ^y"]:
+    db.executemany(
+        "INSERT INTO t(rowid, body) VALUES (?, ?)", [(i + 1, segment_for_index(d)) for i, d in enumerate(docs)]
+    )
+    for query in ["科幻电影叫什么", 'he said "hello', "NEAR(friends", "跑步 OR -x AND ^y"]:
         expression = build_fts_query(query)
         rows = db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (expression,)).fetchall()
         assert rows, query
-    top = db.execute("SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (build_fts_query("科幻电影叫什么"),)).fetchone()
+    top = db.execute(
+        "SELECT rowid FROM t WHERE t MATCH ? ORDER BY bm25(t)", (build_fts_query("科幻电影叫什么"),)
+    ).fetchone()
     assert top == (1,)
 
 
@@ -123,8 +127,10 @@ def _uncached_tokens(text: str) -> list[str]:
 def test_cached_han_runs_give_exactly_jiebas_tokens_every_time():
     from booku_memory.services.logic.segmentation import _han_run_tokens
 
-    content = ("用户：好的，我会考虑尝试这些活动。谢谢你的建议和关心，让我感到自己不再那么无助和沮丧。\n"
-               "AI：没有关系，小琳。我总是在这里支持和帮助你。中华人民共和国成立于1949年，Caroline's 2024 plan。")
+    content = (
+        "用户：好的，我会考虑尝试这些活动。谢谢你的建议和关心，让我感到自己不再那么无助和沮丧。\n"
+        "AI：没有关系，小琳。我总是在这里支持和帮助你。中华人民共和国成立于1949年，Caroline's 2024 plan。"
+    )
     title = content.splitlines()[0][:30]  # a title repeats the start of its content, cut mid-run
     unpunctuated = "我们今天一起去了城市东边新开的那家很大的图书馆看书" * 4  # one run longer than the cache keeps
     before = _han_run_tokens.cache_info().hits

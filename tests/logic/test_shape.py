@@ -16,15 +16,18 @@ from booku_memory.services.logic.shape import (
 )
 
 
-@pytest.mark.parametrize(("text", "asks"), [
-    ("Caroline: What did you paint last week?", True),
-    ("用户：你喜欢哪种菜系呢？", True),
-    ("AI：真的吗？）\n", True),
-    ('He said "really?" ', True),
-    ("Melanie: I painted a lake.", False),
-    ("？不是结尾的问号。", False),
-    ("", False),
-])
+@pytest.mark.parametrize(
+    ("text", "asks"),
+    [
+        ("Caroline: What did you paint last week?", True),
+        ("用户：你喜欢哪种菜系呢？", True),
+        ("AI：真的吗？）\n", True),
+        ('He said "really?" ', True),
+        ("Melanie: I painted a lake.", False),
+        ("？不是结尾的问号。", False),
+        ("", False),
+    ],
+)
 def test_a_memory_asks_when_its_text_ends_with_a_question(text, asks):
     assert ends_with_question(text) is asks
 
@@ -40,11 +43,13 @@ def test_question_share_counts_the_asking_sentences_of_a_text_that_ends_with_one
     assert text_shape("Why?") == TextShape(1.0, 4)
 
 
-def shape_prior(shape: TextShape, reliability: float, *, question_penalty: float, length_weight: float,
-                length_cap: int) -> float:
+def shape_prior(
+    shape: TextShape, reliability: float, *, question_penalty: float, length_weight: float, length_cap: int
+) -> float:
     """The shape part fusion adds (module docstring of ``fusion``, step 6)."""
-    return (length_prior(shape, length_weight=length_weight, length_cap=length_cap)
-            + question_prior(shape, reliability, question_penalty=question_penalty))
+    return length_prior(shape, length_weight=length_weight, length_cap=length_cap) + question_prior(
+        shape, reliability, question_penalty=question_penalty
+    )
 
 
 def test_the_prior_favours_longer_texts_up_to_the_cap_and_demotes_questions_by_reliability():
@@ -64,8 +69,13 @@ def test_fusion_adds_the_shape_part_after_the_lifts():
     plain = {hit.id: hit for hit in fuse_routes(dense, {}, keyword_reliability=1.0)}
     shaped = fuse_routes(dense, {}, keyword_reliability=1.0, shapes=shapes)
     for hit in shaped:
-        expected = shape_prior(shapes[hit.id], 1.0, question_penalty=FusionParams().question_penalty,
-                               length_weight=FusionParams().length_weight, length_cap=FusionParams().length_cap)
+        expected = shape_prior(
+            shapes[hit.id],
+            1.0,
+            question_penalty=FusionParams().question_penalty,
+            length_weight=FusionParams().length_weight,
+            length_cap=FusionParams().length_cap,
+        )
         assert hit.parts["shape"] == pytest.approx(expected)
         assert hit.score == pytest.approx(plain[hit.id].score + expected)
     assert [hit.id for hit in shaped][0] == "a"
@@ -85,8 +95,12 @@ def _question_then_longer_answer(reliability):
     """A memory that ends with a (follow-up) question, then a much longer memory written right after it."""
     dense = {"question": 0.90, "answer": 0.70, "other": 0.80, "far": 0.60}
     positions = {"question": ("conv", 1), "answer": ("conv", 2), "other": ("conv", 40), "far": ("conv", 80)}
-    shapes = {"question": TextShape(0.5, 60), "answer": TextShape(0.0, 240), "other": TextShape(0.0, 60),
-              "far": TextShape(0.0, 60)}
+    shapes = {
+        "question": TextShape(0.5, 60),
+        "answer": TextShape(0.0, 240),
+        "other": TextShape(0.0, 60),
+        "far": TextShape(0.0, 60),
+    }
     answers = answers_to_questions(positions, ["question"], radius=2)
     return fuse_routes(dense, {}, keyword_reliability=reliability, answers=answers, shapes=shapes)
 

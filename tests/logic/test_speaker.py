@@ -18,16 +18,19 @@ from booku_memory.services.logic.speaker import (
 )
 
 
-@pytest.mark.parametrize(("text", "label"), [
-    ("Melanie: I went kayaking.", "melanie"),
-    ("  Mary Jane : we moved.", "mary jane"),
-    ("小明：我周末去爬山了。", "小明"),
-    ("ＡＢＣ：全角", "abc"),
-    ("The plan for the whole day: rest.", None),  # five words: a sentence, not a name
-    ("Step 1: preheat the oven.", None),  # a digit: not a name
-    ("I went kayaking.", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    ("text", "label"),
+    [
+        ("Melanie: I went kayaking.", "melanie"),
+        ("  Mary Jane : we moved.", "mary jane"),
+        ("小明：我周末去爬山了。", "小明"),
+        ("ＡＢＣ：全角", "abc"),
+        ("The plan for the whole day: rest.", None),  # five words: a sentence, not a name
+        ("Step 1: preheat the oven.", None),  # a digit: not a name
+        ("I went kayaking.", None),
+        ("", None),
+    ],
+)
 def test_the_label_is_the_short_name_before_the_leading_colon(text, label):
     assert speaker_label(text) == label
 
@@ -87,8 +90,11 @@ def test_content_terms_leave_out_the_named_speaker():
 
 
 def test_content_coverage_weighs_each_text_by_idf():
-    coverage = content_coverage(["charit*", "race"], {"a": "melanie ran a charity race", "b": "caroline painted",
-                                                      "c": None}, {"charit*": 3.0, "race": 1.0})
+    coverage = content_coverage(
+        ["charit*", "race"],
+        {"a": "melanie ran a charity race", "b": "caroline painted", "c": None},
+        {"charit*": 3.0, "race": 1.0},
+    )
     assert coverage == {"a": 1.0, "b": 0.0, "c": 0.0}
 
 

@@ -6,6 +6,7 @@ Pure logic with jieba's real dictionary; the cosine is given, as the write path 
 from __future__ import annotations
 
 import pytest
+
 from booku_memory.services.logic.fusion import FusedHit, order_by_currency
 from booku_memory.services.logic.supersession import (
     Decision,
@@ -21,30 +22,39 @@ def decision(old: str, new: str, similarity: float = 0.92) -> Decision:
     return decide(fact_cues(new), fact_cues(old), similarity)
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("我住在北京朝阳区，离公司不远。", "上个月我搬到上海浦东了，新家在世纪公园旁边。"),
-    ("我在腾讯做产品经理，负责微信支付。", "我跳槽到字节跳动了，现在做抖音电商的产品。"),
-    ("我的手机号是13812345678。", "我换号了，新手机号是15987654321。"),
-    ("我每周三晚上七点去上瑜伽课。", "瑜伽课改到每周五晚上八点了。"),
-    ("我每天抽一包烟。", "我已经戒烟三个月了，一根都不抽了。"),
-    ("我养了一只叫豆豆的柯基。", "豆豆去年去世了，现在家里养了一只叫年糕的橘猫。"),
-    ("公司楼下的盒饭二十元一份。", "楼下盒饭涨到二十五元一份了。"),
-    ("I work as a data analyst at Deloitte.", "I switched jobs and I'm now a machine learning engineer at Shopify."),
-    ("I'm dating a guy named Mark.", "Mark and I broke up; I'm seeing someone named Daniel now."),
-    ("My gym membership costs $40 a month.", "My gym membership went up to $55 a month."),
-    ("I weigh 82 kg.", "I'm down to 76 kg now after months of running."),
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("我住在北京朝阳区，离公司不远。", "上个月我搬到上海浦东了，新家在世纪公园旁边。"),
+        ("我在腾讯做产品经理，负责微信支付。", "我跳槽到字节跳动了，现在做抖音电商的产品。"),
+        ("我的手机号是13812345678。", "我换号了，新手机号是15987654321。"),
+        ("我每周三晚上七点去上瑜伽课。", "瑜伽课改到每周五晚上八点了。"),
+        ("我每天抽一包烟。", "我已经戒烟三个月了，一根都不抽了。"),
+        ("我养了一只叫豆豆的柯基。", "豆豆去年去世了，现在家里养了一只叫年糕的橘猫。"),
+        ("公司楼下的盒饭二十元一份。", "楼下盒饭涨到二十五元一份了。"),
+        (
+            "I work as a data analyst at Deloitte.",
+            "I switched jobs and I'm now a machine learning engineer at Shopify.",
+        ),
+        ("I'm dating a guy named Mark.", "Mark and I broke up; I'm seeing someone named Daniel now."),
+        ("My gym membership costs $40 a month.", "My gym membership went up to $55 a month."),
+        ("I weigh 82 kg.", "I'm down to 76 kg now after months of running."),
+    ],
+)
 def test_a_later_fact_about_the_same_slot_that_states_a_change_is_an_update(old: str, new: str) -> None:
     assert decision(old, new) is Decision.UPDATE
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("我的好朋友小雨怀孕了。", "小雨的宝宝预产期在明年四月。"),
-    ("我养了一只叫年糕的橘猫。", "我还养了两只仓鼠，叫大白和小白。"),
-    ("我每周三晚上去游泳。", "我每周六早上也会去爬山。"),
-    ("I work at a hospital as a nurse.", "I also volunteer at a free clinic on Sundays."),
-    ("I have a sister named Emma.", "Emma just got engaged to her boyfriend Tom."),
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("我的好朋友小雨怀孕了。", "小雨的宝宝预产期在明年四月。"),
+        ("我养了一只叫年糕的橘猫。", "我还养了两只仓鼠，叫大白和小白。"),
+        ("我每周三晚上去游泳。", "我每周六早上也会去爬山。"),
+        ("I work at a hospital as a nurse.", "I also volunteer at a free clinic on Sundays."),
+        ("I have a sister named Emma.", "Emma just got engaged to her boyfriend Tom."),
+    ],
+)
 def test_a_fact_that_only_adds_supersedes_nothing(old: str, new: str) -> None:
     assert decision(old, new) is Decision.ADD
 
@@ -68,26 +78,32 @@ def test_below_the_similarity_band_nothing_is_decided() -> None:
     assert decision("我住在北京朝阳区。", "上个月我搬到上海浦东了。", similarity=0.7) is Decision.ADD
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("我在北京海淀区的一家医院当护士。", "我是护士，在北京海淀区的一家医院工作。"),
-    ("我的生日是十月二十三号。", "十月二十三号是我的生日。"),
-    ("I graduated from the University of Michigan.", "I'm a graduate of the University of Michigan."),
-    ("I met my wife at a friend's wedding in 2015.", "I met my wife in 2015 at a friend's wedding."),
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("我在北京海淀区的一家医院当护士。", "我是护士，在北京海淀区的一家医院工作。"),
+        ("我的生日是十月二十三号。", "十月二十三号是我的生日。"),
+        ("I graduated from the University of Michigan.", "I'm a graduate of the University of Michigan."),
+        ("I met my wife at a friend's wedding in 2015.", "I met my wife in 2015 at a friend's wedding."),
+    ],
+)
 def test_the_same_facts_in_other_words_are_a_restatement(old: str, new: str) -> None:
     assert decision(old, new, similarity=0.97) is Decision.DUPLICATE
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("用户住在北京。", "用户住在上海。"),
-    ("明天三点开会。", "明天四点开会。"),
-    ("用户喜欢猫。", "用户喜欢狗。"),
-    ("用户对花生过敏。", "用户对芒果过敏。"),
-    ("8月3日和刘静去看了一场电影。", "8月13日和刘静去看了一场电影。"),
-    ("On March 2 I watched a documentary.", "On March 23 I watched a documentary."),
-    ("My brother Kevin lives in Denver.", "My brother Kevin lives in Boston."),
-    ("我在腾讯当产品经理。", "我在字节跳动当产品经理。"),  # a name jieba splits into common words
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("用户住在北京。", "用户住在上海。"),
+        ("明天三点开会。", "明天四点开会。"),
+        ("用户喜欢猫。", "用户喜欢狗。"),
+        ("用户对花生过敏。", "用户对芒果过敏。"),
+        ("8月3日和刘静去看了一场电影。", "8月13日和刘静去看了一场电影。"),
+        ("On March 2 I watched a documentary.", "On March 23 I watched a documentary."),
+        ("My brother Kevin lives in Denver.", "My brother Kevin lives in Boston."),
+        ("我在腾讯当产品经理。", "我在字节跳动当产品经理。"),  # a name jieba splits into common words
+    ],
+)
 def test_a_different_name_number_place_or_date_never_merges(old: str, new: str) -> None:
     assert decision(old, new, similarity=0.99) is not Decision.DUPLICATE
 
@@ -100,15 +116,25 @@ def test_the_update_goes_to_the_candidate_about_the_same_thing() -> None:
     assert best_supersession(new, [piano]) is None
 
 
-@pytest.mark.parametrize("query", ["我以前住在哪里？", "我搬家前住在哪里？", "我原来的手机号是多少？",
-                                   "Where did I live before I moved?", "What car did I use to drive?",
-                                   "What was my previous phone number?"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "我以前住在哪里？",
+        "我搬家前住在哪里？",
+        "我原来的手机号是多少？",
+        "Where did I live before I moved?",
+        "What car did I use to drive?",
+        "What was my previous phone number?",
+    ],
+)
 def test_questions_about_the_past_are_recognised(query: str) -> None:
     assert asks_about_the_past(query)
 
 
-@pytest.mark.parametrize("query", ["我现在住在哪里？", "我现在睡前喝什么？", "目前在哪家公司？", "Where do I live now?",
-                                   "How old is my son?"])
+@pytest.mark.parametrize(
+    "query",
+    ["我现在住在哪里？", "我现在睡前喝什么？", "目前在哪家公司？", "Where do I live now?", "How old is my son?"],
+)
 def test_questions_about_now_are_not_about_the_past(query: str) -> None:
     assert not asks_about_the_past(query)
 
@@ -131,7 +157,10 @@ def test_the_successor_takes_the_better_place_for_a_question_about_now() -> None
 
 def test_the_superseded_memory_takes_the_better_place_for_a_question_about_the_past() -> None:
     assert [hit.id for hit in order_by_currency(hits("new", "other", "old"), {"old": "new"}, past=True)] == [
-        "old", "new", "other"]
+        "old",
+        "new",
+        "other",
+    ]
     # Already in order, or the successor not found: nothing moves.
     assert [hit.id for hit in order_by_currency(hits("new", "old"), {"old": "new"}, past=False)] == ["new", "old"]
     assert [hit.id for hit in order_by_currency(hits("old", "x"), {"old": "new"}, past=False)] == ["old", "x"]
@@ -142,40 +171,48 @@ def test_a_question_that_says_now_puts_a_current_fact_found_near_the_top_first()
     assert [hit.id for hit in order] == ["new", "x", "y", "old", "z"]
     # Without "now", or with the pair found too low, the others keep their places.
     assert [hit.id for hit in order_by_currency(hits("x", "y", "old", "new"), {"old": "new"}, past=False)] == [
-        "x", "y", "new", "old"]
+        "x",
+        "y",
+        "new",
+        "old",
+    ]
     low = order_by_currency(hits("a", "b", "c", "d", "e", "old", "new"), {"old": "new"}, past=False, now=True)
     assert [hit.id for hit in low][:5] == ["a", "b", "c", "d", "e"]
 
 
-@pytest.mark.parametrize(("old", "new", "expected"), [
-    # Sentences that are not in bench/data/knowledge_update.json: the cues are general, not the set's.
-    ("I live in Seattle.", "We relocated to Denver in June.", Decision.UPDATE),
-    ("我在星巴克兼职。", "我辞掉了星巴克的兼职，去瑞幸上班了。", Decision.UPDATE),
-    ("My boss is Linda.", "Linda left; my new boss is Omar.", Decision.UPDATE),
-    ("我一个月工资八千。", "我涨工资了，现在一个月一万二。", Decision.UPDATE),
-    ("我住在学校宿舍。", "我搬出宿舍了，在外面租了个单间。", Decision.UPDATE),
-    ("I'm single.", "I got married in May to Priya.", Decision.UPDATE),
-    ("My sister lives in Paris.", "I visited my sister in Paris last week.", Decision.ADD),
-    ("My friend Tom works at IBM.", "Tom left the party early.", Decision.ADD),
-    ("我在学钢琴。", "我的钢琴老师姓王。", Decision.ADD),
-    ("我舅舅住在苏州。", "我舅舅搬到了无锡。", Decision.UPDATE),
-    # A new value without any sign of change: a second number or a new one? Unsure.
-    ("公司前台电话是021-5550123。", "公司前台电话是021-5550456。", Decision.MAYBE_UPDATE),
-    ("The yoga class is on Monday.", "The yoga class is on Friday.", Decision.MAYBE_UPDATE),
-    # A slot with one value at a time needs no change word.
-    ("My niece is 120 cm tall.", "My niece is 131 cm tall, the doctor says.", Decision.UPDATE),
-    ("我体重六十二公斤。", "体检时我体重五十八公斤。", Decision.UPDATE),
-    # A home is not such a slot: one may live in one place and near another.
-    ("I live near Hyde Park.", "I live in a flat in Camden.", Decision.MAYBE_UPDATE),
-    # A dated event is never superseded.
-    ("1月15日在公园跑了五公里。", "我最近开始每天晨跑五公里。", Decision.ADD),
-    ("8月2日和邻居下了一下午象棋。", "我邻居是退休教师，现在天天下棋。", Decision.ADD),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        # Sentences that are not in bench/data/knowledge_update.json: the cues are general, not the set's.
+        ("I live in Seattle.", "We relocated to Denver in June.", Decision.UPDATE),
+        ("我在星巴克兼职。", "我辞掉了星巴克的兼职，去瑞幸上班了。", Decision.UPDATE),
+        ("My boss is Linda.", "Linda left; my new boss is Omar.", Decision.UPDATE),
+        ("我一个月工资八千。", "我涨工资了，现在一个月一万二。", Decision.UPDATE),
+        ("我住在学校宿舍。", "我搬出宿舍了，在外面租了个单间。", Decision.UPDATE),
+        ("I'm single.", "I got married in May to Priya.", Decision.UPDATE),
+        ("My sister lives in Paris.", "I visited my sister in Paris last week.", Decision.ADD),
+        ("My friend Tom works at IBM.", "Tom left the party early.", Decision.ADD),
+        ("我在学钢琴。", "我的钢琴老师姓王。", Decision.ADD),
+        ("我舅舅住在苏州。", "我舅舅搬到了无锡。", Decision.UPDATE),
+        # A new value without any sign of change: a second number or a new one? Unsure.
+        ("公司前台电话是021-5550123。", "公司前台电话是021-5550456。", Decision.MAYBE_UPDATE),
+        ("The yoga class is on Monday.", "The yoga class is on Friday.", Decision.MAYBE_UPDATE),
+        # A slot with one value at a time needs no change word.
+        ("My niece is 120 cm tall.", "My niece is 131 cm tall, the doctor says.", Decision.UPDATE),
+        ("我体重六十二公斤。", "体检时我体重五十八公斤。", Decision.UPDATE),
+        # A home is not such a slot: one may live in one place and near another.
+        ("I live near Hyde Park.", "I live in a flat in Camden.", Decision.MAYBE_UPDATE),
+        # A dated event is never superseded.
+        ("1月15日在公园跑了五公里。", "我最近开始每天晨跑五公里。", Decision.ADD),
+        ("8月2日和邻居下了一下午象棋。", "我邻居是退休教师，现在天天下棋。", Decision.ADD),
+    ],
+)
 def test_updates_and_additions_in_words_the_bench_set_does_not_use(old: str, new: str, expected: Decision) -> None:
     assert decision(old, new) is expected
 
 
 # Cues beyond the first bench set's words (issue 28, quality half). Sentences in neither bench set.
+
 
 def test_kin_words_are_read_longest_first() -> None:
     assert fact_cues("我女朋友在银行上班。").kin == {"girlfriend"}
@@ -189,10 +226,13 @@ def test_a_person_named_first_is_the_subject_without_a_kin_word() -> None:
     assert decision("I have a brother named Leo.", "Leo just got promoted at the bank.") is Decision.ADD
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("My GitHub username is @quiet_river.", "My GitHub username is @loud_ocean these days."),
-    ("我的QQ邮箱是lihua_88@qq.com。", "我的QQ邮箱是lihua_99@qq.com。"),
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("My GitHub username is @quiet_river.", "My GitHub username is @loud_ocean these days."),
+        ("我的QQ邮箱是lihua_88@qq.com。", "我的QQ邮箱是lihua_99@qq.com。"),
+    ],
+)
 def test_handles_and_addresses_are_values_that_never_merge(old: str, new: str) -> None:
     assert decision(old, new, similarity=0.97) is not Decision.DUPLICATE
 
@@ -209,11 +249,14 @@ def test_a_house_number_is_not_a_date() -> None:
     assert decision("我住在解放路8号。", "我家搬到了人民路36号。") is Decision.UPDATE
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("I play tennis every Sunday.", "I gave up tennis and took up golf."),  # a thing in common, no slot word
-    ("我在练吉他。", "吉他不练了，改练架子鼓。"),  # a negated verb with 了: it stopped
-    ("那家面馆的牛肉面一碗十五块。", "那家面馆的牛肉面要十八块了。"),  # no change word: a new value and 了
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("I play tennis every Sunday.", "I gave up tennis and took up golf."),  # a thing in common, no slot word
+        ("我在练吉他。", "吉他不练了，改练架子鼓。"),  # a negated verb with 了: it stopped
+        ("那家面馆的牛肉面一碗十五块。", "那家面馆的牛肉面要十八块了。"),  # no change word: a new value and 了
+    ],
+)
 def test_an_update_without_a_slot_word_or_a_change_word(old: str, new: str) -> None:
     assert decision(old, new) is Decision.UPDATE
 
@@ -224,8 +267,14 @@ def test_additive_words_are_whole_words() -> None:
 
 
 def test_a_word_that_only_says_now_does_not_keep_a_restatement_apart() -> None:
-    assert decision("I have worked at the library for ten years.", "I've worked at the library for ten years now.",
-                    similarity=0.98) is Decision.DUPLICATE
+    assert (
+        decision(
+            "I have worked at the library for ten years.",
+            "I've worked at the library for ten years now.",
+            similarity=0.98,
+        )
+        is Decision.DUPLICATE
+    )
     # A word of change does.
     assert decision("我在家办公。", "我已经改成在家办公了。", similarity=0.97) is not Decision.DUPLICATE
 

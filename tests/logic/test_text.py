@@ -35,12 +35,20 @@ def test_compose_embedding_text_frames_title_and_body():
 def test_a_title_that_adds_nothing_is_embedded_as_if_untitled():
     turn = "用户：我今天去动物园看了大熊猫\nAI：听起来很可爱！"
     untitled = "# 用户：我今天去动物园看了大熊猫\n" + turn
-    for title in ("2024-05-03 对话", "5月3日 聊天记录", "May 3 notes", "昨天 日记",  # a log's dated label
-                  "动物园", "我今天去动物园", "用户"):  # words the body holds
+    for title in (
+        "2024-05-03 对话",
+        "5月3日 聊天记录",
+        "May 3 notes",
+        "昨天 日记",  # a log's dated label
+        "动物园",
+        "我今天去动物园",
+        "用户",
+    ):  # words the body holds
         assert not title_adds_information(title, turn), title
         assert compose_embedding_text(title, turn) == untitled, title
     assert compose_embedding_text("Caroline", "Caroline: I went hiking") == (
-        "# Caroline: I went hiking\nCaroline: I went hiking")
+        "# Caroline: I went hiking\nCaroline: I went hiking"
+    )
 
 
 def test_the_keyword_index_weighs_a_title_only_when_it_adds_something():

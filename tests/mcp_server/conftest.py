@@ -46,8 +46,16 @@ class Workspace:
     config_path: Path
 
     def server_args(self, *extra: str) -> list[str]:
-        return ["-m", "booku_memory", "mcp", "--data-dir", str(self.data_dir), "--config", str(self.config_path),
-                *extra]
+        return [
+            "-m",
+            "booku_memory",
+            "mcp",
+            "--data-dir",
+            str(self.data_dir),
+            "--config",
+            str(self.config_path),
+            *extra,
+        ]
 
 
 def make_workspace(tmp_path: Path) -> Workspace:
@@ -66,8 +74,9 @@ def server_env() -> dict[str, str]:
 @asynccontextmanager
 async def stdio_session(space: Workspace, *extra: str) -> AsyncIterator[ClientSession]:
     """An initialised SDK client session with a fresh ``python -m booku_memory mcp`` subprocess over stdio."""
-    params = StdioServerParameters(command=sys.executable, args=space.server_args(*extra), env=server_env(),
-                                   cwd=str(space.root))
+    params = StdioServerParameters(
+        command=sys.executable, args=space.server_args(*extra), env=server_env(), cwd=str(space.root)
+    )
     with open(space.root / "mcp-stdio.err", "a", encoding="utf-8") as errlog:
         async with stdio_client(params, errlog=errlog) as (read_stream, write_stream):
             async with ClientSession(read_stream, write_stream, read_timeout_seconds=CALL_TIMEOUT) as session:
@@ -102,8 +111,9 @@ async def _wait_for_banner(process: subprocess.Popen, stdout_path: Path, stderr_
         if process.poll() is not None:
             break
         await asyncio.sleep(0.1)
-    raise AssertionError("MCP HTTP 服务没有启动：\n" + stdout_path.read_text(encoding="utf-8")
-                         + stderr_path.read_text(encoding="utf-8"))
+    raise AssertionError(
+        "MCP HTTP 服务没有启动：\n" + stdout_path.read_text(encoding="utf-8") + stderr_path.read_text(encoding="utf-8")
+    )
 
 
 def interrupt(process: subprocess.Popen, timeout: float = 60.0) -> None:
@@ -123,8 +133,13 @@ async def http_server(space: Workspace, port: int, *extra: str) -> AsyncIterator
     stdout_path = space.root / f"mcp-http-{port}.out"
     stderr_path = space.root / f"mcp-http-{port}.err"
     with open(stdout_path, "w", encoding="utf-8") as out, open(stderr_path, "w", encoding="utf-8") as err:
-        process = subprocess.Popen([sys.executable, *space.server_args("--http", "--port", str(port), *extra)],
-                                   stdout=out, stderr=err, env=server_env(), cwd=str(space.root))
+        process = subprocess.Popen(
+            [sys.executable, *space.server_args("--http", "--port", str(port), *extra)],
+            stdout=out,
+            stderr=err,
+            env=server_env(),
+            cwd=str(space.root),
+        )
         try:
             banner = await _wait_for_banner(process, stdout_path, stderr_path)
             url = re.search(r"(http://127\.0\.0\.1:\d+/mcp)", banner).group(1)
@@ -174,8 +189,10 @@ def letters_missing_reason() -> str:
     missing = [name for name in LETTER_TOOLS if name not in names]
     if not missing:
         return ""
-    return (f"信件工具 {'、'.join(missing)} 还不在 services/companion/tool_table.py 的 COMPANION_TOOLS 中"
-            "（陪伴记忆第二部分尚未合入）；它们一进表就会被 MCP 自动提供，届时本检查自动运行")
+    return (
+        f"信件工具 {'、'.join(missing)} 还不在 services/companion/tool_table.py 的 COMPANION_TOOLS 中"
+        "（陪伴记忆第二部分尚未合入）；它们一进表就会被 MCP 自动提供，届时本检查自动运行"
+    )
 
 
 async def check_memory_round_trip(session: ClientSession) -> str:

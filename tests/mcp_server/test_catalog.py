@@ -64,8 +64,12 @@ def test_tools_are_served_exactly_as_the_shared_tables_describe_them() -> None:
     for spec in llm_tool_specs():
         assert served[spec.name].description == spec.description
         schema = served[spec.name].input_schema
-        assert {**schema, "properties": {name: {k: v for k, v in prop.items() if k != "enum"}
-                                         for name, prop in schema["properties"].items()}} == json_schema(spec)
+        assert {
+            **schema,
+            "properties": {
+                name: {k: v for k, v in prop.items() if k != "enum"} for name, prop in schema["properties"].items()
+            },
+        } == json_schema(spec)
     assert served["recall"].input_schema["properties"]["peer_scope"]["enum"] == ["all", "actor"]
     command, memo = memory_command_tool_schema(), temporary_memo_tool_schema()
     assert served["memory_command"].description == command["description"]
@@ -87,9 +91,15 @@ def test_no_tool_parameter_can_name_an_owner_a_store_or_an_authority() -> None:
 async def test_results_are_the_text_the_host_tools_give(runtime) -> None:
     async with connect(runtime) as client:
         service = runtime.memory_service(SCOPE)
-        assert (await run_host_tool(service, "hold", {"content": "周末在河边骑车，看见一群白鹭。", "title": "河边白鹭"}))[0]
-        for name, arguments in (("breath", {}), ("pulse", {}), ("letter_read", {}),
-                                ("recall", {"query": "白鹭", "quotas": {"events": 3}})):
+        assert (
+            await run_host_tool(service, "hold", {"content": "周末在河边骑车，看见一群白鹭。", "title": "河边白鹭"})
+        )[0]
+        for name, arguments in (
+            ("breath", {}),
+            ("pulse", {}),
+            ("letter_read", {}),
+            ("recall", {"query": "白鹭", "quotas": {"events": 3}}),
+        ):
             ok, expected = await run_host_tool(service, name, arguments)
             served = await client.call_tool(name, arguments)
             assert (not served.is_error, text(served)) == (ok, expected), name
@@ -148,8 +158,9 @@ async def test_an_unknown_tool_is_a_protocol_error(runtime) -> None:
 def test_settings_default_to_the_standalone_scope_and_follow_config_then_command_line() -> None:
     default = mcp_settings(None)
     assert (default.owner_uid, default.store_key, default.port) == ("default", "shared", 8766)
-    config = SimpleNamespace(mcp=SimpleNamespace(owner_uid="bob", store_key="private:mcp:bob", port=9100,
-                                                 token="", token_env="MY_TOKEN"))
+    config = SimpleNamespace(
+        mcp=SimpleNamespace(owner_uid="bob", store_key="private:mcp:bob", port=9100, token="", token_env="MY_TOKEN")
+    )
     from_config = mcp_settings(config)
     assert (from_config.owner_uid, from_config.store_key, from_config.port) == ("bob", "private:mcp:bob", 9100)
     overridden = mcp_settings(config, owner_uid="carol", store_key="private:mcp:carol", port=9200)
@@ -198,12 +209,15 @@ def test_command_line_maps_onto_the_server_options() -> None:
 # ----- hostile input: overlong queries, unencodable text ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, arguments, says", [
-    ("recall", {"query": "长" * 2001}, "最多 2000 个"),
-    ("memory_command", {"command": "search -q " + "长" * 2001}, "最多 2000 个"),
-    ("recall", {"query": "生日\ud800"}, "UTF-8"),
-    ("hold", {"content": "今天\udfff很开心"}, "UTF-8"),
-])
+@pytest.mark.parametrize(
+    "name, arguments, says",
+    [
+        ("recall", {"query": "长" * 2001}, "最多 2000 个"),
+        ("memory_command", {"command": "search -q " + "长" * 2001}, "最多 2000 个"),
+        ("recall", {"query": "生日\ud800"}, "UTF-8"),
+        ("hold", {"content": "今天\udfff很开心"}, "UTF-8"),
+    ],
+)
 async def test_hostile_input_over_mcp_is_a_short_tool_error(runtime, name, arguments, says):
     async with connect(runtime) as client:
         result = await client.call_tool(name, arguments)

@@ -8,9 +8,16 @@ import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-              "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                         "clientInfo": {"name": "booku-test", "version": "1"}}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "booku-test", "version": "1"},
+    },
+}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
@@ -39,8 +46,9 @@ async def test_http_refuses_a_wrong_or_missing_token(kit, workspace) -> None:
                 answer = await http.post(server.url, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
                 assert answer.status_code == 401
                 assert answer.headers["www-authenticate"].startswith("Bearer")
-            accepted = await http.post(server.url, json=INITIALIZE,
-                                       headers={**MCP_HEADERS, "Authorization": f"Bearer {server.token}"})
+            accepted = await http.post(
+                server.url, json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {server.token}"}
+            )
             assert accepted.status_code == 200  # the same request passes with the right token
 
         async with kit.http_session(server.url, server.token) as session:  # the server is still fine

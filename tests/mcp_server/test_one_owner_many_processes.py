@@ -36,8 +36,16 @@ START_TIMEOUT = 120.0  # generous: a cold interpreter imports chromadb and jieba
 
 def program(space: Any, *command: str) -> list[str]:
     """``python -m booku_memory <command>`` on the workspace's data dir and quiet config."""
-    return [sys.executable, "-m", "booku_memory", *command, "--data-dir", str(space.data_dir),
-            "--config", str(space.config_path)]
+    return [
+        sys.executable,
+        "-m",
+        "booku_memory",
+        *command,
+        "--data-dir",
+        str(space.data_dir),
+        "--config",
+        str(space.config_path),
+    ]
 
 
 def env() -> dict[str, str]:
@@ -49,8 +57,9 @@ def cli(space: Any, *command: str) -> subprocess.CompletedProcess:
     another terminal would."""
     work = space.root / "work"
     work.mkdir(exist_ok=True)
-    return subprocess.run(program(space, *command, "--json"), capture_output=True, text=True, env=env(), cwd=work,
-                          timeout=START_TIMEOUT)
+    return subprocess.run(
+        program(space, *command, "--json"), capture_output=True, text=True, env=env(), cwd=work, timeout=START_TIMEOUT
+    )
 
 
 @dataclass(frozen=True)
@@ -64,16 +73,18 @@ async def serve(kit: Any, space: Any) -> AsyncIterator[Dashboard]:
     """``python -m booku_memory serve`` on a free port until the HTTP API answers; Ctrl+C after."""
     port = kit.free_port()
     with open(space.root / "serve.out", "w") as out, open(space.root / "serve.err", "w") as err:
-        process = subprocess.Popen(program(space, "serve", "--port", str(port)), stdout=out, stderr=err, env=env(),
-                                   cwd=space.root)
+        process = subprocess.Popen(
+            program(space, "serve", "--port", str(port)), stdout=out, stderr=err, env=env(), cwd=space.root
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while not (space.data_dir / "dashboard_api_key").exists() or not _record_ready(space):
             assert process.poll() is None and time.monotonic() < deadline, (space.root / "serve.err").read_text()
             await asyncio.sleep(0.1)
         key = (space.data_dir / "dashboard_api_key").read_text(encoding="utf-8").strip()
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": key},
-                                     timeout=60, trust_env=False) as http:
+        async with httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}", headers={"X-API-Key": key}, timeout=60, trust_env=False
+        ) as http:
             while True:
                 try:
                     if (await http.get("/api/status")).status_code == 200:
@@ -137,8 +148,11 @@ class Entrypoints:
         if writer == "open":
             core, diffusion, opposing = (part.split(",") for part in triple.split("|"))
             service = self.memory.get_service(booku_memory.MEMORY_SERVICE)
-            return (await service.create_memory(title=title, content=content, core_tags=core,
-                                                diffusion_tags=diffusion, opposing_tags=opposing))["id"]
+            return (
+                await service.create_memory(
+                    title=title, content=content, core_tags=core, diffusion_tags=diffusion, opposing_tags=opposing
+                )
+            )["id"]
         if writer == "cli":
             done = await asyncio.to_thread(cli, self.space, "command", create_command(title, content, triple))
             assert done.returncode == 0, done.stderr
@@ -148,9 +162,16 @@ class Entrypoints:
             assert not held.is_error, held.content[0].text
             return json.loads(held.content[0].text)["results"][0]["result"]["id"]
         core, diffusion, opposing = (part.split(",") for part in triple.split("|"))
-        created = await self.dashboard.http.post("/api/memories", json={
-            "title": title, "content": content, "core_tags": core, "diffusion_tags": diffusion,
-            "opposing_tags": opposing})
+        created = await self.dashboard.http.post(
+            "/api/memories",
+            json={
+                "title": title,
+                "content": content,
+                "core_tags": core,
+                "diffusion_tags": diffusion,
+                "opposing_tags": opposing,
+            },
+        )
         assert created.status_code == 201, created.text
         return created.json()["item"]["id"]
 
@@ -212,11 +233,14 @@ async def test_a_write_through_any_entry_point_is_found_by_every_other_at_a_fres
 
     async with booku_memory.open(space.data_dir, space.config_path, embedder=DeterministicTestEmbedder()) as fresh:
         assert isinstance(fresh, MemoryHandle)  # serve is gone: this process owns the data dir now
-        expected = {(writer, reader): rank(await fresh_ranking(fresh, reader, query_of(writer)), written[writer])
-                    for writer, reader in seen}
-    print("writer × reader rank (fresh process rank):",
-          {f"{writer}→{reader}": f"{seen[(writer, reader)]} ({expected[(writer, reader)]})"
-           for writer, reader in seen})
+        expected = {
+            (writer, reader): rank(await fresh_ranking(fresh, reader, query_of(writer)), written[writer])
+            for writer, reader in seen
+        }
+    print(
+        "writer × reader rank (fresh process rank):",
+        {f"{writer}→{reader}": f"{seen[(writer, reader)]} ({expected[(writer, reader)]})" for writer, reader in seen},
+    )
     assert all(found is not None for found in seen.values()), seen
     assert seen == expected
 
@@ -248,9 +272,16 @@ async def test_maintenance_commands_run_through_the_serving_owner(kit, workspace
         assert after.status_code == 200 and [i["id"] for i in after.json()["results"]] == [i["id"] for i in before]
         knowledge = await dashboard.http.get("/api/search", params={"q": "月季 修剪", "include_knowledge": True})
         assert knowledge.status_code == 200 and "月季" in knowledge.json()["results"][0]["content_snippet"]
-        created = await dashboard.http.post("/api/memories", json={
-            "title": "维护之后", "content": "重建索引之后照常能写", "core_tags": ["维护"], "diffusion_tags": ["索引"],
-            "opposing_tags": ["故障"]})
+        created = await dashboard.http.post(
+            "/api/memories",
+            json={
+                "title": "维护之后",
+                "content": "重建索引之后照常能写",
+                "core_tags": ["维护"],
+                "diffusion_tags": ["索引"],
+                "opposing_tags": ["故障"],
+            },
+        )
         assert created.status_code == 201, created.text
 
         # A second serve cannot share: it is refused with the owner's name and what to do.
@@ -265,24 +296,27 @@ async def test_a_plain_owner_makes_the_cli_refuse_and_a_killed_owner_is_taken_ov
         service = owner.get_service(booku_memory.MEMORY_SERVICE)
         title, content, triple = TOPICS["open"]
         await owner.run_memory_command(create_command(title, content, triple))
-        refused = await asyncio.to_thread(cli, space, "command", 'create -title 不该写入 -content 不该写入 '
-                                                               '-triple_tags "a|b|c"')
+        refused = await asyncio.to_thread(
+            cli, space, "command", 'create -title 不该写入 -content 不该写入 -triple_tags "a|b|c"'
+        )
         assert refused.returncode == 2, refused.stdout
         assert f"正由进程 {os.getpid()}（程序内 booku_memory.open()" in refused.stderr
         assert "accept_clients=True" in refused.stderr
         assert (await service.memory_statistics())["total"] == 1
 
     # An owner that dies without closing anything: its lock goes with it, the next process owns the data dir.
-    script = ("import asyncio, booku_memory, sys\n"
-              "from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder\n"
-              "async def main():\n"
-              f"    async with booku_memory.open({str(space.data_dir)!r}, {str(space.config_path)!r}, accept_clients=True,"
-              " embedder=DeterministicTestEmbedder()) as m:\n"
-              "        r = await m.run_memory_command('create -title 临终之前 -content \"被杀之前写下的最后一条\" "
-              "-triple_tags \"告别|最后|开始\"')\n"
-              "        print(r['results'][0]['result']['id'], flush=True)\n"
-              "        await asyncio.sleep(600)\n"
-              "asyncio.run(main())\n")
+    script = (
+        "import asyncio, booku_memory, sys\n"
+        "from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder\n"
+        "async def main():\n"
+        f"    async with booku_memory.open({str(space.data_dir)!r}, {str(space.config_path)!r}, accept_clients=True,"
+        " embedder=DeterministicTestEmbedder()) as m:\n"
+        '        r = await m.run_memory_command(\'create -title 临终之前 -content "被杀之前写下的最后一条" '
+        '-triple_tags "告别|最后|开始"\')\n'
+        "        print(r['results'][0]['result']['id'], flush=True)\n"
+        "        await asyncio.sleep(600)\n"
+        "asyncio.run(main())\n"
+    )
     victim = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env())
     try:
         last_id = await asyncio.to_thread(victim.stdout.readline)

@@ -46,8 +46,10 @@ async def test_hold_grow_and_memory_command_say_which_memory_became_outdated(run
         new_job = await client.call_tool("grow", {"items": ["我跳槽到字节跳动了，现在做抖音电商的产品。"]})
         assert f"并把旧记录 {job_id}《我在腾讯做产品经理，负责微信支付。》{OUTDATED_TAIL}" in text(new_job)
 
-        command = ('create -type event -title 搬到杭州 -triple_tags "住址|杭州|上海" '
-                   '-content "我又搬家了，上周搬到杭州西湖区，离公司更远了。"')
+        command = (
+            'create -type event -title 搬到杭州 -triple_tags "住址|杭州|上海" '
+            '-content "我又搬家了，上周搬到杭州西湖区，离公司更远了。"'
+        )
         created = json.loads(text(await client.call_tool("memory_command", {"command": command})))
         result = created["results"][0]["result"]
         assert result["superseded"] == [moved_id] and result["message"].endswith(OUTDATED_TAIL)

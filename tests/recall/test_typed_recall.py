@@ -18,25 +18,38 @@ async def service(tmp_path):
 
 
 async def seed(service):
-    await service.upsert_memory("用户偏好在 API 文档中同时提供 HTTP、SDK 和 CLI 示例。", title="API 文档偏好",
-                                memory_type="preference")
+    await service.upsert_memory(
+        "用户偏好在 API 文档中同时提供 HTTP、SDK 和 CLI 示例。", title="API 文档偏好", memory_type="preference"
+    )
     await service.upsert_memory("上周五用户发布了 API 文档的第一版。", title="发布 API 文档", memory_type="event")
-    await service.upsert_memory("张三负责维护 API 文档的 SDK 示例。", title="张三", memory_type="person",
-                                person_id="qq:1")
-    await service.upsert_memory("李四审阅了 API 文档的 CLI 部分。", title="李四", memory_type="person",
-                                person_id="qq:2")
-    await service.upsert_memory("写 API 文档时先给出最小可运行示例效果最好。", title="文档经验",
-                                memory_type="experience")
+    await service.upsert_memory(
+        "张三负责维护 API 文档的 SDK 示例。", title="张三", memory_type="person", person_id="qq:1"
+    )
+    await service.upsert_memory(
+        "李四审阅了 API 文档的 CLI 部分。", title="李四", memory_type="person", person_id="qq:2"
+    )
+    await service.upsert_memory(
+        "写 API 文档时先给出最小可运行示例效果最好。", title="文档经验", memory_type="experience"
+    )
 
 
 async def test_response_has_the_seed_shape_field_by_field(service):
     await seed(service)
-    result = await service.recall("API 文档偏好", quotas=SEED_QUOTAS, max_chars=6500, peer_scope="all",
-                                  min_score=0.0)
+    result = await service.recall("API 文档偏好", quotas=SEED_QUOTAS, max_chars=6500, peer_scope="all", min_score=0.0)
     assert set(result) == {"entries", "rendered", "stats"}
     stats = result["stats"]
-    assert set(stats) >= {"quotas", "roots", "searched", "returned", "dropped", "max_chars", "min_score",
-                          "peer_scope", "other_peer_penalties", "origins"}
+    assert set(stats) >= {
+        "quotas",
+        "roots",
+        "searched",
+        "returned",
+        "dropped",
+        "max_chars",
+        "min_score",
+        "peer_scope",
+        "other_peer_penalties",
+        "origins",
+    }
     assert stats["quotas"] == SEED_QUOTAS and stats["max_chars"] == 6500 and stats["peer_scope"] == "all"
     assert set(stats["searched"]) == set(SEED_QUOTAS)
     assert stats["other_peer_penalties"] == {"events": 0.1, "entities": 0.1, "preferences": 0.02, "experiences": 0.02}
@@ -89,8 +102,15 @@ async def test_one_huge_memory_never_blows_the_budget(service):
 
 
 def entry(i, score, content):
-    return BudgetEntry(uri=f"booku://s/memories/events/m{i}", score=score, category="events", origin="self",
-                       content=content, summary=content[:10] + "…", rank=i)
+    return BudgetEntry(
+        uri=f"booku://s/memories/events/m{i}",
+        score=score,
+        category="events",
+        origin="self",
+        content=content,
+        summary=content[:10] + "…",
+        rank=i,
+    )
 
 
 def test_thousands_of_tiny_entries_fit_and_the_best_survive():
@@ -127,13 +147,15 @@ async def test_other_peers_are_penalised_and_actor_scope_keeps_only_the_speaker(
     everyone = await service.recall("API 文档", quotas={"entities": 10}, min_score=-5.0, actor_peer_id="qq:1")
     origins = {e["abstract"]: e["origin"] for e in everyone["entries"]}
     assert origins["张三"] == "actor_peer" and origins["李四"] == "other_peer"
-    unpenalised = await service.recall("API 文档", quotas={"entities": 10}, min_score=-5.0, actor_peer_id="qq:1",
-                                       other_peer_penalty=0.0)
+    unpenalised = await service.recall(
+        "API 文档", quotas={"entities": 10}, min_score=-5.0, actor_peer_id="qq:1", other_peer_penalty=0.0
+    )
     score = lambda r, name: next(e["score"] for e in r["entries"] if e["abstract"] == name)
     assert score(everyone, "李四") == pytest.approx(score(unpenalised, "李四") - 0.1, abs=1e-3)
     assert score(everyone, "张三") == pytest.approx(score(unpenalised, "张三"), abs=1e-3)
-    actor = await service.recall("API 文档", quotas={"entities": 10}, min_score=-5.0, peer_scope="actor",
-                                 actor_peer_id="qq:1")
+    actor = await service.recall(
+        "API 文档", quotas={"entities": 10}, min_score=-5.0, peer_scope="actor", actor_peer_id="qq:1"
+    )
     assert [e["abstract"] for e in actor["entries"]] == ["张三"]
     with pytest.raises(ValidationError, match="actor"):
         await service.recall("API 文档", peer_scope="actor")

@@ -99,23 +99,44 @@ async def _write_owner(memory, user_id: str, name: str, mark: str) -> dict[str, 
     runtime = memory.runtime
     service = runtime.memory_service(chat_scope(user_id))
     hobby = await service.create_memory(
-        title=f"{name} 的爱好", content=f"{OVERLAP}（{name} {mark}）", memory_type="preference",
-        core_tags=["绿茶", name], diffusion_tags=["散步"], opposing_tags=["咖啡"], folder_id="爱好")
+        title=f"{name} 的爱好",
+        content=f"{OVERLAP}（{name} {mark}）",
+        memory_type="preference",
+        core_tags=["绿茶", name],
+        diffusion_tags=["散步"],
+        opposing_tags=["咖啡"],
+        folder_id="爱好",
+    )
     event = await service.create_memory(
-        title=f"{name} 去西湖", content=f"上周六 {name} 在西湖边散步喝绿茶 {mark}", memory_type="event",
-        core_tags=["西湖"], diffusion_tags=["绿茶"], opposing_tags=["加班"])
+        title=f"{name} 去西湖",
+        content=f"上周六 {name} 在西湖边散步喝绿茶 {mark}",
+        memory_type="event",
+        core_tags=["西湖"],
+        diffusion_tags=["绿茶"],
+        opposing_tags=["加班"],
+    )
     await service.update_memory_by_id(memory_id=hobby["id"], content=f"{OVERLAP}，也喜欢乌龙茶（{name} {mark}）")
     trashed = await service.create_memory(
-        title=f"{name} 的旧地址", content=f"以前住在绿茶路 {mark}", core_tags=["地址"], diffusion_tags=["搬家"],
-        opposing_tags=["新家"])
+        title=f"{name} 的旧地址",
+        content=f"以前住在绿茶路 {mark}",
+        core_tags=["地址"],
+        diffusion_tags=["搬家"],
+        opposing_tags=["新家"],
+    )
     await service.delete_memories(memory_ids=[trashed["id"]])
     batch_id = f"dream-{name}"
     dreaming = runtime.memory_service(chat_scope(user_id, authority="dreaming", actor="dream", batch_id=batch_id))
     dreamt = await dreaming.create_memory(
-        title=f"{name} 的梦境总结", content=f"{name} 似乎很享受绿茶和散步 {mark}", memory_type="experience",
-        core_tags=["总结"], diffusion_tags=["绿茶"], opposing_tags=["焦虑"])
+        title=f"{name} 的梦境总结",
+        content=f"{name} 似乎很享受绿茶和散步 {mark}",
+        memory_type="experience",
+        core_tags=["总结"],
+        diffusion_tags=["绿茶"],
+        opposing_tags=["焦虑"],
+    )
     document = await runtime.knowledge_service(chat_scope(user_id)).ingest_document(
-        title=f"{name} 的茶谱", content=f"# {name} 的茶谱\n\n## 绿茶\n\n八十度水冲泡 {mark}\n", source="chat")
+        title=f"{name} 的茶谱", content=f"# {name} 的茶谱\n\n## 绿茶\n\n八十度水冲泡 {mark}\n", source="chat"
+    )
     memo = await service.create_temporary_memo(content=f"{name} 明天要喝绿茶 {mark}", stream_id=f"s-{user_id}")
     audit = await service.list_audit_log(limit=500)
     return {

@@ -13,10 +13,17 @@ async def _seed(api) -> dict[str, dict]:
     specs = {
         "alice": dict(title="爱丽丝", content="爱丽丝喜欢下围棋和喝乌龙茶", memory_type="person", person_id="qq:1"),
         "bob": dict(title="鲍勃", content="鲍勃在杭州做前端开发", memory_type="person", person_id="qq:2"),
-        "trip": dict(title="去年夏天的旅行", content="一起去了青岛看海，吃了很多海鲜", memory_type="event",
-                     folder_id="旅行"),
-        "tea": dict(title="乌龙茶的冲泡", content="水温九十五度，第一泡洗茶", memory_type="procedure",
-                    core_tags=["茶"], diffusion_tags=["饮品"], opposing_tags=["咖啡"]),
+        "trip": dict(
+            title="去年夏天的旅行", content="一起去了青岛看海，吃了很多海鲜", memory_type="event", folder_id="旅行"
+        ),
+        "tea": dict(
+            title="乌龙茶的冲泡",
+            content="水温九十五度，第一泡洗茶",
+            memory_type="procedure",
+            core_tags=["茶"],
+            diffusion_tags=["饮品"],
+            opposing_tags=["咖啡"],
+        ),
         "rust": dict(title="Rust 所有权", content="每个值只有一个所有者，离开作用域即释放", memory_type="knowledge"),
         "park": dict(title="中山公园", content="周末常去散步的公园，东门有家面馆", memory_type="place"),
         "bike": dict(title="旧自行车", content="放在车库里的旧山地车，准备卖掉", memory_type="asset"),
@@ -72,12 +79,12 @@ async def test_a_page_larger_than_max_top_k_is_read_in_slices(tmp_path):
 
     from .conftest import API_KEY
 
-    config = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False},
-              "retrieval": {"max_top_k": 3}}
+    config = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "retrieval": {"max_top_k": 3}}
     async with booku_memory.open(tmp_path / "data", config, embedder=DeterministicTestEmbedder()) as handle:
         app = create_dashboard_app(lambda: handle.runtime, settings=DashboardSettings(api_key=API_KEY, page_size=5))
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver",
-                                     headers={"X-API-Key": API_KEY}) as client:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers={"X-API-Key": API_KEY}
+        ) as client:
             seeded = await _seed(client)
             first = (await client.get("/api/memories", params={"page_size": 4})).json()
             second = (await client.get("/api/memories", params={"page_size": 4, "page": 2})).json()
@@ -113,7 +120,11 @@ async def test_update_with_three_tag_groups_and_keep_tags_when_omitted(api):
     )
     assert response.status_code == 200
     meta = response.json()["item"]["metadata"]
-    assert (meta["core_tags"], meta["diffusion_tags"], meta["opposing_tags"]) == (["篮球"], ["运动", "体育馆"], ["足球"])
+    assert (meta["core_tags"], meta["diffusion_tags"], meta["opposing_tags"]) == (
+        ["篮球"],
+        ["运动", "体育馆"],
+        ["足球"],
+    )
 
     renamed = (await api.patch(f"/api/memories/{item['id']}", json={"title": "张三（同学）"})).json()["item"]
     assert renamed["title"] == "张三（同学）"
@@ -250,7 +261,9 @@ async def test_knowledge_upload_list_chunks_and_delete(api):
     assert listing["items"][0]["raw_title"] == "部署手册"
     detail = (await api.get(f"/api/knowledge/documents/{document_id}")).json()
     assert detail["chunks"] and any("serve" in chunk["content"] for chunk in detail["chunks"])
-    assert (await api.delete(f"/api/knowledge/documents/{document_id}")).json()["deleted_chunks"] == len(detail["chunks"])
+    assert (await api.delete(f"/api/knowledge/documents/{document_id}")).json()["deleted_chunks"] == len(
+        detail["chunks"]
+    )
     assert (await api.get("/api/knowledge/documents")).json()["items"] == []
     assert (await api.get(f"/api/knowledge/documents/{document_id}")).status_code == 404
 
@@ -260,7 +273,9 @@ async def test_knowledge_json_ingest_and_upload_limits(api):
     assert created.status_code == 201 and created.json()["chunk_count"] >= 1
     binary = await api.post("/api/knowledge/upload", files={"file": ("a.pdf", b"%PDF-1.4", "application/pdf")})
     assert binary.status_code == 400 and "file" in binary.json()["detail"]
-    gbk = await api.post("/api/knowledge/upload", files={"file": ("茶经.txt", "陆羽著茶经".encode("gbk"), "text/plain")})
+    gbk = await api.post(
+        "/api/knowledge/upload", files={"file": ("茶经.txt", "陆羽著茶经".encode("gbk"), "text/plain")}
+    )
     assert gbk.status_code == 201 and gbk.json()["mode"] == "created"
     detail = await api.get(f"/api/knowledge/documents/{gbk.json()['document_id']}")
     assert "陆羽著茶经" in detail.text
@@ -275,7 +290,9 @@ async def test_upload_larger_than_the_limit_is_refused(memory):
 
     from .conftest import API_KEY
 
-    app = create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key=API_KEY, max_upload_bytes=100))
+    app = create_dashboard_app(
+        lambda: memory.runtime, settings=DashboardSettings(api_key=API_KEY, max_upload_bytes=100)
+    )
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app), base_url="http://testserver", headers={"X-API-Key": API_KEY}
     ) as client:
@@ -301,8 +318,9 @@ async def test_a_supersession_is_set_undone_and_filtered_through_the_api(api):
 
     for mode, query in (("semantic", "住址 北京 上海"), ("keyword", "住")):
         every = (await api.get("/api/search", params={"q": query, "mode": mode})).json()["results"]
-        current = (await api.get("/api/search", params={"q": query, "mode": mode,
-                                                        "include_superseded": "false"})).json()["results"]
+        current = (
+            await api.get("/api/search", params={"q": query, "mode": mode, "include_superseded": "false"})
+        ).json()["results"]
         assert old["id"] in [i["id"] for i in every], mode
         assert next(i for i in every if i["id"] == old["id"])["metadata"]["superseded_by"] == new["id"]
         assert old["id"] not in [i["id"] for i in current] and new["id"] in [i["id"] for i in current], mode
@@ -315,5 +333,6 @@ async def test_a_supersession_is_set_undone_and_filtered_through_the_api(api):
     assert undone.status_code == 200 and undone.json()["was_superseded_by"] == new["id"]
     assert (await api.get(f"/api/memories/{old['id']}")).json()["item"]["metadata"]["superseded_by"] == ""
     assert (await api.post(f"/api/memories/{old['id']}/unsupersede")).status_code == 400
-    assert (await api.post(f"/api/memories/{old['id']}/supersede", json={"superseded_by": old["id"]})).status_code \
-        == 400
+    assert (
+        await api.post(f"/api/memories/{old['id']}/supersede", json={"superseded_by": old["id"]})
+    ).status_code == 400

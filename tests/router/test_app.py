@@ -100,7 +100,9 @@ async def test_cors_only_for_configured_origins(memory):
 
 def test_wildcard_origin_is_refused(memory):
     with pytest.raises(ConfigError, match="allowed_origins"):
-        create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key=API_KEY, allowed_origins=("*",)))
+        create_dashboard_app(
+            lambda: memory.runtime, settings=DashboardSettings(api_key=API_KEY, allowed_origins=("*",))
+        )
 
 
 async def test_runtime_not_started_answers_503(settings):
@@ -141,8 +143,13 @@ async def test_mounted_under_a_prefix_every_link_keeps_the_prefix(memory, settin
         assert cookie.path == "/booku-memory"
         created = await client.post(
             "/booku-memory/api/memories",
-            json={"title": "挂载测试", "content": "挂载在前缀下", "core_tags": ["a"], "diffusion_tags": ["b"],
-                  "opposing_tags": ["c"]},
+            json={
+                "title": "挂载测试",
+                "content": "挂载在前缀下",
+                "core_tags": ["a"],
+                "diffusion_tags": ["b"],
+                "opposing_tags": ["c"],
+            },
             headers={"X-CSRF-Token": csrf},
         )
         assert created.status_code == 201

@@ -105,8 +105,9 @@ async def test_api_batch_restore_undoes_one_dreaming_run(api, memory):
 async def test_batch_spanning_two_stores_is_undone_per_selected_store(api, memory):
     alice_ids = await _dreaming_run(memory, batch_id="dream-both", user_id="1001")
     bob_ids = await _dreaming_run(memory, batch_id="dream-both", user_id="2002")
-    only_alice = await api.post("/api/audit/restore-batch", params={"store": ALICE_STORE},
-                                json={"batch_id": "dream-both"})
+    only_alice = await api.post(
+        "/api/audit/restore-batch", params={"store": ALICE_STORE}, json={"batch_id": "dream-both"}
+    )
     assert only_alice.json()["stores"] == [ALICE_STORE]
     assert sorted(only_alice.json()["restored"]) == sorted(alice_ids)
     bob_view = memory.runtime.memory_service(chat_scope("2002"))
@@ -134,7 +135,7 @@ async def test_page_lists_changes_escaped_with_filters_and_restore_buttons(api, 
     filtered = (await browser.get("/audit", params={"memory_id": item["id"]})).text
     assert filtered.count('class="card audit-row"') == 2
     batch = (await browser.get("/audit", params={"batch_id": "dream-7"})).text
-    assert "批次 <span class=\"mono\">dream-7</span> 共 2 处改动" in batch
+    assert '批次 <span class="mono">dream-7</span> 共 2 处改动' in batch
 
 
 async def test_memory_detail_links_to_its_audit_trail(api, browser):
@@ -158,7 +159,8 @@ async def test_page_restore_asks_for_confirmation_first(api, browser):
     refused = await browser.post(f"/audit/{audit_id}/restore", data={"confirmed": "yes", "return_to": return_to})
     assert refused.status_code == 403
     done = await browser.post(
-        f"/audit/{audit_id}/restore", data={"csrf_token": browser.csrf, "confirmed": "yes", "return_to": return_to})
+        f"/audit/{audit_id}/restore", data={"csrf_token": browser.csrf, "confirmed": "yes", "return_to": return_to}
+    )
     assert done.status_code == 303
     assert done.headers["location"] == f"{return_to}&notice=audit_restored"
     assert (await api.get(f"/api/memories/{item['id']}")).json()["item"]["content"] == "原文"
@@ -168,13 +170,21 @@ async def test_page_restore_asks_for_confirmation_first(api, browser):
 
 async def test_page_batch_restore_lists_the_run_and_asks_first(api, browser, memory):
     dreamt = await _dreaming_run(memory)
-    asked = await browser.post("/audit/restore-batch", data={"csrf_token": browser.csrf, "batch_id": "dream-7",
-                                                             "return_to": "/audit"})
+    asked = await browser.post(
+        "/audit/restore-batch", data={"csrf_token": browser.csrf, "batch_id": "dream-7", "return_to": "/audit"}
+    )
     assert asked.status_code == 200 and "确认恢复整个批次" in asked.text
     assert "共有 <strong>2</strong> 处改动" in asked.text and "梦境：早起" in asked.text
     assert len((await api.get("/api/memories")).json()["items"]) == 2
-    done = await browser.post("/audit/restore-batch", data={"csrf_token": browser.csrf, "batch_id": "dream-7",
-                                                            "confirmed": "yes", "return_to": "https://evil.example/"})
+    done = await browser.post(
+        "/audit/restore-batch",
+        data={
+            "csrf_token": browser.csrf,
+            "batch_id": "dream-7",
+            "confirmed": "yes",
+            "return_to": "https://evil.example/",
+        },
+    )
     assert done.headers["location"] == "/audit?notice=batch_restored"
     assert {i["id"] for i in (await api.get("/api/trash")).json()["items"]} == set(dreamt)
     missing = await browser.post("/audit/restore-batch", data={"csrf_token": browser.csrf, "batch_id": ""})

@@ -131,7 +131,9 @@ async def test_rotating_the_key_logs_sessions_out(memory, settings):
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=old), base_url="http://testserver") as client:
         await login(client)
         cookie = client.cookies[SESSION_COOKIE]
-    new = create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key="rotated-key-0123456789abcdef"))
+    new = create_dashboard_app(
+        lambda: memory.runtime, settings=DashboardSettings(api_key="rotated-key-0123456789abcdef")
+    )
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=new), base_url="http://testserver") as client:
         client.cookies.set(SESSION_COOKIE, cookie)
         assert (await client.get("/api/memories")).status_code == 401
@@ -162,8 +164,9 @@ async def test_a_malformed_session_cookie_means_logged_out_everywhere(dashboard_
     import httpx
 
     headers = {"Cookie": b"booku_session=" + raw}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=dashboard_app), base_url="http://testserver",
-                                 headers=headers) as client:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=dashboard_app), base_url="http://testserver", headers=headers
+    ) as client:
         assert (await client.get("/login")).status_code == 200
         page = await client.get("/memories")
         assert page.status_code == 303 and page.headers["location"].startswith("/login")
@@ -181,13 +184,15 @@ async def test_malformed_preference_cookies_do_not_break_a_logged_in_page(browse
 
 # ------------------------------------------------------------------------------------------ session epochs
 
+
 async def test_logout_ends_the_session_even_for_a_copied_cookie(dashboard_app, browser):
     import httpx
 
     copied = browser.cookies[SESSION_COOKIE]
     assert (await browser.post("/logout", data={"csrf_token": browser.csrf})).status_code == 303
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=dashboard_app),
-                                 base_url="http://testserver") as replay:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=dashboard_app), base_url="http://testserver"
+    ) as replay:
         replay.cookies.set(SESSION_COOKIE, copied)
         assert (await replay.get("/api/memories")).status_code == 401
         assert (await replay.get("/memories")).status_code == 303
@@ -220,6 +225,7 @@ async def test_a_logged_out_cookie_stays_dead_after_a_restart(tmp_path, settings
 
 
 # ---------------------------------------------------------------------------------------------- key length
+
 
 def test_a_short_configured_key_is_a_config_error(tmp_path, monkeypatch, memory):
     from booku_memory.router import DashboardSettings, create_dashboard_app

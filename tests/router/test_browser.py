@@ -225,7 +225,9 @@ def test_curator_flow_create_find_edit_delete_restore_revert(page, live_server):
 
 def test_upload_knowledge_document(page, live_server, tmp_path):
     source = tmp_path / "泡茶指南.md"
-    source.write_text("# 泡茶指南\n\n## 绿茶\n\n八十度水，不加盖。\n\n## 乌龙茶\n\n沸水冲泡，第一泡洗茶。\n", encoding="utf-8")
+    source.write_text(
+        "# 泡茶指南\n\n## 绿茶\n\n八十度水，不加盖。\n\n## 乌龙茶\n\n沸水冲泡，第一泡洗茶。\n", encoding="utf-8"
+    )
     log_in(page, live_server.url, "/knowledge")
     page.set_input_files("#k-file", str(source))
     page.click("button:has-text('上传并入库')")
@@ -282,8 +284,10 @@ async def _write_unsure_pairs(memory) -> list[tuple[str, str, str]]:
 
     service = memory.get_service("booku_memory:service:booku_memory")
     pairs = []
-    for old_text, new_text in (("我的手机号是13800001111。", "我的手机号是13900002222。"),
-                               ("我每周二晚上上<b>钢琴课</b>。", "我每周四晚上上<b>钢琴课</b>。")):
+    for old_text, new_text in (
+        ("我的手机号是13800001111。", "我的手机号是13900002222。"),
+        ("我每周二晚上上<b>钢琴课</b>。", "我每周四晚上上<b>钢琴课</b>。"),
+    ):
         old = await service.create_memory(title=old_text, content=old_text, **TRIPLET)
         new = await service.create_memory(title=new_text, content=new_text, **TRIPLET)
         old_id, new_id = old["id"], new["id"]
@@ -315,31 +319,83 @@ def test_unsure_pairs_are_accepted_or_dismissed_in_one_click(page, live_server):
 
 def _seed_showcase(api: httpx.Client) -> None:
     memories = [
-        ("张三", "张三是我的大学同学，喜欢打篮球，现在在上海做产品经理。", "person", "qq:10001",
-         ["朋友", "同学"], ["学校", "篮球"], ["陌生人"]),
-        ("第一次去青岛", "去年七月和家人去青岛看海，在八大关散步，吃了很多海鲜。", "event", None,
-         ["旅行", "青岛"], ["海鲜", "家人"], ["出差"]),
-        ("乌龙茶的冲泡", "沸水冲泡，第一泡洗茶，第二泡开始饮用；铁观音可以冲七泡。", "procedure", None,
-         ["茶"], ["饮品", "冲泡"], ["咖啡"]),
-        ("Rust 所有权", "每个值只有一个所有者；所有者离开作用域时值被释放。借用分为可变与不可变。", "knowledge", None,
-         ["rust", "所有权"], ["内存", "借用"], ["垃圾回收"]),
-        ("中山公园", "周末常去散步的公园，东门有家很好吃的面馆。", "place", None,
-         ["公园"], ["散步", "面馆"], ["商场"]),
-        ("旧山地车", "放在车库里的旧山地车，打算下个月挂到二手平台。", "asset", None,
-         ["自行车"], ["二手", "车库"], ["汽车"]),
-        ("用户偏好：简洁回答", "用户希望回答简洁，先给结论再给理由。", "preference", None,
-         ["偏好", "回答风格"], ["简洁"], ["长篇大论"]),
+        (
+            "张三",
+            "张三是我的大学同学，喜欢打篮球，现在在上海做产品经理。",
+            "person",
+            "qq:10001",
+            ["朋友", "同学"],
+            ["学校", "篮球"],
+            ["陌生人"],
+        ),
+        (
+            "第一次去青岛",
+            "去年七月和家人去青岛看海，在八大关散步，吃了很多海鲜。",
+            "event",
+            None,
+            ["旅行", "青岛"],
+            ["海鲜", "家人"],
+            ["出差"],
+        ),
+        (
+            "乌龙茶的冲泡",
+            "沸水冲泡，第一泡洗茶，第二泡开始饮用；铁观音可以冲七泡。",
+            "procedure",
+            None,
+            ["茶"],
+            ["饮品", "冲泡"],
+            ["咖啡"],
+        ),
+        (
+            "Rust 所有权",
+            "每个值只有一个所有者；所有者离开作用域时值被释放。借用分为可变与不可变。",
+            "knowledge",
+            None,
+            ["rust", "所有权"],
+            ["内存", "借用"],
+            ["垃圾回收"],
+        ),
+        ("中山公园", "周末常去散步的公园，东门有家很好吃的面馆。", "place", None, ["公园"], ["散步", "面馆"], ["商场"]),
+        (
+            "旧山地车",
+            "放在车库里的旧山地车，打算下个月挂到二手平台。",
+            "asset",
+            None,
+            ["自行车"],
+            ["二手", "车库"],
+            ["汽车"],
+        ),
+        (
+            "用户偏好：简洁回答",
+            "用户希望回答简洁，先给结论再给理由。",
+            "preference",
+            None,
+            ["偏好", "回答风格"],
+            ["简洁"],
+            ["长篇大论"],
+        ),
     ]
     for title, content, kind, person, core, diffusion, opposing in memories:
-        payload = {"title": title, "content": content, "memory_type": kind, "core_tags": core,
-                   "diffusion_tags": diffusion, "opposing_tags": opposing}
+        payload = {
+            "title": title,
+            "content": content,
+            "memory_type": kind,
+            "core_tags": core,
+            "diffusion_tags": diffusion,
+            "opposing_tags": opposing,
+        }
         if person:
             payload["person_id"] = person
         assert api.post("/api/memories", json=payload).status_code == 201
     trashed = api.post("/api/memories", json={"title": "过时的地址", "content": "旧公司在西湖区文三路。", **TRIPLET})
     api.delete(f"/api/memories/{trashed.json()['item']['id']}")
-    api.post("/api/knowledge/documents", json={
-        "title": "部署手册", "content": "# 部署手册\n\n## 安装\n\n创建虚拟环境并安装依赖。\n\n## 启动\n\n运行 serve。\n"})
+    api.post(
+        "/api/knowledge/documents",
+        json={
+            "title": "部署手册",
+            "content": "# 部署手册\n\n## 安装\n\n创建虚拟环境并安装依赖。\n\n## 启动\n\n运行 serve。\n",
+        },
+    )
 
 
 def test_screenshots_of_main_pages_desktop_and_phone(chromium, live_server, api):
@@ -360,7 +416,7 @@ def test_screenshots_of_main_pages_desktop_and_phone(chromium, live_server, api)
         "stats": "/stats",
         "audit": "/audit",
         "recall": "/recall?query=%E5%A4%A7%E5%AD%A6%E5%90%8C%E5%AD%A6&min_score=-1&render=true"
-                  "&quota_events=10&quota_entities=10&quota_preferences=3&quota_experiences=0",
+        "&quota_events=10&quota_entities=10&quota_preferences=3&quota_experiences=0",
     }
     for device, viewport in (("desktop", {"width": 1280, "height": 900}), ("phone", {"width": 390, "height": 844})):
         context = chromium.new_context(viewport=viewport, locale="zh-CN", device_scale_factor=1)
@@ -389,8 +445,10 @@ async def _alice_dreaming_run(memory) -> list[str]:
     scope = chat_scope("1001").acting(authority="dreaming", actor="dream", batch_id="dream-browser")
     service = memory.runtime.memory_service(scope)
     ids = []
-    for title, content in (("梦境：爱丽丝喜欢围棋", "爱丽丝这个月常提到围棋和乌龙茶。"),
-                           ("梦境：爱丽丝早睡", "爱丽丝最近晚上十点前就休息。")):
+    for title, content in (
+        ("梦境：爱丽丝喜欢围棋", "爱丽丝这个月常提到围棋和乌龙茶。"),
+        ("梦境：爱丽丝早睡", "爱丽丝最近晚上十点前就休息。"),
+    ):
         created = await service.create_memory(title=title, content=content, memory_type="experience", **TRIPLET)
         ids.append(created["id"])
     return ids
@@ -429,4 +487,3 @@ def test_audit_view_per_chat_store_and_batch_restore(page, live_server, api):
     screenshot(page, "audit-memory-trail")
     trash = api.get("/api/trash", params={"store": "private:qq:1001"}).json()["items"]
     assert {item["id"] for item in trash} == set(dreamt)
-

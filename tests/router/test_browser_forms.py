@@ -42,8 +42,10 @@ def test_every_form_error_shows_at_once_next_to_its_field_and_keeps_the_text(pag
     page.click("button:has-text('创建记忆')")
     page.wait_for_load_state()
 
-    errors = {name: page.inner_text(f"#e-{name}") for name in
-              ("content", "person_id", "diffusion_tags", "opposing_tags", "event_end_at")}
+    errors = {
+        name: page.inner_text(f"#e-{name}")
+        for name in ("content", "person_id", "diffusion_tags", "opposing_tags", "event_end_at")
+    }
     assert errors["content"].startswith("正文最多 20000 个字符")
     assert "人物 ID" in errors["person_id"]
     assert errors["diffusion_tags"].startswith("扩散标签不能为空") and "新建记忆" in errors["diffusion_tags"]
@@ -75,8 +77,16 @@ def test_edit_form_errors_speak_of_editing(page, live_server, api):
 
 
 def test_person_fields_follow_the_type_and_tags_are_suggested(page, live_server, api):
-    api.post("/api/memories", json={"title": "篮球赛", "content": "周六和同事打篮球",
-                                    "core_tags": ["篮球"], "diffusion_tags": ["周末"], "opposing_tags": ["足球"]})
+    api.post(
+        "/api/memories",
+        json={
+            "title": "篮球赛",
+            "content": "周六和同事打篮球",
+            "core_tags": ["篮球"],
+            "diffusion_tags": ["周末"],
+            "opposing_tags": ["足球"],
+        },
+    )
     _new_memory_form(page, live_server.url)
     assert not page.locator("#f-person_id").is_visible()
     page.select_option("#f-memory_type", "person")
@@ -92,8 +102,10 @@ def test_person_fields_follow_the_type_and_tags_are_suggested(page, live_server,
 
 def _docx(path: Path, paragraphs: list[str]) -> Path:
     body = "".join(f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p>" for text in paragraphs)
-    document = ('<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
-                f"<w:body>{body}</w:body></w:document>")
+    document = (
+        '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+        f"<w:body>{body}</w:body></w:document>"
+    )
     with zipfile.ZipFile(path, "w") as archive:
         archive.writestr("word/document.xml", document)
     return path

@@ -20,6 +20,7 @@ BANNER = "检索已退回关键词模式"
 
 def _hold_rebuilds(live_server, release: threading.Event) -> None:
     """Keep the runtime's rebuild job waiting (as a slow rebuild would) until ``release`` is set."""
+
     async def hold(memory) -> None:
         taken = asyncio.Event()
 

@@ -6,9 +6,18 @@ from booku_memory.router.diffs import DiffLine, diff_snapshots, snapshot_lines
 
 
 def _snapshot(**fields):
-    base = {"title": "张三", "content": "第一行\n第二行", "memory_type": "person", "status": "active",
-            "core_tags": ["朋友"], "diffusion_tags": ["学校"], "opposing_tags": ["陌生人"], "version": 1,
-            "updated_at": 1.0, "is_deleted": False}
+    base = {
+        "title": "张三",
+        "content": "第一行\n第二行",
+        "memory_type": "person",
+        "status": "active",
+        "core_tags": ["朋友"],
+        "diffusion_tags": ["学校"],
+        "opposing_tags": ["陌生人"],
+        "version": 1,
+        "updated_at": 1.0,
+        "is_deleted": False,
+    }
     return {**base, **fields}
 
 

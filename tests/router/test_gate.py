@@ -40,8 +40,9 @@ def _client(app, **kwargs) -> httpx.AsyncClient:
 
 MULTIPART = "multipart/form-data; boundary=xyz"
 # A well-formed start of a file part, so the multipart parser keeps reading the (endless) file content.
-MULTIPART_HEAD = (b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.md"\r\n'
-                  b"Content-Type: text/markdown\r\n\r\n")
+MULTIPART_HEAD = (
+    b'--xyz\r\nContent-Disposition: form-data; name="file"; filename="a.md"\r\nContent-Type: text/markdown\r\n\r\n'
+)
 UNAUTHENTICATED_BODIES = [
     ("/api/memories", "text/plain"),
     ("/api/memories", "application/json"),
@@ -87,24 +88,31 @@ def small_caps_app(memory):
 async def test_a_declared_length_over_the_cap_is_refused_before_reading(small_caps_app, service):
     async with _client(small_caps_app, headers={"X-API-Key": API_KEY}) as client:
         body = CountingBody(4)
-        response = await client.post("/api/memories", content=body,
-                                     headers={"Content-Type": "application/json", "Content-Length": str(4 * MIB)})
+        response = await client.post(
+            "/api/memories", content=body, headers={"Content-Type": "application/json", "Content-Length": str(4 * MIB)}
+        )
         assert response.status_code == 413
         assert "64 KB" in response.json()["detail"]
         assert body.taken == 0
 
-        recall = await client.post("/api/v1/search/recall", content=CountingBody(4),
-                                   headers={"Content-Type": "application/json", "Content-Length": str(4 * MIB)})
+        recall = await client.post(
+            "/api/v1/search/recall",
+            content=CountingBody(4),
+            headers={"Content-Type": "application/json", "Content-Length": str(4 * MIB)},
+        )
         assert recall.status_code == 413 and recall.json()["status"] == "error"  # the v1 envelope
     assert (await service.list_memory_entries())["matched"] == 0
 
 
-@pytest.mark.parametrize("path, content_type", [
-    ("/api/memories", "application/json"),
-    ("/api/memories", "text/plain"),
-    ("/api/knowledge/upload", MULTIPART),
-    ("/api/knowledge/documents", "application/json"),
-])
+@pytest.mark.parametrize(
+    "path, content_type",
+    [
+        ("/api/memories", "application/json"),
+        ("/api/memories", "text/plain"),
+        ("/api/knowledge/upload", MULTIPART),
+        ("/api/knowledge/documents", "application/json"),
+    ],
+)
 async def test_a_streamed_body_past_the_cap_is_cut_off_at_the_cap(small_caps_app, path, content_type):
     body = CountingBody(64, piece=b"a" * (16 * 1024), head=MULTIPART_HEAD if content_type == MULTIPART else b"")
     async with _client(small_caps_app, headers={"X-API-Key": API_KEY}) as client:
@@ -121,9 +129,11 @@ async def test_a_page_form_past_the_cap_gets_an_error_page(small_caps_app):
 
         csrf = await login(client)
         body = CountingBody(64, piece=b"content=" + b"a" * (16 * 1024))
-        response = await client.post("/memories/bulk", content=body,
-                                     headers={"Content-Type": "application/x-www-form-urlencoded",
-                                              "X-CSRF-Token": csrf})
+        response = await client.post(
+            "/memories/bulk",
+            content=body,
+            headers={"Content-Type": "application/x-www-form-urlencoded", "X-CSRF-Token": csrf},
+        )
     assert response.status_code == 413
     assert "请求体过大" in response.text and response.headers["content-type"].startswith("text/html")
     assert body.taken <= 6
@@ -132,7 +142,9 @@ async def test_a_page_form_past_the_cap_gets_an_error_page(small_caps_app):
 async def test_document_routes_take_more_than_ordinary_routes(small_caps_app, service):
     text = "# 大文档\n\n" + "部署步骤说明。" * 4000  # ~84 KB of UTF-8: over the ordinary cap, under the upload cap
     async with _client(small_caps_app, headers={"X-API-Key": API_KEY}) as client:
-        upload = await client.post("/api/knowledge/upload", files={"file": ("big.md", text.encode("utf-8"), "text/markdown")})
+        upload = await client.post(
+            "/api/knowledge/upload", files={"file": ("big.md", text.encode("utf-8"), "text/markdown")}
+        )
         assert upload.status_code == 201, upload.text
         memory = await client.post("/api/memories", json={"title": "t", "content": text, **TRIPLET})
         assert memory.status_code == 413
@@ -140,10 +152,17 @@ async def test_document_routes_take_more_than_ordinary_routes(small_caps_app, se
 
 
 SURROGATE_BODIES = [
-    ("POST", "/api/memories", b'{"title": "\\ud800", "content": "x", "core_tags": ["a"], "diffusion_tags": ["b"], '
-                              b'"opposing_tags": ["c"]}'),
-    ("POST", "/api/memories", b'{"title": "ok", "content": "tail \\udfff", "core_tags": ["a"], '
-                              b'"diffusion_tags": ["b"], "opposing_tags": ["c"]}'),
+    (
+        "POST",
+        "/api/memories",
+        b'{"title": "\\ud800", "content": "x", "core_tags": ["a"], "diffusion_tags": ["b"], "opposing_tags": ["c"]}',
+    ),
+    (
+        "POST",
+        "/api/memories",
+        b'{"title": "ok", "content": "tail \\udfff", "core_tags": ["a"], '
+        b'"diffusion_tags": ["b"], "opposing_tags": ["c"]}',
+    ),
     ("POST", "/api/v1/search/recall", b'{"query": "\\ud83d"}'),
     ("POST", "/api/knowledge/documents", b'{"title": "doc", "content": "\\udc00\\ud800"}'),
     ("POST", "/api/memories", b'{"\\ud800": 1}'),  # in a key
@@ -163,20 +182,25 @@ async def test_lone_surrogates_in_json_are_a_clean_400(api, service, method, pat
 
 async def test_a_lone_surrogate_in_an_update_changes_nothing(api):
     item = await create_memory(api)
-    response = await api.put(f"/api/memories/{item['id']}", content=b'{"content": "\\ud800"}',
-                             headers={"Content-Type": "application/json"})
+    response = await api.put(
+        f"/api/memories/{item['id']}", content=b'{"content": "\\ud800"}', headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 400
     after = (await api.get(f"/api/memories/{item['id']}")).json()["item"]
     assert after["content"] == item["content"]
 
 
 async def test_paired_surrogates_and_invalid_utf8(api):
-    emoji = await api.post("/api/memories", content=b'{"title": "\\ud83d\\ude00 smile", "content": "x", '
-                                                    b'"core_tags": ["a"], "diffusion_tags": ["b"], '
-                                                    b'"opposing_tags": ["c"]}',
-                           headers={"Content-Type": "application/json"})
+    emoji = await api.post(
+        "/api/memories",
+        content=b'{"title": "\\ud83d\\ude00 smile", "content": "x", '
+        b'"core_tags": ["a"], "diffusion_tags": ["b"], '
+        b'"opposing_tags": ["c"]}',
+        headers={"Content-Type": "application/json"},
+    )
     assert emoji.status_code == 201  # a proper pair is one character (U+1F600), stored as such
-    assert emoji.json()["item"]["title"].startswith("\U0001F600")
-    broken = await api.post("/api/memories", content=b'{"title": "\xff\xfe", "content": "x"}',
-                            headers={"Content-Type": "application/json"})
+    assert emoji.json()["item"]["title"].startswith("\U0001f600")
+    broken = await api.post(
+        "/api/memories", content=b'{"title": "\xff\xfe", "content": "x"}', headers={"Content-Type": "application/json"}
+    )
     assert broken.status_code == 400 and "UTF-8" in broken.json()["detail"]

@@ -30,12 +30,14 @@ async def test_api_never_answers_500_while_the_index_is_gone_and_recovers(api, m
     async def round_(number: int) -> tuple[dict, str]:
         search = await api.get("/api/search", params={"q": "小橘 鱼干"})
         recall = await api.post("/api/v1/search/recall", json={"query": "香山 红叶"})
-        created = await api.post("/api/memories", json={"title": f"第{number}条", "content": f"期间写下的第{number}条记忆",
-                                                        **TRIPLET})
+        created = await api.post(
+            "/api/memories", json={"title": f"第{number}条", "content": f"期间写下的第{number}条记忆", **TRIPLET}
+        )
         status = await api.get("/api/status")
         page = await api.get("/stats")
-        statuses.extend([search.status_code, recall.status_code, created.status_code, status.status_code,
-                         page.status_code])
+        statuses.extend(
+            [search.status_code, recall.status_code, created.status_code, status.status_code, page.status_code]
+        )
         assert search.json()["results"][0]["id"] == ids[0]
         return search.json(), page.text
 

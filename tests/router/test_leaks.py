@@ -58,27 +58,55 @@ def _api_cases(alice: dict[str, Any], bob: dict[str, Any]) -> dict[tuple[str, st
         ("GET", "/api/folders"): [{"path": "/api/folders", "status": 200, "alice": "爱好"}],
         ("GET", "/api/memories"): [
             {"path": "/api/memories", "status": 200, "alice": alice["hobby"]},
-            {"path": "/api/memories", "params": {"keyword": "绿茶", "page_size": 100}, "status": 200,
-             "alice": alice["hobby"]},
+            {
+                "path": "/api/memories",
+                "params": {"keyword": "绿茶", "page_size": 100},
+                "status": 200,
+                "alice": alice["hobby"],
+            },
         ],
         ("GET", "/api/trash"): [{"path": "/api/trash", "status": 200, "alice": alice["trashed"]}],
         ("GET", "/api/search"): [
-            {"path": "/api/search", "params": {"q": "绿茶 西湖 散步", "top_k": 50, "include_archived": "true",
-                                               "include_knowledge": "true"}, "status": 200, "alice": alice["hobby"]},
-            {"path": "/api/search", "params": {"q": "绿茶", "mode": "keyword", "top_k": 50}, "status": 200,
-             "alice": alice["hobby"]},
-            {"path": "/api/search", "params": {"q": "绿茶", "core_tags": "绿茶", "diffusion_tags": "散步",
-                                               "opposing_tags": "咖啡"}, "status": 200, "alice": alice["hobby"]},
+            {
+                "path": "/api/search",
+                "params": {"q": "绿茶 西湖 散步", "top_k": 50, "include_archived": "true", "include_knowledge": "true"},
+                "status": 200,
+                "alice": alice["hobby"],
+            },
+            {
+                "path": "/api/search",
+                "params": {"q": "绿茶", "mode": "keyword", "top_k": 50},
+                "status": 200,
+                "alice": alice["hobby"],
+            },
+            {
+                "path": "/api/search",
+                "params": {"q": "绿茶", "core_tags": "绿茶", "diffusion_tags": "散步", "opposing_tags": "咖啡"},
+                "status": 200,
+                "alice": alice["hobby"],
+            },
         ],
         ("POST", "/api/memories"): [
-            {"path": "/api/memories", "json": {"title": "新记忆", "content": NEW_CONTENT, **TRIPLET},
-             "status": 201, "alice": NEW_CONTENT},
+            {
+                "path": "/api/memories",
+                "json": {"title": "新记忆", "content": NEW_CONTENT, **TRIPLET},
+                "status": 201,
+                "alice": NEW_CONTENT,
+            },
         ],
         ("POST", "/api/memories/bulk"): [
-            {"path": "/api/memories/bulk", "json": {"action": action, "memory_ids": sorted(bob["memory_ids"]),
-                                                    **extra}, "status": 200}
-            for action, extra in (("delete", {}), ("restore", {}), ("archive", {}),
-                                  ("move", {"to_folder_id": "x"}), ("purge", {"confirm": "永久删除"}))
+            {
+                "path": "/api/memories/bulk",
+                "json": {"action": action, "memory_ids": sorted(bob["memory_ids"]), **extra},
+                "status": 200,
+            }
+            for action, extra in (
+                ("delete", {}),
+                ("restore", {}),
+                ("archive", {}),
+                ("move", {"to_folder_id": "x"}),
+                ("purge", {"confirm": "永久删除"}),
+            )
         ],
         ("GET", "/api/memories/{memory_id}"): [
             {"path": f"/api/memories/{bob_memory}", "status": 404},
@@ -86,56 +114,86 @@ def _api_cases(alice: dict[str, Any], bob: dict[str, Any]) -> dict[tuple[str, st
         ],
         ("GET", "/api/memories/{memory_id}/history"): [{"path": f"/api/memories/{bob_memory}/history", "status": 404}],
         ("PUT", "/api/memories/{memory_id}"): [
-            {"path": f"/api/memories/{bob_memory}", "json": {"content": "篡改"}, "status": 404}],
+            {"path": f"/api/memories/{bob_memory}", "json": {"content": "篡改"}, "status": 404}
+        ],
         ("PATCH", "/api/memories/{memory_id}"): [
-            {"path": f"/api/memories/{bob_memory}", "json": {"title": "篡改"}, "status": 404}],
+            {"path": f"/api/memories/{bob_memory}", "json": {"title": "篡改"}, "status": 404}
+        ],
         ("DELETE", "/api/memories/{memory_id}"): [{"path": f"/api/memories/{bob_memory}", "status": 404}],
         ("POST", "/api/memories/{memory_id}/hard-delete"): [
-            {"path": f"/api/memories/{bob_memory}/hard-delete", "json": {"confirm": bob_memory}, "status": 404}],
+            {"path": f"/api/memories/{bob_memory}/hard-delete", "json": {"confirm": bob_memory}, "status": 404}
+        ],
         ("POST", "/api/memories/{memory_id}/restore"): [
-            {"path": f"/api/memories/{bob['trashed']}/restore", "status": 404}],
+            {"path": f"/api/memories/{bob['trashed']}/restore", "status": 404}
+        ],
         ("POST", "/api/memories/{memory_id}/archive"): [{"path": f"/api/memories/{bob_memory}/archive", "status": 404}],
         ("POST", "/api/memories/{memory_id}/revert"): [
-            {"path": f"/api/memories/{bob_memory}/revert", "json": {"version": 1}, "status": 404}],
+            {"path": f"/api/memories/{bob_memory}/revert", "json": {"version": 1}, "status": 404}
+        ],
         ("POST", "/api/memories/{memory_id}/supersede"): [
-            {"path": f"/api/memories/{bob_memory}/supersede", "json": {"superseded_by": alice["hobby"]},
-             "status": 404},
-            {"path": f"/api/memories/{alice['hobby']}/supersede", "json": {"superseded_by": bob_memory},
-             "status": 404}],
+            {"path": f"/api/memories/{bob_memory}/supersede", "json": {"superseded_by": alice["hobby"]}, "status": 404},
+            {"path": f"/api/memories/{alice['hobby']}/supersede", "json": {"superseded_by": bob_memory}, "status": 404},
+        ],
         ("POST", "/api/memories/{memory_id}/unsupersede"): [
-            {"path": f"/api/memories/{bob_memory}/unsupersede", "status": 404}],
+            {"path": f"/api/memories/{bob_memory}/unsupersede", "status": 404}
+        ],
         ("GET", "/api/knowledge/documents"): [
-            {"path": "/api/knowledge/documents", "status": 200, "alice": alice["document_id"]}],
+            {"path": "/api/knowledge/documents", "status": 200, "alice": alice["document_id"]}
+        ],
         ("POST", "/api/knowledge/documents"): [
-            {"path": "/api/knowledge/documents", "json": {"title": "新文档", "content": "绿茶八十度"}, "status": 201}],
+            {"path": "/api/knowledge/documents", "json": {"title": "新文档", "content": "绿茶八十度"}, "status": 201}
+        ],
         ("POST", "/api/knowledge/upload"): [
-            {"path": "/api/knowledge/upload", "files": {"file": ("上传.md", "# 上传\n\n绿茶。".encode(), "text/markdown")},
-             "status": 201}],
+            {
+                "path": "/api/knowledge/upload",
+                "files": {"file": ("上传.md", "# 上传\n\n绿茶。".encode(), "text/markdown")},
+                "status": 201,
+            }
+        ],
         ("GET", "/api/knowledge/documents/{document_id}"): [
             {"path": f"/api/knowledge/documents/{bob_doc}", "status": 404},
-            {"path": f"/api/knowledge/documents/{alice['document_id']}", "status": 200, "alice": ALICE_MARK}],
+            {"path": f"/api/knowledge/documents/{alice['document_id']}", "status": 200, "alice": ALICE_MARK},
+        ],
         ("DELETE", "/api/knowledge/documents/{document_id}"): [
-            {"path": f"/api/knowledge/documents/{bob_doc}", "status": 404}],
+            {"path": f"/api/knowledge/documents/{bob_doc}", "status": 404}
+        ],
         ("GET", "/api/memos"): [{"path": "/api/memos", "status": 200, "alice": alice["memo_id"]}],
         ("DELETE", "/api/memos/{memo_id}"): [
-            {"path": f"/api/memos/{bob['memo_id']}", "status": 200, "expect_json": {"cancelled": 0}}],
+            {"path": f"/api/memos/{bob['memo_id']}", "status": 200, "expect_json": {"cancelled": 0}}
+        ],
         ("GET", "/api/audit"): [
             {"path": "/api/audit", "params": {"page_size": 200}, "status": 200, "alice": alice["hobby"]},
             {"path": "/api/audit", "params": {"memory_id": bob_memory}, "status": 200, "expect_json": {"matched": 0}},
-            {"path": "/api/audit", "params": {"batch_id": bob["batch_id"]}, "status": 200,
-             "expect_json": {"matched": 0}},
+            {
+                "path": "/api/audit",
+                "params": {"batch_id": bob["batch_id"]},
+                "status": 200,
+                "expect_json": {"matched": 0},
+            },
         ],
         ("POST", "/api/audit/{audit_id}/restore"): [
             {"path": f"/api/audit/{audit_id}/restore", "status": 404} for audit_id in sorted(bob["audit_ids"])
         ],
         ("POST", "/api/audit/restore-batch"): [
-            {"path": "/api/audit/restore-batch", "json": {"batch_id": bob["batch_id"]}, "status": 404}],
+            {"path": "/api/audit/restore-batch", "json": {"batch_id": bob["batch_id"]}, "status": 404}
+        ],
         ("POST", "/api/v1/search/recall"): [
-            {"path": "/api/v1/search/recall", "status": 200, "alice": ALICE_MARK,
-             "json": {"query": "绿茶 西湖 散步", "min_score": -10.0,
-                      "quotas": {"events": 10, "entities": 10, "preferences": 10, "experiences": 10}}},
-            {"path": "/api/v1/search/recall", "status": 200, "alice": ALICE_MARK,
-             "json": {"query": "绿茶", "min_score": -10.0, "render": False, "peer_scope": "all"}},
+            {
+                "path": "/api/v1/search/recall",
+                "status": 200,
+                "alice": ALICE_MARK,
+                "json": {
+                    "query": "绿茶 西湖 散步",
+                    "min_score": -10.0,
+                    "quotas": {"events": 10, "entities": 10, "preferences": 10, "experiences": 10},
+                },
+            },
+            {
+                "path": "/api/v1/search/recall",
+                "status": 200,
+                "alice": ALICE_MARK,
+                "json": {"query": "绿茶", "min_score": -10.0, "render": False, "peer_scope": "all"},
+            },
         ],
         # Index upkeep is about the whole data dir's derived data: it reports and rebuilds, never returns memories.
         ("GET", "/api/maintenance/index"): [{"path": "/api/maintenance/index", "status": 200}],
@@ -152,7 +210,10 @@ async def test_no_api_route_returns_or_changes_the_other_owners_data(api, memory
     for (method, _), requests in cases.items():
         for case in requests:
             response = await api.request(
-                method, case["path"], params={**ALICE_ONLY, **case.get("params", {})}, json=case.get("json"),
+                method,
+                case["path"],
+                params={**ALICE_ONLY, **case.get("params", {})},
+                json=case.get("json"),
                 files=case.get("files"),
             )
             where = f"{method} {case['path']} {case.get('params', '')}"
@@ -173,21 +234,27 @@ async def test_audit_rows_and_recall_roots_stay_inside_the_selection(api, two_ow
     assert {row["store_key"] for row in rows} == {ALICE_STORE}
     assert {row["audit_id"] for row in rows} == alice["audit_ids"]
     assert not {row["audit_id"] for row in rows} & bob["audit_ids"]
-    recall = (await api.post("/api/v1/search/recall", params=ALICE_ONLY,
-                             json={"query": "绿茶", "min_score": -10.0})).json()["result"]
+    recall = (
+        await api.post("/api/v1/search/recall", params=ALICE_ONLY, json={"query": "绿茶", "min_score": -10.0})
+    ).json()["result"]
     assert recall["stats"]["roots"] == [f"booku://{ALICE_STORE}/memories"]
     assert recall["entries"] and all(e["uri"].startswith(f"booku://{ALICE_STORE}/") for e in recall["entries"])
 
 
 async def test_creations_with_one_store_selected_land_in_that_store(api, memory, two_owners):
-    created = await api.post("/api/memories", params=ALICE_ONLY,
-                             json={"title": "只给 Alice", "content": "Alice 的新记忆，关于龙井", **TRIPLET})
+    created = await api.post(
+        "/api/memories",
+        params=ALICE_ONLY,
+        json={"title": "只给 Alice", "content": "Alice 的新记忆，关于龙井", **TRIPLET},
+    )
     memory_id = created.json()["item"]["id"]
     alice_view = memory.runtime.memory_service(chat_scope("1001"))
     bob_view = memory.runtime.memory_service(chat_scope("2002"))
     assert (await alice_view.get_memory_detail(memory_id=memory_id))["found"] is True
     assert (await bob_view.get_memory_detail(memory_id=memory_id))["found"] is False
-    document = await api.post("/api/knowledge/documents", params=ALICE_ONLY, json={"title": "龙井", "content": "八十度"})
+    document = await api.post(
+        "/api/knowledge/documents", params=ALICE_ONLY, json={"title": "龙井", "content": "八十度"}
+    )
     listed = await memory.runtime.knowledge_service(chat_scope("1001")).list_documents()
     assert document.json()["document_id"] in {d["document_id"] for d in listed["items"]}
 
@@ -216,15 +283,21 @@ def _page_cases(alice: dict[str, Any], bob: dict[str, Any]) -> dict[str, list[tu
         "/memos": [("/memos", 200)],
         "/stats": [("/stats", 200)],
         "/audit": [("/audit", 200), (f"/audit?batch_id={bob['batch_id']}", 200)],
-        "/recall": [("/recall?query=%E7%BB%BF%E8%8C%B6&min_score=-10&render=true&quota_preferences=10"
-                     "&quota_events=10&quota_entities=10&quota_experiences=10", 200)],
+        "/recall": [
+            (
+                "/recall?query=%E7%BB%BF%E8%8C%B6&min_score=-10&render=true&quota_preferences=10"
+                "&quota_events=10&quota_entities=10&quota_experiences=10",
+                200,
+            )
+        ],
     }
 
 
 async def test_no_page_shows_the_other_owners_data_once_the_selector_narrows(browser, two_owners):
     alice, bob = two_owners["alice"], two_owners["bob"]
     chosen = await browser.post(
-        "/stores", data={"csrf_token": browser.csrf, "store": ALICE_STORE, "return_to": "/audit"})
+        "/stores", data={"csrf_token": browser.csrf, "store": ALICE_STORE, "return_to": "/audit"}
+    )
     assert chosen.status_code == 303 and chosen.headers["location"] == "/audit?notice=stores"
     cases = _page_cases(alice, bob)
     page_routes = {path for method, path in _route_keys(pages_module.router) if method == "GET"}

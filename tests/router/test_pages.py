@@ -64,9 +64,17 @@ async def test_unauthenticated_page_redirects_to_login_and_back(anon):
 
 async def test_create_form_success_and_error_keeps_input(browser, api):
     token = csrf_field((await browser.get("/memories/new")).text)
-    form = {"csrf_token": token, "title": "新朋友", "content": "在读书会认识的李四", "memory_type": "person",
-            "status": "active", "person_id": "qq:42", "core_tags": "朋友", "diffusion_tags": "读书会",
-            "opposing_tags": ""}
+    form = {
+        "csrf_token": token,
+        "title": "新朋友",
+        "content": "在读书会认识的李四",
+        "memory_type": "person",
+        "status": "active",
+        "person_id": "qq:42",
+        "core_tags": "朋友",
+        "diffusion_tags": "读书会",
+        "opposing_tags": "",
+    }
     refused = await browser.post("/memories/new", data=form)
     assert refused.status_code == 400
     assert "opposing_tags" in refused.text
@@ -80,7 +88,9 @@ async def test_create_form_success_and_error_keeps_input(browser, api):
 
 async def _edit_form(browser, memory_id: str) -> dict[str, str]:
     html = (await browser.get(f"/memories/{memory_id}/edit")).text
-    fields = dict(re.findall(r'<input type="(?:text|datetime-local)" id="f-[^"]+" name="([^"]+)" value="([^"]*)"', html))
+    fields = dict(
+        re.findall(r'<input type="(?:text|datetime-local)" id="f-[^"]+" name="([^"]+)" value="([^"]*)"', html)
+    )
     fields["content"] = re.search(r"<textarea[^>]*>(.*?)</textarea>", html, re.S).group(1)
     for name in ("memory_type", "status", "knowledge_type", "procedure_type", "disposition_status"):
         select = re.search(rf'<select id="f-{name}" name="{name}">(.*?)</select>', html, re.S).group(1)
@@ -103,7 +113,11 @@ async def test_edit_form_changes_tags_and_only_what_changed(browser, api):
     assert saved.status_code == 303 and saved.headers["location"].endswith("notice=saved")
     detail = (await api.get(f"/api/memories/{item['id']}")).json()
     meta = detail["item"]["metadata"]
-    assert (meta["core_tags"], meta["diffusion_tags"], meta["opposing_tags"]) == (["篮球", "运动"], ["体育馆"], ["足球"])
+    assert (meta["core_tags"], meta["diffusion_tags"], meta["opposing_tags"]) == (
+        ["篮球", "运动"],
+        ["体育馆"],
+        ["足球"],
+    )
     assert detail["item"]["content"] == item["content"]
     assert len(detail["history"]) == 2
 
@@ -150,15 +164,23 @@ async def test_bulk_form_from_the_list(browser, api):
     first, second = await create_memory(api, title="甲"), await create_memory(api, title="乙", content="另一条")
     response = await browser.post(
         "/memories/bulk",
-        data={"csrf_token": browser.csrf, "action": "delete", "memory_ids": [first["id"], second["id"]],
-              "return_to": "/memories?memory_type=knowledge"},
+        data={
+            "csrf_token": browser.csrf,
+            "action": "delete",
+            "memory_ids": [first["id"], second["id"]],
+            "return_to": "/memories?memory_type=knowledge",
+        },
     )
     assert response.headers["location"] == "/memories?memory_type=knowledge&notice=bulk"
     assert len((await api.get("/api/trash")).json()["items"]) == 2
     evil = await browser.post(
         "/memories/bulk",
-        data={"csrf_token": browser.csrf, "action": "restore", "memory_ids": [first["id"]],
-              "return_to": "https://evil.example/"},
+        data={
+            "csrf_token": browser.csrf,
+            "action": "restore",
+            "memory_ids": [first["id"]],
+            "return_to": "https://evil.example/",
+        },
     )
     assert evil.headers["location"] == "/memories?notice=bulk"
 
@@ -197,13 +219,38 @@ def test_search_template_shows_score_parts_escaped():
     """The score breakdown is rendered from whatever parts the service reports, names translated, text escaped."""
     env = build_environment()
     html = env.get_template("search.html").render(
-        root="", csrf_token="t", logged_in=True, nav="search", notice="", error="", url=lambda p, **k: p,
-        stores=None, selector_return_to="",
-        q="篮球", mode="semantic", top_k=5, max_score=0.8123, include_archived=False, include_knowledge=False, core_tags="",
-        diffusion_tags="", opposing_tags="", searched=True, part_labels={"vector": "向量相似度"},
+        root="",
+        csrf_token="t",
+        logged_in=True,
+        nav="search",
+        notice="",
+        error="",
+        url=lambda p, **k: p,
+        stores=None,
+        selector_return_to="",
+        q="篮球",
+        mode="semantic",
+        top_k=5,
+        max_score=0.8123,
+        include_archived=False,
+        include_knowledge=False,
+        core_tags="",
+        diffusion_tags="",
+        opposing_tags="",
+        searched=True,
+        part_labels={"vector": "向量相似度"},
         result={"logic_depth": 0.5, "resonance": 0.1, "beta": 0.3},
-        items=[{"id": "mem-1", "title": XSS, "content_snippet": "打篮球", "is_truncated": False, "score": 0.8123,
-                "score_parts": {"vector": 0.7, "keyword": 0.1123}, "metadata": {"memory_type": "person"}}],
+        items=[
+            {
+                "id": "mem-1",
+                "title": XSS,
+                "content_snippet": "打篮球",
+                "is_truncated": False,
+                "score": 0.8123,
+                "score_parts": {"vector": 0.7, "keyword": 0.1123},
+                "metadata": {"memory_type": "person"},
+            }
+        ],
     )
     assert "0.812" in html and "向量相似度 0.700" in html and "keyword 0.112" in html
     assert ESCAPED in html and XSS not in html

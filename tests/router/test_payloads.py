@@ -40,13 +40,26 @@ def test_blank_folder_means_keep_and_null_means_absent():
 
 
 def test_changed_fields_sends_whole_triplet_and_ignores_case_and_minute_rounding():
-    stored = {"id": "m", "title": "张三", "content": "正文",
-              "metadata": {"core_tags": ["a"], "diffusion_tags": ["b"], "opposing_tags": ["c"],
-                           "event_start_at": 1_700_000_030.0, "memory_type": "person", "folder_id": "default"}}
+    stored = {
+        "id": "m",
+        "title": "张三",
+        "content": "正文",
+        "metadata": {
+            "core_tags": ["a"],
+            "diffusion_tags": ["b"],
+            "opposing_tags": ["c"],
+            "event_start_at": 1_700_000_030.0,
+            "memory_type": "person",
+            "folder_id": "default",
+        },
+    }
     current = current_memory_fields(stored)
     same = {**current, "core_tags": ["A"], "event_start_at": 1_700_000_000.0}
     assert changed_memory_fields(current, same) == {}
     edited = {**current, "diffusion_tags": ["b", "d"], "title": "张三丰"}
     assert changed_memory_fields(current, edited) == {
-        "title": "张三丰", "core_tags": ["a"], "diffusion_tags": ["b", "d"], "opposing_tags": ["c"],
+        "title": "张三丰",
+        "core_tags": ["a"],
+        "diffusion_tags": ["b", "d"],
+        "opposing_tags": ["c"],
     }

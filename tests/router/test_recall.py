@@ -16,17 +16,36 @@ SEED_REQUEST = {
 }
 PREFERENCE = "用户偏好在 API 文档中同时提供 HTTP、SDK 和 CLI 示例。"
 ENTRY_KEYS = {"uri", "score", "type", "mode", "rank", "origin", "content", "summary", "abstract"}
-STATS_KEYS = {"quotas", "roots", "searched", "returned", "dropped", "max_chars", "min_score", "peer_scope",
-              "other_peer_penalties", "origins"}
+STATS_KEYS = {
+    "quotas",
+    "roots",
+    "searched",
+    "returned",
+    "dropped",
+    "max_chars",
+    "min_score",
+    "peer_scope",
+    "other_peer_penalties",
+    "origins",
+}
 
 
 async def _seed(api) -> dict[str, str]:
-    preference = await create_memory(api, title="API 文档偏好", content=PREFERENCE, memory_type="preference",
-                                     core_tags=["API", "文档"], diffusion_tags=["偏好"], opposing_tags=["口头说明"])
-    event = await create_memory(api, title="OpenViking 文档评审", content="上周评审了 OpenViking API 文档的目录结构",
-                                memory_type="event")
-    person = await create_memory(api, title="张三", content="张三负责维护 OpenViking API 文档", memory_type="person",
-                                 person_id="qq:10001")
+    preference = await create_memory(
+        api,
+        title="API 文档偏好",
+        content=PREFERENCE,
+        memory_type="preference",
+        core_tags=["API", "文档"],
+        diffusion_tags=["偏好"],
+        opposing_tags=["口头说明"],
+    )
+    event = await create_memory(
+        api, title="OpenViking 文档评审", content="上周评审了 OpenViking API 文档的目录结构", memory_type="event"
+    )
+    person = await create_memory(
+        api, title="张三", content="张三负责维护 OpenViking API 文档", memory_type="person", person_id="qq:10001"
+    )
     return {"preference": preference["id"], "event": event["id"], "person": person["id"]}
 
 
@@ -123,8 +142,11 @@ async def test_unauthenticated_and_wrong_key_are_401_in_the_seed_error_envelope(
     assert response.status_code == 401
     body = response.json()
     assert body["status"] == "error" and "X-API-Key" in body["error"]
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=dashboard_app), base_url="http://testserver",
-                                 headers={"X-API-Key": API_KEY + "x"}) as wrong:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=dashboard_app),
+        base_url="http://testserver",
+        headers={"X-API-Key": API_KEY + "x"},
+    ) as wrong:
         assert (await wrong.post(RECALL, json=SEED_REQUEST)).status_code == 401
 
 
@@ -164,13 +186,28 @@ async def test_bad_input_is_a_400_with_a_chinese_message_naming_the_field(api):
 
 
 async def test_preview_page_shows_the_rendered_block_escaped_and_the_entries(api, browser):
-    item = await create_memory(api, title="<b>偏好</b>", content="<script>alert(1)</script> 喜欢简洁的 API 文档",
-                               memory_type="preference", **{**TRIPLET, "core_tags": ["API", "文档"]})
+    item = await create_memory(
+        api,
+        title="<b>偏好</b>",
+        content="<script>alert(1)</script> 喜欢简洁的 API 文档",
+        memory_type="preference",
+        **{**TRIPLET, "core_tags": ["API", "文档"]},
+    )
     page = await browser.get("/recall")
     assert page.status_code == 200 and "召回预览" in page.text
     assert 'name="quota_events" value="10"' in page.text and 'name="quota_preferences" value="3"' in page.text
-    html = (await browser.get("/recall", params={"query": "API 文档", "quota_preferences": "3",
-                                                 "max_chars": "6500", "min_score": "-5", "render": "true"})).text
+    html = (
+        await browser.get(
+            "/recall",
+            params={
+                "query": "API 文档",
+                "quota_preferences": "3",
+                "max_chars": "6500",
+                "min_score": "-5",
+                "render": "true",
+            },
+        )
+    ).text
     block = html.split('class="content-box rendered-block">')[1].split("</pre>")[0]
     assert "### Preferences" in block and "&lt;script&gt;alert(1)&lt;/script&gt;" in block
     assert "<script" not in html

@@ -31,15 +31,47 @@ from booku_memory.services.embedding.deterministic import DeterministicTestEmbed
 from .conftest import API_KEY, TRIPLET
 
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
-HOSTILE = ["\ud800", "\udfff", "a\ud83d", "\x00", "a\x00b", "\u202eevil", "مرحبا بالعالم", "😀👍🏽", "\ufeff", "\uffff",
-           "<script>alert(1)</script>", "../../etc/passwd", "%00", "'; DROP TABLE x; --", "(a+)+$", "   ", "",
-           "大" * 3000, "x" * 20000, "1e309", "-1", "null", "true", "\\", "\"", "\r\n"]
+HOSTILE = [
+    "\ud800",
+    "\udfff",
+    "a\ud83d",
+    "\x00",
+    "a\x00b",
+    "\u202eevil",
+    "مرحبا بالعالم",
+    "😀👍🏽",
+    "\ufeff",
+    "\uffff",
+    "<script>alert(1)</script>",
+    "../../etc/passwd",
+    "%00",
+    "'; DROP TABLE x; --",
+    "(a+)+$",
+    "   ",
+    "",
+    "大" * 3000,
+    "x" * 20000,
+    "1e309",
+    "-1",
+    "null",
+    "true",
+    "\\",
+    '"',
+    "\r\n",
+]
 ANY_CHAR = st.characters(exclude_categories=())  # surrogates included
-WITH_LONE_SURROGATE = st.builds(lambda head, lone, tail: head + lone + tail, st.text(ANY_CHAR, max_size=20),
-                                st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF), st.text(max_size=20))
-TEXT = st.one_of(st.sampled_from(HOSTILE), WITH_LONE_SURROGATE,
-                 st.text(ANY_CHAR, max_size=60),
-                 st.text(ANY_CHAR, min_size=200, max_size=2000))
+WITH_LONE_SURROGATE = st.builds(
+    lambda head, lone, tail: head + lone + tail,
+    st.text(ANY_CHAR, max_size=20),
+    st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),
+    st.text(max_size=20),
+)
+TEXT = st.one_of(
+    st.sampled_from(HOSTILE),
+    WITH_LONE_SURROGATE,
+    st.text(ANY_CHAR, max_size=60),
+    st.text(ANY_CHAR, min_size=200, max_size=2000),
+)
 JSON_VALUE = st.one_of(TEXT, st.lists(TEXT, max_size=4), st.integers(-5, 10**12), st.none(), st.booleans())
 
 
@@ -110,8 +142,10 @@ def body_strategy(route: APIRoute) -> st.SearchStrategy[Any]:
     anything = st.dictionaries(TEXT, JSON_VALUE, max_size=4)
     if fields:
         return st.one_of(_model_body(fields), _model_body(fields), _model_body(fields), anything)
-    recall = st.fixed_dictionaries({"query": TEXT}, optional={"max_chars": JSON_VALUE, "quotas": JSON_VALUE,
-                                                              "render": JSON_VALUE, "peer_scope": JSON_VALUE})
+    recall = st.fixed_dictionaries(
+        {"query": TEXT},
+        optional={"max_chars": JSON_VALUE, "quotas": JSON_VALUE, "render": JSON_VALUE, "peer_scope": JSON_VALUE},
+    )
     return st.one_of(recall, recall, recall, anything)
 
 
@@ -132,13 +166,20 @@ class Fuzzer:
         memory = await handle.__aenter__()
         self._handle = handle
         self.app = create_dashboard_app(lambda: memory.runtime, settings=DashboardSettings(api_key=API_KEY))
-        self.client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url="http://testserver",
-                                        headers={"X-API-Key": API_KEY}, timeout=120)
+        self.client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.app),
+            base_url="http://testserver",
+            headers={"X-API-Key": API_KEY},
+            timeout=120,
+        )
         for index in range(3):
-            created = await self.client.post("/api/memories", json={"title": f"种子{index}",
-                                                                    "content": f"种子记忆 {index}", **TRIPLET})
+            created = await self.client.post(
+                "/api/memories", json={"title": f"种子{index}", "content": f"种子记忆 {index}", **TRIPLET}
+            )
             self.ids.append(created.json()["item"]["id"])
-        document = await self.client.post("/api/knowledge/documents", json={"title": "种子文档", "content": "# 标题\n\n正文"})
+        document = await self.client.post(
+            "/api/knowledge/documents", json={"title": "种子文档", "content": "# 标题\n\n正文"}
+        )
         self.ids.append(document.json()["document_id"])
         return memory
 
@@ -181,7 +222,9 @@ def test_no_json_route_answers_5xx(fuzzer, method, route):
     names = sorted(query_names(route.dependant))
     has_body = route.body_field is not None or method in ("POST", "PUT", "PATCH")
 
-    @settings(max_examples=40 if has_body else 10, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @settings(
+        max_examples=40 if has_body else 10, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    )
     @given(
         path_values=st.fixed_dictionaries({name: st.one_of(TEXT, st.sampled_from(fuzzer.ids)) for name in params}),
         query=st.fixed_dictionaries({}, optional={name: TEXT for name in names}),
@@ -205,10 +248,12 @@ def test_no_page_answers_5xx_for_any_cookie(fuzzer):
     with the key, a logged-in) visitor, never with a server error."""
 
     @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), database=None)
-    @given(name=st.sampled_from(COOKIE_NAMES),
-           raw=st.binary(max_size=300).map(lambda value: bytes(b for b in value if b not in b"\r\n\x00;")),
-           path=st.sampled_from(["/login", "/memories", "/api/status", "/knowledge"]),
-           with_key=st.booleans())
+    @given(
+        name=st.sampled_from(COOKIE_NAMES),
+        raw=st.binary(max_size=300).map(lambda value: bytes(b for b in value if b not in b"\r\n\x00;")),
+        path=st.sampled_from(["/login", "/memories", "/api/status", "/knowledge"]),
+        with_key=st.booleans(),
+    )
     def run(name: str, raw: bytes, path: str, with_key: bool) -> None:
         request = fuzzer.client.build_request("GET", path, headers={"Cookie": name.encode() + b"=" + raw})
         if not with_key:
@@ -237,8 +282,23 @@ PAGES = page_routes(_PROBE_APP)
 def form_names(route: APIRoute) -> list[str]:
     """The form fields a page route declares, plus the ones the page forms post and routes read by hand."""
     declared = {param.alias for param in route.dependant.body_params}
-    return sorted(declared | {"title", "content", "memory_ids", "action", "store", "return_to", "version",
-                              "confirm", "status", "note", "api_key", "next"})
+    return sorted(
+        declared
+        | {
+            "title",
+            "content",
+            "memory_ids",
+            "action",
+            "store",
+            "return_to",
+            "version",
+            "confirm",
+            "status",
+            "note",
+            "api_key",
+            "next",
+        }
+    )
 
 
 @pytest.mark.parametrize("method, route", PAGES, ids=[f"{m} {r.path}" for m, r in PAGES])
@@ -262,8 +322,9 @@ def test_no_page_answers_5xx(fuzzer, method, route):
         url = path + ("?" + "&".join(f"{_url_piece(k)}={_url_piece(v)}" for k, v in query.items()) if query else "")
         content = "&".join(f"{_url_piece(k)}={_url_piece(v)}" for k, v in form.items()).encode("ascii")
         headers = {"Content-Type": "application/x-www-form-urlencoded"} if method == "POST" else {}
-        response = fuzzer.runner.run(fuzzer.client.request(method, url, content=content if method == "POST" else None,
-                                                           headers=headers))
+        response = fuzzer.runner.run(
+            fuzzer.client.request(method, url, content=content if method == "POST" else None, headers=headers)
+        )
         assert response.status_code < 500, (method, path, query, form, response.status_code, response.text[:500])
 
     run()

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-import booku_memory
 import pytest
+
+import booku_memory
 from booku_memory.services.embedding.local import LocalE5Embedder
 
 

@@ -84,7 +84,9 @@ async def test_store_lookups_only_answer_inside_the_selection(memory, two_owners
     stores, alice, bob = StoreLocator(memory.runtime.db), two_owners["alice"], two_owners["bob"]
     both = [alice["hobby"], bob["hobby"]]
     assert await stores.memory_stores(both, [ALICE_STORE, BOB_STORE]) == {
-        alice["hobby"]: ALICE_STORE, bob["hobby"]: BOB_STORE}
+        alice["hobby"]: ALICE_STORE,
+        bob["hobby"]: BOB_STORE,
+    }
     assert await stores.memory_stores(both, [ALICE_STORE]) == {alice["hobby"]: ALICE_STORE}
     assert await stores.document_store(bob["document_id"], [ALICE_STORE]) is None
     assert await stores.document_store(bob["document_id"], [BOB_STORE]) == BOB_STORE
@@ -97,8 +99,12 @@ async def test_store_lookups_only_answer_inside_the_selection(memory, two_owners
 
 async def test_api_lists_stores_and_rejects_unknown_ones(api, two_owners):
     listed = (await api.get("/api/stores")).json()
-    assert listed == {"available": ["shared", ALICE_STORE, BOB_STORE], "selected": ["shared", ALICE_STORE, BOB_STORE],
-                      "all": True, "write_store": "shared"}
+    assert listed == {
+        "available": ["shared", ALICE_STORE, BOB_STORE],
+        "selected": ["shared", ALICE_STORE, BOB_STORE],
+        "all": True,
+        "write_store": "shared",
+    }
     narrowed = (await api.get("/api/stores", params={"store": [ALICE_STORE, BOB_STORE]})).json()
     assert narrowed["selected"] == [ALICE_STORE, BOB_STORE] and narrowed["write_store"] == ALICE_STORE
     refused = await api.get("/api/memories", params={"store": "private:qq:404"})
@@ -162,15 +168,26 @@ async def test_selector_remembers_the_choice_and_creations_follow_it(browser, ap
     assert f'value="{ALICE_STORE}"' in html and "私聊 qq:2002" in html
     assert 'name="return_to" value="/memories?keyword=%E7%BB%BF%E8%8C%B6"' in html
 
-    chosen = await browser.post("/stores", data={"csrf_token": browser.csrf, "store": ALICE_STORE,
-                                                 "return_to": "/memories/new"})
+    chosen = await browser.post(
+        "/stores", data={"csrf_token": browser.csrf, "store": ALICE_STORE, "return_to": "/memories/new"}
+    )
     assert chosen.headers["location"] == "/memories/new?notice=stores"
     assert any(cookie.name == STORE_COOKIE for cookie in browser.cookies.jar)
     form = (await browser.get("/memories/new")).text
     assert "将写入记忆库：<strong>私聊 qq:1001</strong>" in form
-    created = await browser.post("/memories/new", data={
-        "csrf_token": browser.csrf, "title": "管理员补记", "content": "Alice 下周要去杭州", "memory_type": "event",
-        "status": "active", "core_tags": "杭州", "diffusion_tags": "出行", "opposing_tags": "加班"})
+    created = await browser.post(
+        "/memories/new",
+        data={
+            "csrf_token": browser.csrf,
+            "title": "管理员补记",
+            "content": "Alice 下周要去杭州",
+            "memory_type": "event",
+            "status": "active",
+            "core_tags": "杭州",
+            "diffusion_tags": "出行",
+            "opposing_tags": "加班",
+        },
+    )
     assert created.status_code == 303
     memory_id = created.headers["location"].split("/memories/")[1].split("?")[0]
     alice_view = memory.runtime.memory_service(chat_scope("1001"))

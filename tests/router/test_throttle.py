@@ -47,8 +47,10 @@ async def test_a_flood_of_wrong_keys_is_answered_one_at_a_time(dashboard_app):
 
 async def test_the_right_key_passes_at_once_while_wrong_guesses_queue(dashboard_app):
     dashboard_app.state.auth.guesses = _quick_throttle(free=0)
-    async with _client(dashboard_app, headers={"X-API-Key": WRONG}) as guesser, \
-            _client(dashboard_app, headers={"X-API-Key": API_KEY}) as operator:
+    async with (
+        _client(dashboard_app, headers={"X-API-Key": WRONG}) as guesser,
+        _client(dashboard_app, headers={"X-API-Key": API_KEY}) as operator,
+    ):
         flood = [asyncio.create_task(guesser.get("/api/status")) for _ in range(20)]
         await asyncio.sleep(STEP)  # the flood is queued behind the throttle
         answer = await operator.get("/api/status")

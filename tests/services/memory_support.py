@@ -22,8 +22,13 @@ from booku_memory.services.logic.text import compose_embedding_text
 MEMORY_SERVICE = "booku_memory:service:booku_memory"
 STORE = "shared"
 TIERS = ("live", "archive", "knowledge")
-TABLES = ("booku_memory_records", "booku_memory_tags", "booku_memory_revisions", "booku_vector_outbox",
-          "booku_temporary_memos")
+TABLES = (
+    "booku_memory_records",
+    "booku_memory_tags",
+    "booku_memory_revisions",
+    "booku_vector_outbox",
+    "booku_temporary_memos",
+)
 ITEM_KEYS = {"id", "title", "content_snippet", "is_truncated", "metadata"}
 
 
@@ -123,7 +128,9 @@ PROJECT = ("Booku 项目", "用户正在用 Python 开发一个叫 Booku 的长�
 
 # A long memory and a copy with one more sentence: similar enough (cos ≈ 0.97, novelty ≈ 0.06 with the
 # deterministic embedder) that the default write-conflict settings merge them.
-CAT_LONG = "用户的猫叫小橘，是一只橘色的公猫，今年三岁，喜欢吃鱼干，晚上喜欢睡在沙发上，白天经常在阳台晒太阳，很怕洗澡。"
+CAT_LONG = (
+    "用户的猫叫小橘，是一只橘色的公猫，今年三岁，喜欢吃鱼干，晚上喜欢睡在沙发上，白天经常在阳台晒太阳，很怕洗澡。"
+)
 CAT_LONG_PLUS = CAT_LONG + "体重五公斤。"
 
 

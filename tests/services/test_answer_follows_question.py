@@ -30,6 +30,14 @@ async def test_the_answer_to_a_matching_question_follows_it(tmp_path: Path) -> N
     assert answer["neighbour"] > 0  # lifted by the question it answers
     assert question["shape"] < answer["shape"] - 1.0  # the question only asks: demoted for an English query
     assert [rows[memory_id]["question_share"] is not None for memory_id in ids] == [
-        False, False, True, False, False, False, False, False]
+        False,
+        False,
+        True,
+        False,
+        False,
+        False,
+        False,
+        False,
+    ]
     assert rows[ids[2]]["question_share"] == question_share(CHAT[2])
     assert rows[ids[3]]["content_chars"] == len(CHAT[3])

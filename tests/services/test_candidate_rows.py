@@ -23,9 +23,14 @@ from booku_memory.services.storage.record_columns import CANDIDATE_KEYS
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 TRIPLE = {"tags": ["湖"], "core_tags": ["lake"], "diffusion_tags": ["旅行"], "opposing_tags": ["沙漠"]}
 TEXTS = [
-    "周末去西湖边喝绿茶", "你周末想去西湖吗？", "Caroline went to the café near the lake",
-    "Melanie painted a sunrise over the lake last summer", "Did Caroline paint the lake too?",
-    "会议改到周三下午三点，地点在三号会议室", "Running every morning keeps Melanie calm", "她最喜欢的电影是千与千寻",
+    "周末去西湖边喝绿茶",
+    "你周末想去西湖吗？",
+    "Caroline went to the café near the lake",
+    "Melanie painted a sunrise over the lake last summer",
+    "Did Caroline paint the lake too?",
+    "会议改到周三下午三点，地点在三号会议室",
+    "Running every morning keeps Melanie calm",
+    "她最喜欢的电影是千与千寻",
 ]
 
 
@@ -34,9 +39,16 @@ async def write_corpus(service) -> list[str]:
     for number, text in enumerate(TEXTS):
         ids.append((await service.upsert_memory(text, **(TRIPLE if number % 2 == 0 else {})))["id"])
     person = await service.create_memory(
-        title="Caroline", content="Caroline: I love the lake at dawn", memory_type="person", person_id="qq:10001",
-        tags=["朋友"], core_tags=["Caroline"], diffusion_tags=["湖"], opposing_tags=["沙漠"],
-        relation_memory_ids=[ids[2]])
+        title="Caroline",
+        content="Caroline: I love the lake at dawn",
+        memory_type="person",
+        person_id="qq:10001",
+        tags=["朋友"],
+        core_tags=["Caroline"],
+        diffusion_tags=["湖"],
+        opposing_tags=["沙漠"],
+        relation_memory_ids=[ids[2]],
+    )
     ids.append(person["id"])
     return ids
 
@@ -95,10 +107,12 @@ async def test_held_rows_follow_every_change_by_another_runtime(tmp_path, lock_i
                 await other.update_memory_by_id(memory_id=ids[1], memory_type="preference")
                 await other.update_memory_by_id(memory_id=ids[-1], person_id="qq:20002", relation_memory_ids=[ids[3]])
                 start = time.time() - 86400
-                await other.update_memory_by_id(memory_id=ids[3], memory_type="event", event_start_at=start,
-                                                event_end_at=start + 3600)
-                await other.update_memory_by_id(memory_id=ids[4], core_tags=["画"], diffusion_tags=["湖"],
-                                                opposing_tags=["城市"])
+                await other.update_memory_by_id(
+                    memory_id=ids[3], memory_type="event", event_start_at=start, event_end_at=start + 3600
+                )
+                await other.update_memory_by_id(
+                    memory_id=ids[4], core_tags=["画"], diffusion_tags=["湖"], opposing_tags=["城市"]
+                )
                 await other.update_memory_by_id(memory_id=ids[5], content="会议取消了，下周再约？")
                 await other.archive_memories(memory_ids=[ids[6]])
                 await other.delete_memories(memory_ids=[ids[7]])
@@ -109,13 +123,15 @@ async def test_held_rows_follow_every_change_by_another_runtime(tmp_path, lock_i
         every = [*ids, added]
         held, by_sql, not_held = await held_and_sql(records, every)
         assert held == by_sql and not not_held
-        assert ids[7] not in held and ids[2] not in held                        # soft and hard deleted
+        assert ids[7] not in held and ids[2] not in held  # soft and hard deleted
         assert held[ids[0]]["folder_id"] == "travel" and held[ids[1]]["memory_type"] == "preference"
         assert held[ids[-1]]["person_id"] == "qq:20002" and held[ids[-1]]["relation_memory_ids"] == [ids[3]]
         assert held[ids[3]]["event_start_at"] == pytest.approx(start)
-        assert held[ids[4]]["core_tags"] == ["画"] and held[ids[5]]["question_share"] == question_share("会议取消了，下周再约？")
+        assert held[ids[4]]["core_tags"] == ["画"] and held[ids[5]]["question_share"] == question_share(
+            "会议取消了，下周再约？"
+        )
         assert held[ids[6]]["status"] == "archived" and held[added]["core_tags"] == ["lake"]
-        assert records.memory_keywords.loads == 1                                # the journal, not a reload
+        assert records.memory_keywords.loads == 1  # the journal, not a reload
 
 
 async def test_a_record_not_held_is_read_in_sql(tmp_path) -> None:
@@ -131,7 +147,8 @@ async def test_a_record_not_held_is_read_in_sql(tmp_path) -> None:
 
 
 async def test_a_second_read_as_of_the_last_one_takes_held_rows_without_a_hop_and_reads_the_rest(
-        tmp_path, monkeypatch) -> None:
+    tmp_path, monkeypatch
+) -> None:
     """EPA pass 2's read (``as_of_last_read``): the rows held as the last read left them, looked up without a hop
     to the reader and without following the journal; the ids not held are read as usual (journal, then SQL)."""
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
@@ -155,8 +172,9 @@ async def test_a_second_read_as_of_the_last_one_takes_held_rows_without_a_hop_an
         assert second == first
         hops.clear()
         held_only = [memory_id for memory_id in ids if memory_id != ids[3]]
-        assert await records.candidates(held_only, with_tags=True, as_of_last_read=True) == \
-            {memory_id: first[memory_id] for memory_id in held_only}
+        assert await records.candidates(held_only, with_tags=True, as_of_last_read=True) == {
+            memory_id: first[memory_id] for memory_id in held_only
+        }
         assert hops == []
 
 
@@ -174,8 +192,9 @@ async def test_retrieval_is_the_same_with_and_without_held_rows(tmp_path, tagged
             by_sql = await service.retrieve_memories(query, top_k=5, record_activation=False, **tags)
             records.memory_keywords.keep_candidates = True
             assert held["results"], query
-            assert [(item["id"], item["score"]) for item in held["results"]] == \
-                [(item["id"], item["score"]) for item in by_sql["results"]], query
+            assert [(item["id"], item["score"]) for item in held["results"]] == [
+                (item["id"], item["score"]) for item in by_sql["results"]
+            ], query
 
 
 async def test_more_changes_than_the_journal_applies_read_sql_then_reload(tmp_path, monkeypatch, lock_ignored) -> None:
@@ -193,7 +212,7 @@ async def test_more_changes_than_the_journal_applies_read_sql_then_reload(tmp_pa
             async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as second:
                 await second.get_service(booku_memory.MEMORY_SERVICE).move_memories(memory_ids=ids, to_folder_id="旅行")
         held = await records.candidates(ids, with_tags=True)
-        assert {row["folder_id"] for row in held.values()} == {"旅行"}          # answered by SQL
+        assert {row["folder_id"] for row in held.values()} == {"旅行"}  # answered by SQL
         # Dropped and reloaded (the reload of a store this small may already be done here, so wait for it).
         assert await records.memory_keywords.wait_ready() and records.memory_keywords.loads == loads + 1
         assert records.memory_keywords._loaded is not old_copy

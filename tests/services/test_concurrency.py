@@ -17,8 +17,9 @@ from .memory_support import CAT, CAT_LONG, CAT_LONG_PLUS, COFFEE, HIKE, PROJECT,
 async def test_two_near_duplicates_at_once_end_as_one_record(svc, probe: Probe) -> None:
     results = await asyncio.gather(
         svc.upsert_memory(CAT_LONG, title="小橘", core_tags=["猫"], diffusion_tags=["宠物"], opposing_tags=["狗"]),
-        svc.upsert_memory(CAT_LONG_PLUS, title="小橘", core_tags=["小橘"], diffusion_tags=["健康"],
-                          opposing_tags=["狗"]),
+        svc.upsert_memory(
+            CAT_LONG_PLUS, title="小橘", core_tags=["小橘"], diffusion_tags=["健康"], opposing_tags=["狗"]
+        ),
     )
 
     assert sorted(r["mode"] for r in results) == ["created", "merged"]
@@ -35,9 +36,7 @@ async def test_two_near_duplicates_at_once_end_as_one_record(svc, probe: Probe) 
 
 
 async def test_identical_writes_from_many_coroutines_end_as_one_record(svc, probe: Probe) -> None:
-    results = await asyncio.gather(*[
-        svc.create_memory(title=CAT[0], content=CAT[1], **TRIPLET) for _ in range(5)
-    ])
+    results = await asyncio.gather(*[svc.create_memory(title=CAT[0], content=CAT[1], **TRIPLET) for _ in range(5)])
 
     assert sorted(r["mode"] for r in results) == ["created"] + ["merged"] * 4
     assert len({r["id"] for r in results}) == 1
@@ -48,9 +47,9 @@ async def test_identical_writes_from_many_coroutines_end_as_one_record(svc, prob
 
 async def test_concurrent_distinct_writes_all_land(svc, probe: Probe) -> None:
     entries = [CAT, HIKE, COFFEE, PROJECT]
-    results = await asyncio.gather(*[
-        svc.create_memory(title=title, content=content, **TRIPLET) for title, content in entries
-    ])
+    results = await asyncio.gather(
+        *[svc.create_memory(title=title, content=content, **TRIPLET) for title, content in entries]
+    )
 
     assert [r["mode"] for r in results] == ["created"] * 4
     assert len({r["id"] for r in results}) == 4
@@ -63,9 +62,9 @@ async def test_concurrent_distinct_writes_all_land(svc, probe: Probe) -> None:
 
 async def test_concurrent_person_writes_merge_into_one_person(svc, probe: Probe) -> None:
     facts = ["张三喜欢打篮球。", "张三在深圳做程序员。", "张三养了一只叫旺财的狗。"]
-    results = await asyncio.gather(*[
-        svc.upsert_memory(fact, title="张三", memory_type="person", person_id="qq:10001") for fact in facts
-    ])
+    results = await asyncio.gather(
+        *[svc.upsert_memory(fact, title="张三", memory_type="person", person_id="qq:10001") for fact in facts]
+    )
 
     assert sorted(r["mode"] for r in results) == ["created", "merged", "merged"]
     assert await probe.count("booku_memory_records") == 1
@@ -94,9 +93,9 @@ async def test_writes_racing_with_deletes_and_reads_stay_consistent(svc, probe: 
 
 
 async def test_concurrent_identical_memos_end_as_one_memo(svc, probe: Probe) -> None:
-    results = await asyncio.gather(*[
-        svc.create_temporary_memo(content="五点前回复客户", expire_hours=hours, stream_id="s") for hours in (1, 2, 3)
-    ])
+    results = await asyncio.gather(
+        *[svc.create_temporary_memo(content="五点前回复客户", expire_hours=hours, stream_id="s") for hours in (1, 2, 3)]
+    )
 
     assert sorted(r["mode"] for r in results) == ["created", "refreshed", "refreshed"]
     assert len({r["memo_id"] for r in results}) == 1

@@ -16,8 +16,12 @@ from booku_memory.services.storage.fts_plan import choose_terms
 from booku_memory.services.storage.keyword_rows import store_token
 
 # The planner serves the FTS5 route; the in-memory index (tests/services/test_keyword_mirror.py) ranks every term.
-QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}, "scope": {"mode": "per_chat"},
-         "retrieval": {"in_memory_keyword_index": False}}
+QUIET = {
+    "maintenance": {"enabled": False},
+    "startup_ingest": {"enabled": False},
+    "scope": {"mode": "per_chat"},
+    "retrieval": {"in_memory_keyword_index": False},
+}
 SECTION = load_config(QUIET).scope
 ALICE = scope_for_chat(SECTION, platform="qq", chat_type="private", user_id="1001", stream_id="s-alice")
 BOB = scope_for_chat(SECTION, platform="qq", chat_type="private", user_id="2002", stream_id="s-bob")
@@ -100,8 +104,12 @@ async def test_store_clause_is_skipped_only_for_a_store_that_owns_nearly_every_r
             flt = searchable_filter(scope, include_archived=False, include_knowledge=False)
             found = {memory_id for memory_id, _ in await records.search_terms(terms, flt, limit=500)}
             assert found and found <= own and not found & other
-        assert {m for m, _ in await records.search_terms(
-            terms, searchable_filter(ALICE, include_archived=False, include_knowledge=False), limit=5)} == mine
+        assert {
+            m
+            for m, _ in await records.search_terms(
+                terms, searchable_filter(ALICE, include_archived=False, include_knowledge=False), limit=5
+            )
+        } == mine
 
 
 async def test_planner_recreates_its_vocabulary_table_after_the_database_reopens(tmp_path) -> None:

@@ -21,9 +21,11 @@ from .memory_support import MEMORY_SERVICE
 
 QUIET_CONFIG = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 
-FACTS = [("小橘喜欢鱼干", "小橘是一只橘猫，最喜欢吃鱼干。"),
-         ("周末去香山", "上周末和朋友去香山爬山，看了红叶。"),
-         ("咖啡偏好", "早上只喝美式咖啡，不加糖。")]
+FACTS = [
+    ("小橘喜欢鱼干", "小橘是一只橘猫，最喜欢吃鱼干。"),
+    ("周末去香山", "上周末和朋友去香山爬山，看了红叶。"),
+    ("咖啡偏好", "早上只喝美式咖啡，不加糖。"),
+]
 
 
 def _open(data: Path):
@@ -75,8 +77,9 @@ async def test_index_deleted_under_a_running_runtime_degrades_then_recovers(tmp_
         assert runtime.index_recovery.recoveries >= 1
         assert (await runtime.vectors.count())["live"] == len(ids) + 1
         assert (await check_store(runtime))["ok"]
-        assert written["id"] in {item["id"] for item in
-                                 (await service.retrieve_memories("喜欢下雨天", top_k=3))["results"]}
+        assert written["id"] in {
+            item["id"] for item in (await service.retrieve_memories("喜欢下雨天", top_k=3))["results"]
+        }
 
 
 async def test_collection_dropped_underneath_falls_back_and_rebuilds_in_place(tmp_path: Path) -> None:
@@ -88,8 +91,9 @@ async def test_collection_dropped_underneath_falls_back_and_rebuilds_in_place(tm
         import chromadb
         from chromadb.config import Settings
 
-        other = chromadb.PersistentClient(path=str(runtime.vectors.path),
-                                          settings=Settings(anonymized_telemetry=False, allow_reset=False))
+        other = chromadb.PersistentClient(
+            path=str(runtime.vectors.path), settings=Settings(anonymized_telemetry=False, allow_reset=False)
+        )
         for col in other.list_collections():
             other.delete_collection(col.name)
 

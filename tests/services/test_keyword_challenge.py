@@ -74,12 +74,13 @@ async def test_a_keyword_best_on_one_rare_word_does_not_take_rank_one(tmp_path: 
     # The pottery memory now only repeats "pottery" (title and tag too), and other memories make "say" and
     # "workshop" common: it leads the keyword route by far, but covers less of the query than the talk does.
     entries: list[Any] = list(CHAT)
-    entries[POTTERY] = ("Caroline: I love pottery, what a thing pottery is.",
-                        {"title": "Pottery", "tags": ["pottery"]})
-    entries += ["Caroline: They say the coding workshop starts at nine.",
-                "Caroline: People say the art workshop is full.",
-                "Caroline: I would say the cooking workshop was too short.",
-                "Caroline: Some say the writing workshop needs a new teacher."]
+    entries[POTTERY] = ("Caroline: I love pottery, what a thing pottery is.", {"title": "Pottery", "tags": ["pottery"]})
+    entries += [
+        "Caroline: They say the coding workshop starts at nine.",
+        "Caroline: People say the art workshop is full.",
+        "Caroline: I would say the cooking workshop was too short.",
+        "Caroline: Some say the writing workshop needs a new teacher.",
+    ]
     ids, hybrid, keyword_only = await _rankings(tmp_path, entries)
     parts = {item["id"]: item["score_parts"] for item in hybrid}
     pottery, talk = ids[POTTERY], ids[TALK]

@@ -30,13 +30,29 @@ from booku_memory.services.storage.record_filter import RecordFilter, Visible
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 FTS_OFF = {**QUIET, "retrieval": {"in_memory_keyword_index": False}}
 TEXTS = [
-    "周末去西湖边喝绿茶", "绿茶比咖啡清淡，西湖的龙井最有名", "西湖的荷花开了", "昨天下雨没有出门，在家喝咖啡",
-    "Caroline went to the café near the lake", "Melanie painted a sunrise over the lake last summer",
-    "Caroline's painting class starts on Monday", "会议改到周三下午三点，地点在三号会议室",
-    "Running every morning keeps Melanie calm", "她最喜欢的电影是千与千寻", "Résumé sent to the museum in May",
+    "周末去西湖边喝绿茶",
+    "绿茶比咖啡清淡，西湖的龙井最有名",
+    "西湖的荷花开了",
+    "昨天下雨没有出门，在家喝咖啡",
+    "Caroline went to the café near the lake",
+    "Melanie painted a sunrise over the lake last summer",
+    "Caroline's painting class starts on Monday",
+    "会议改到周三下午三点，地点在三号会议室",
+    "Running every morning keeps Melanie calm",
+    "她最喜欢的电影是千与千寻",
+    "Résumé sent to the museum in May",
 ]
-QUERIES = [["西湖", "绿茶"], ["咖啡"], ["lake", "caroline"], ["paint*", "melanie"], ["cafe"], ["résumé"],
-           ["会议", "三点", "周三"], ["run*", "morning", "absentword"], ["千与千寻", "电影", "西湖"]]
+QUERIES = [
+    ["西湖", "绿茶"],
+    ["咖啡"],
+    ["lake", "caroline"],
+    ["paint*", "melanie"],
+    ["cafe"],
+    ["résumé"],
+    ["会议", "三点", "周三"],
+    ["run*", "morning", "absentword"],
+    ["千与千寻", "电影", "西湖"],
+]
 
 
 def fts_scores(path, terms: list[str]) -> dict[int, float]:
@@ -45,7 +61,9 @@ def fts_scores(path, terms: list[str]) -> dict[int, float]:
     try:
         rows = conn.execute(
             f"SELECT rowid, bm25(booku_memory_fts, {BM25_SQL_WEIGHTS}) FROM booku_memory_fts "
-            f"WHERE booku_memory_fts MATCH ?", [f"{TEXT_FTS_COLUMNS} : ({fts_expression(terms)})"]).fetchall()
+            f"WHERE booku_memory_fts MATCH ?",
+            [f"{TEXT_FTS_COLUMNS} : ({fts_expression(terms)})"],
+        ).fetchall()
     finally:
         conn.close()
     return {rid: -score for rid, score in rows}
@@ -87,7 +105,11 @@ async def write_corpus(memory) -> list[str]:
     service = memory.get_service(booku_memory.MEMORY_SERVICE)
     ids = []
     for number, text in enumerate(TEXTS):
-        tags = {"tags": ["湖"], "core_tags": ["lake"], "diffusion_tags": ["旅行"], "opposing_tags": ["沙漠"]} if number % 3 == 0 else {}
+        tags = (
+            {"tags": ["湖"], "core_tags": ["lake"], "diffusion_tags": ["旅行"], "opposing_tags": ["沙漠"]}
+            if number % 3 == 0
+            else {}
+        )
         ids.append((await service.upsert_memory(text, **tags))["id"])
     return ids
 
@@ -116,8 +138,8 @@ async def test_index_follows_edits_and_deletes_and_still_matches_fts5(tmp_path) 
         keywords = memory.runtime.records.memory_keywords
         assert keywords.ready
         await service.update_memory_by_id(memory_id=ids[0], content="周末去西湖边喝龙井，绿茶真香")
-        await service.delete_memories(memory_ids=[ids[1]])                 # soft: the row stays in FTS5 (and here)
-        await service.delete_memories(memory_ids=[ids[2]], hard=True)       # hard: the row leaves both
+        await service.delete_memories(memory_ids=[ids[1]])  # soft: the row stays in FTS5 (and here)
+        await service.delete_memories(memory_ids=[ids[2]], hard=True)  # hard: the row leaves both
         await service.upsert_memory("Caroline and Melanie went painting by the lake")
         flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
         hits = await memory.runtime.records.search_terms(["西湖", "lake", "paint*"], flt, limit=50)
@@ -135,8 +157,7 @@ async def test_memory_route_returns_what_the_fts5_route_returns(tmp_path) -> Non
                 await write_corpus(memory)
             assert memory.runtime.records.memory_keywords.ready is (config is QUIET)
             flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
-            results[id(config)] = [
-                await memory.runtime.records.search_terms(terms, flt, limit=3) for terms in queries]
+            results[id(config)] = [await memory.runtime.records.search_terms(terms, flt, limit=3) for terms in queries]
     for mine, theirs in zip(results[id(QUIET)], results[id(FTS_OFF)]):
         assert [memory_id for memory_id, _ in mine] == [memory_id for memory_id, _ in theirs]
         assert [score for _, score in mine] == pytest.approx([score for _, score in theirs], rel=1e-12)
@@ -199,9 +220,13 @@ async def test_compaction_keeps_the_scores(tmp_path, monkeypatch) -> None:
 
 
 async def test_maintenance_trims_the_journal_to_its_newest_entries(tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr(keyword_mirror, "TRIM_JOURNAL_SQL", keyword_mirror.TRIM_JOURNAL_SQL.replace(
-        str(keyword_mirror.JOURNAL_KEEP), "3"))
+    monkeypatch.setattr(
+        keyword_mirror,
+        "TRIM_JOURNAL_SQL",
+        keyword_mirror.TRIM_JOURNAL_SQL.replace(str(keyword_mirror.JOURNAL_KEEP), "3"),
+    )
     from booku_memory.services.storage import keyword_rows
+
     monkeypatch.setattr(keyword_rows, "TRIM_JOURNAL_SQL", keyword_mirror.TRIM_JOURNAL_SQL)
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=UnavailableEmbedder()) as memory:
         await write_corpus(memory)
@@ -221,17 +246,20 @@ async def test_writes_made_while_the_index_loads_are_picked_up_from_the_journal(
         keywords = memory.runtime.records.memory_keywords
         snapshot = keyword_mirror.load_index(memory.runtime.db.path, threading.Event())  # the loader's work
         service = memory.get_service(booku_memory.MEMORY_SERVICE)
-        written = await service.upsert_memory("独角兽在彩虹下奔跑")               # committed after the snapshot
+        written = await service.upsert_memory("独角兽在彩虹下奔跑")  # committed after the snapshot
         await service.delete_memories(memory_ids=[ids[0]], hard=True)
-        keywords._loaded = snapshot                                              # handed over afterwards
+        keywords._loaded = snapshot  # handed over afterwards
         flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
-        assert [memory_id for memory_id, _ in await memory.runtime.records.search_terms(["独角兽"], flt, limit=5)] \
-            == [written["id"]]
-        assert keywords.loads == 1 and keywords._loaded is snapshot              # followed, not reloaded
+        assert [memory_id for memory_id, _ in await memory.runtime.records.search_terms(["独角兽"], flt, limit=5)] == [
+            written["id"]
+        ]
+        assert keywords.loads == 1 and keywords._loaded is snapshot  # followed, not reloaded
         assert_same_scores(snapshot.index, memory.runtime.db.path)
 
 
-async def test_concurrent_writes_edits_deletes_and_searches_leave_the_index_equal_to_fts5(tmp_path, monkeypatch) -> None:
+async def test_concurrent_writes_edits_deletes_and_searches_leave_the_index_equal_to_fts5(
+    tmp_path, monkeypatch
+) -> None:
     """Writers (group-committed), editors, deleters and searchers interleaved, with compactions along the way: at
     the end the in-memory index scores every query exactly as FTS5 scores the table."""
     monkeypatch.setattr(keyword_index_module, "COMPACT_MIN_POSTINGS", 40)
@@ -250,8 +278,7 @@ async def test_concurrent_writes_edits_deletes_and_searches_leave_the_index_equa
             await records.search_terms(QUERIES[number % len(QUERIES)], flt, limit=10)
 
         for round_number in range(4):
-            await asyncio.gather(*(write(round_number * 20 + n) for n in range(20)),
-                                 *(search(n) for n in range(10)))
+            await asyncio.gather(*(write(round_number * 20 + n) for n in range(20)), *(search(n) for n in range(10)))
             await service.update_memory_by_id(memory_id=ids[round_number], content=f"改写后的内容 {round_number} 咖啡")
             await service.delete_memories(memory_ids=[ids[-1]], hard=round_number % 2 == 0)
         await search(0)
@@ -266,7 +293,8 @@ async def test_concurrent_writes_edits_deletes_and_searches_leave_the_index_equa
 
 
 async def test_record_state_changes_by_another_runtime_filter_the_memory_route_as_sql_does(
-        tmp_path, lock_ignored) -> None:
+    tmp_path, lock_ignored
+) -> None:
     """Archive, soft delete, restore and hard delete change no keyword row; a trigger journals them (migration
     0012), so the index's copy of each record's state follows them, whoever made them, and the in-memory filter
     keeps exactly the rows the SQL filter keeps."""
@@ -294,12 +322,12 @@ async def test_record_state_changes_by_another_runtime_filter_the_memory_route_a
                 assert [memory_id for memory_id, _ in in_memory] == [memory_id for memory_id, _ in fts5]
                 assert [score for _, score in in_memory] == pytest.approx([score for _, score in fts5], rel=1e-12)
         found = dict(await records.search_terms(["西湖", "lake", "caroline"], flt, limit=20))
-        assert ids[0] in found and ids[4] in found                # archived: seen with include_archived
-        assert ids[1] not in found and ids[6] not in found        # deleted (soft, hard) never
+        assert ids[0] in found and ids[4] in found  # archived: seen with include_archived
+        assert ids[1] not in found and ids[6] not in found  # deleted (soft, hard) never
         live = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
         found = dict(await records.search_terms(["西湖", "lake", "caroline"], live, limit=20))
         assert ids[0] not in found and ids[4] not in found and ids[5] in found
-        assert records.memory_keywords.loads == 1                 # followed through the journal, not reloaded
+        assert records.memory_keywords.loads == 1  # followed through the journal, not reloaded
         assert_same_states(records.memory_keywords._loaded.states, first.runtime.db.path)
         assert_same_scores(records.memory_keywords._loaded.index, first.runtime.db.path)
 
@@ -309,9 +337,15 @@ async def test_a_filter_beyond_record_states_is_checked_in_sql_on_the_memory_rou
         service = memory.get_service(booku_memory.MEMORY_SERVICE)
         await write_corpus(memory)
         person = await service.create_memory(
-            title="Caroline", content="Caroline likes the lake at dawn", memory_type="person",
-            person_id="qq:10001", tags=["朋友"], core_tags=["Caroline"], diffusion_tags=["湖"],
-            opposing_tags=["沙漠"])
+            title="Caroline",
+            content="Caroline likes the lake at dawn",
+            memory_type="person",
+            person_id="qq:10001",
+            tags=["朋友"],
+            core_tags=["Caroline"],
+            diffusion_tags=["湖"],
+            opposing_tags=["沙漠"],
+        )
         flt = searchable_filter(DEFAULT_SCOPE, include_archived=False, include_knowledge=False)
         flt.memory_types = ("person",)
         assert flt.state_test() is None
@@ -319,31 +353,48 @@ async def test_a_filter_beyond_record_states_is_checked_in_sql_on_the_memory_rou
         assert [memory_id for memory_id, _ in hits] == [person["id"]]
 
 
-@pytest.mark.parametrize("flt", [
-    RecordFilter(store_keys=None, buckets=None, visible=[Visible("memory", ("active",)), Visible("knowledge")]),
-    RecordFilter(buckets=("memory",), statuses=("active", "archived")),
-    RecordFilter(buckets=None, visible=[]),
-    RecordFilter(buckets=None, include_deleted=True),
-    RecordFilter(buckets=("knowledge", "memory"), only_deleted=True),
-])
+@pytest.mark.parametrize(
+    "flt",
+    [
+        RecordFilter(store_keys=None, buckets=None, visible=[Visible("memory", ("active",)), Visible("knowledge")]),
+        RecordFilter(buckets=("memory",), statuses=("active", "archived")),
+        RecordFilter(buckets=None, visible=[]),
+        RecordFilter(buckets=None, include_deleted=True),
+        RecordFilter(buckets=("knowledge", "memory"), only_deleted=True),
+    ],
+)
 def test_a_filters_state_test_admits_exactly_the_rows_its_sql_admits(flt) -> None:
     conn = sqlite3.connect(":memory:")
-    conn.execute("CREATE TABLE booku_memory_records (rid INTEGER PRIMARY KEY, bucket TEXT, status TEXT, "
-                 "is_deleted INTEGER)")
-    kinds = [(bucket, status, deleted) for bucket in ("memory", "knowledge", "emergent")
-             for status in ("active", "archived", "expired") for deleted in (0, 1)]
+    conn.execute(
+        "CREATE TABLE booku_memory_records (rid INTEGER PRIMARY KEY, bucket TEXT, status TEXT, is_deleted INTEGER)"
+    )
+    kinds = [
+        (bucket, status, deleted)
+        for bucket in ("memory", "knowledge", "emergent")
+        for status in ("active", "archived", "expired")
+        for deleted in (0, 1)
+    ]
     conn.executemany("INSERT INTO booku_memory_records (bucket, status, is_deleted) VALUES (?, ?, ?)", kinds)
     where, params = flt.where()
-    by_sql = {tuple(row) for row in conn.execute(
-        f"SELECT bucket, status, is_deleted FROM booku_memory_records r WHERE {where}", params)}
+    by_sql = {
+        tuple(row)
+        for row in conn.execute(f"SELECT bucket, status, is_deleted FROM booku_memory_records r WHERE {where}", params)
+    }
     test = flt.state_test()
     assert {kind for kind in kinds if test(kind[0], kind[1], bool(kind[2]))} == by_sql
 
 
 def test_a_filter_with_any_other_condition_has_no_state_test() -> None:
-    for extra in ({"memory_types": ("person",)}, {"folder_id": "f"}, {"person_id": "qq:1"}, {"tag": "x"},
-                  {"extra_sql": ["r.pinned = 0"]}, {"created_before": 1.0}, {"exclude_memory_types": ("plan",)},
-                  {"relation_of": "m"}):
+    for extra in (
+        {"memory_types": ("person",)},
+        {"folder_id": "f"},
+        {"person_id": "qq:1"},
+        {"tag": "x"},
+        {"extra_sql": ["r.pinned = 0"]},
+        {"created_before": 1.0},
+        {"exclude_memory_types": ("plan",)},
+        {"relation_of": "m"},
+    ):
         assert RecordFilter(**extra).state_test() is None
 
 
@@ -354,7 +405,8 @@ def test_rows_tied_at_the_cut_go_to_the_oldest() -> None:
     order = np.random.default_rng(7).permutation(np.arange(1, 121) % 3)
     rows = [(rid, None, texts[level], None, "s0") for rid, level in enumerate(order.tolist(), start=1)]
     index = KeywordIndex.build(rows)
-    expected = [rid for level in (2, 1, 0) for rid, row_level in enumerate(order.tolist(), start=1)
-                if row_level == level]
+    expected = [
+        rid for level in (2, 1, 0) for rid, row_level in enumerate(order.tolist(), start=1) if row_level == level
+    ]
     for depth in (1, 5, 17, 39, 40, 41, 77, 119):
         assert index.search(["绿茶"], depth=depth).rids.tolist() == expected[:depth]

@@ -67,7 +67,8 @@ async def test_promotion_needs_recent_activations(svc, probe: Probe) -> None:
     await probe.set_created_days_ago([memory_id], 20)
     await probe.execute(
         "UPDATE booku_memory_records SET activation_count = 9, last_activated_at = created_at + 3600 "
-        "WHERE memory_id = ?", [memory_id],
+        "WHERE memory_id = ?",
+        [memory_id],
     )
     result = await svc.promote_stale_emergent()
     assert result["expired_ids"] == [memory_id]
@@ -107,8 +108,9 @@ async def test_maintenance_pass_runs_the_lifecycle_and_purges_memos(svc, rt, pro
     (old,) = await seed(svc, HIKE)
     await probe.set_created_days_ago([old], 10)
     memo = await svc.create_temporary_memo(content="下午三点开会", stream_id="s1")
-    await probe.execute("UPDATE booku_temporary_memos SET expires_at = ? WHERE memo_id = ?",
-                        [time.time() - 60, memo["memo_id"]])
+    await probe.execute(
+        "UPDATE booku_temporary_memos SET expires_at = ? WHERE memo_id = ?", [time.time() - 60, memo["memo_id"]]
+    )
 
     report = await rt.run_maintenance()
 
@@ -153,8 +155,9 @@ async def test_refresh_never_shortens_unless_asked(svc, probe: Probe) -> None:
     kept = await svc.create_temporary_memo(content="周五前交报告", expire_hours=1, stream_id="s")
     assert kept["mode"] == "refreshed" and kept["expires_at"] == pytest.approx(first["expires_at"])
 
-    shortened = await svc.create_temporary_memo(content="周五前交报告", expire_hours=1, stream_id="s",
-                                                allow_shorten=True)
+    shortened = await svc.create_temporary_memo(
+        content="周五前交报告", expire_hours=1, stream_id="s", allow_shorten=True
+    )
     assert shortened["mode"] == "refreshed" and shortened["memo_id"] == first["memo_id"]
     assert shortened["expires_at"] < first["expires_at"]
     assert shortened["expires_at"] - shortened["item"]["updated_at"] == pytest.approx(3600.0)
@@ -163,8 +166,9 @@ async def test_refresh_never_shortens_unless_asked(svc, probe: Probe) -> None:
 
 async def test_expired_memo_is_not_listed_and_is_recreated(svc, probe: Probe) -> None:
     memo = await svc.create_temporary_memo(content="取快递", stream_id="s")
-    await probe.execute("UPDATE booku_temporary_memos SET expires_at = ? WHERE memo_id = ?",
-                        [time.time() - 1, memo["memo_id"]])
+    await probe.execute(
+        "UPDATE booku_temporary_memos SET expires_at = ? WHERE memo_id = ?", [time.time() - 1, memo["memo_id"]]
+    )
     assert (await svc.list_temporary_memos(stream_id="s"))["total"] == 0
 
     again = await svc.create_temporary_memo(content="取快递", stream_id="s")

@@ -33,8 +33,22 @@ from .memory_support import (
 def assert_item(item: dict[str, Any], *, full: bool = False) -> None:
     assert ITEM_KEYS <= set(item)
     assert ("content" in item) is full
-    for key in ("title", "folder_id", "bucket", "memory_type", "status", "person_id", "tags", "core_tags",
-                "diffusion_tags", "opposing_tags", "created_at", "updated_at", "activation_count", "is_deleted"):
+    for key in (
+        "title",
+        "folder_id",
+        "bucket",
+        "memory_type",
+        "status",
+        "person_id",
+        "tags",
+        "core_tags",
+        "diffusion_tags",
+        "opposing_tags",
+        "created_at",
+        "updated_at",
+        "activation_count",
+        "is_deleted",
+    ):
         assert key in item["metadata"], key
 
 
@@ -60,11 +74,19 @@ async def test_upsert_memory_seed_example_positional(svc, probe: Probe) -> None:
 
     row = await probe.row(result["id"])
     assert row["title"] == "张三" and row["content"] == "张三是我的大学同学，喜欢打篮球"
-    assert (row["bucket"], row["folder_id"], row["memory_type"], row["status"]) == ("memory", "default", "person",
-                                                                                     "active")
+    assert (row["bucket"], row["folder_id"], row["memory_type"], row["status"]) == (
+        "memory",
+        "default",
+        "person",
+        "active",
+    )
     assert row["source"] == "agent" and row["is_deleted"] == 0
-    assert await probe.tags(result["id"]) == {"tag": [], "core": ["朋友", "同学"], "diffusion": ["学校", "班级"],
-                                               "opposing": ["陌生人", "路人"]}
+    assert await probe.tags(result["id"]) == {
+        "tag": [],
+        "core": ["朋友", "同学"],
+        "diffusion": ["学校", "班级"],
+        "opposing": ["陌生人", "路人"],
+    }
     assert await probe.revisions(result["id"]) == [(1, "create")]
     assert await probe.tiers_of(result["id"]) == ["live"]
     np.testing.assert_allclose(await probe.vector(result["id"]), expected_vector("张三", row["content"]), atol=1e-5)
@@ -78,7 +100,9 @@ async def test_upsert_memory_keyword_call_stores_every_typed_field(svc, probe: P
         bucket="memory",
         folder_id="Team",
         tags=["聚餐", "里程碑"],
-        core_tags=["聚餐"], diffusion_tags=["同事"], opposing_tags=["加班"],
+        core_tags=["聚餐"],
+        diffusion_tags=["同事"],
+        opposing_tags=["加班"],
         memory_type="event",
         status="active",
         relation_memory_ids=["mem-abc"],
@@ -97,12 +121,26 @@ async def test_upsert_memory_keyword_call_stores_every_typed_field(svc, probe: P
     tags = await probe.tags(result["id"])
     assert tags["tag"] == ["聚餐", "里程碑"] and tags["core"] == ["聚餐"]
 
-    place = await svc.upsert_memory("公司在望京 SOHO T1 十五层。", title="公司地址", memory_type="place",
-                                    address_or_coord="北京市朝阳区望京 SOHO", place_type="Office")
-    asset = await svc.upsert_memory("旧笔记本电脑放在家里书房，不再使用。", title="旧电脑", memory_type="asset",
-                                    asset_type="laptop", disposition_status="idle")
-    recipe = await svc.upsert_memory("番茄炒蛋：先炒蛋盛出，再炒番茄，最后合炒。", title="番茄炒蛋",
-                                     memory_type="procedure", procedure_type="cooking")
+    place = await svc.upsert_memory(
+        "公司在望京 SOHO T1 十五层。",
+        title="公司地址",
+        memory_type="place",
+        address_or_coord="北京市朝阳区望京 SOHO",
+        place_type="Office",
+    )
+    asset = await svc.upsert_memory(
+        "旧笔记本电脑放在家里书房，不再使用。",
+        title="旧电脑",
+        memory_type="asset",
+        asset_type="laptop",
+        disposition_status="idle",
+    )
+    recipe = await svc.upsert_memory(
+        "番茄炒蛋：先炒蛋盛出，再炒番茄，最后合炒。",
+        title="番茄炒蛋",
+        memory_type="procedure",
+        procedure_type="cooking",
+    )
     concept = await svc.upsert_memory("复利是利息再生利息。", title="复利", knowledge_type="concept")
     assert (await probe.row(place["id"]))["address_or_coord"] == "北京市朝阳区望京 SOHO"
     assert (await probe.row(place["id"]))["place_type"] == "office"
@@ -120,8 +158,9 @@ async def test_upsert_without_title_takes_the_first_line(svc, probe: Probe) -> N
 
 
 async def test_create_memory_keyword_call(svc, probe: Probe) -> None:
-    result = await svc.create_memory(title=CAT[0], content=CAT[1], core_tags=["宠物"], diffusion_tags=["猫"],
-                                     opposing_tags=["狗"])
+    result = await svc.create_memory(
+        title=CAT[0], content=CAT[1], core_tags=["宠物"], diffusion_tags=["猫"], opposing_tags=["狗"]
+    )
 
     assert result["action"] == "create_memory" and result["mode"] == "created" and result["total"] == 1
     assert len(result["items"]) == 1
@@ -207,10 +246,10 @@ async def test_retrieve_default_top_k_comes_from_config(tmp_path) -> None:
 
 async def test_retrieve_memories_with_tag_triplet(svc) -> None:
     cat, hike = await seed(svc, CAT, HIKE)
-    await svc.update_memory_by_id(memory_id=hike, core_tags=["运动"], diffusion_tags=["户外"],
-                                  opposing_tags=["宅家"])
-    result = await svc.retrieve_memories("用户的周末", top_k=2, core_tags=["运动"], diffusion_tags=["户外"],
-                                         opposing_tags=["宅家"])
+    await svc.update_memory_by_id(memory_id=hike, core_tags=["运动"], diffusion_tags=["户外"], opposing_tags=["宅家"])
+    result = await svc.retrieve_memories(
+        "用户的周末", top_k=2, core_tags=["运动"], diffusion_tags=["户外"], opposing_tags=["宅家"]
+    )
     assert result["resonance"]  # two or more tag groups given
     assert result["results"][0]["id"] == hike
 
@@ -277,8 +316,9 @@ async def test_coalesced_writes_embed_on_the_numpy_engine_and_a_query_on_the_c_e
     try:
         async with open_store(tmp_path, embedder=embedder) as handle:
             svc = handle.get_service(MEMORY_SERVICE)
-            written = await asyncio.gather(*(svc.upsert_memory(content, title=title)
-                                             for title, content in (CAT, HIKE, COFFEE, PROJECT)))
+            written = await asyncio.gather(
+                *(svc.upsert_memory(content, title=title) for title, content in (CAT, HIKE, COFFEE, PROJECT))
+            )
             loaded_by_writes = embedder.engines_loaded
             pets = await svc.retrieve_memories("家里养的宠物", top_k=4)
             loaded_by_query = embedder.engines_loaded
@@ -288,12 +328,34 @@ async def test_coalesced_writes_embed_on_the_numpy_engine_and_a_query_on_the_c_e
     assert pets["results"][0]["id"] == written[0]["id"]
 
 
-@pytest.mark.parametrize("query", ['"', "c++", "AND", "NOT", "(", "*", "col:val", "-minus", "NEAR(1)", "node.js",
-                                   "a_b@x.com", "'", "^", "{a b}", "？？", "🐱"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        "c++",
+        "AND",
+        "NOT",
+        "(",
+        "*",
+        "col:val",
+        "-minus",
+        "NEAR(1)",
+        "node.js",
+        "a_b@x.com",
+        "'",
+        "^",
+        "{a b}",
+        "？？",
+        "🐱",
+    ],
+)
 async def test_retrieve_survives_search_syntax_in_the_query(svc, query: str) -> None:
     """Query text is user text: FTS5 operators and punctuation must never reach SQLite as syntax."""
-    memory_id = (await svc.upsert_memory('用户在学 c++ 和 node.js，邮箱 a_b@x.com，说过 "你好" NOT AND col:val -minus',
-                                         title="学习"))["id"]
+    memory_id = (
+        await svc.upsert_memory(
+            '用户在学 c++ 和 node.js，邮箱 a_b@x.com，说过 "你好" NOT AND col:val -minus', title="学习"
+        )
+    )["id"]
     result = await svc.retrieve_memories(query, top_k=3)
     assert result["total"] == len(result["results"]) <= 1
     if query in ("c++", "node.js", "a_b@x.com", "col:val"):
@@ -302,8 +364,16 @@ async def test_retrieve_survives_search_syntax_in_the_query(svc, query: str) -> 
 
 async def test_search_memory_entries(svc) -> None:
     cat, hike = await seed(svc, CAT, HIKE)
-    person = (await svc.upsert_memory("李雷是用户的高中同学，现在在上海工作。", title="李雷", memory_type="person",
-                                      person_id="qq:20002", relation_memory_ids=[hike], **TRIPLET))["id"]
+    person = (
+        await svc.upsert_memory(
+            "李雷是用户的高中同学，现在在上海工作。",
+            title="李雷",
+            memory_type="person",
+            person_id="qq:20002",
+            relation_memory_ids=[hike],
+            **TRIPLET,
+        )
+    )["id"]
 
     by_text = await svc.search_memory_entries(query_text="小橘")
     assert by_text["action"] == "search_memory_entries"
@@ -339,8 +409,9 @@ async def test_grep_memories(svc, probe: Probe) -> None:
     assert (await svc.grep_memories(query="用户", search_fields=["content"], top_k=2))["total"] == 2
 
     await svc.move_memories(memory_ids=[cat], to_folder_id="pets")
-    assert [i["id"] for i in (await svc.grep_memories(query="用户", search_fields=["content"],
-                                                       folder_id="PETS"))["items"]] == [cat]
+    assert [
+        i["id"] for i in (await svc.grep_memories(query="用户", search_fields=["content"], folder_id="PETS"))["items"]
+    ] == [cat]
     await svc.archive_memories([cat])
     assert (await svc.grep_memories(query="鱼干", search_fields=["content"]))["total"] == 0
     assert (await svc.grep_memories(query="鱼干", search_fields=["content"], include_archived=True))["total"] == 1
@@ -384,8 +455,11 @@ async def test_get_memory_detail(svc) -> None:
 
 async def test_list_memory_entries(svc) -> None:
     cat, hike, coffee = await seed(svc, CAT, HIKE, COFFEE)
-    person = (await svc.upsert_memory("韩梅梅是用户的同事。", title="韩梅梅", memory_type="person",
-                                      person_id="wx:hmm", folder_id="work"))["id"]
+    person = (
+        await svc.upsert_memory(
+            "韩梅梅是用户的同事。", title="韩梅梅", memory_type="person", person_id="wx:hmm", folder_id="work"
+        )
+    )["id"]
     await svc.archive_memories([hike])
     await svc.delete_memories(memory_ids=[coffee])
 
@@ -400,8 +474,12 @@ async def test_list_memory_entries(svc) -> None:
     assert [i["id"] for i in (await svc.list_memory_entries(status="archived"))["items"]] == [hike]
     assert [i["id"] for i in (await svc.list_memory_entries(folder_id="WORK"))["items"]] == [person]
     assert [i["id"] for i in (await svc.list_memory_entries(keyword="鱼干"))["items"]] == [cat]
-    assert {i["id"] for i in (await svc.list_memory_entries(include_deleted=True))["items"]} == {cat, hike, coffee,
-                                                                                                   person}
+    assert {i["id"] for i in (await svc.list_memory_entries(include_deleted=True))["items"]} == {
+        cat,
+        hike,
+        coffee,
+        person,
+    }
     assert (await svc.list_memory_entries(limit=1))["total"] == 1
     assert (await svc.list_memory_entries(bucket="knowledge"))["total"] == 0
 
@@ -509,7 +587,11 @@ async def test_delete_soft_removes_the_vector_and_restore_brings_it_back(svc, pr
 
     assert set(result) >= {"action", "mode", "deleted", "requested"}
     assert (result["action"], result["mode"], result["deleted"], result["requested"]) == (
-        "delete_memories", "soft", 1, 2)
+        "delete_memories",
+        "soft",
+        1,
+        2,
+    )
     assert result["missing"] == ["mem-ghost"]
     row = await probe.row(cat)
     assert row["is_deleted"] == 1 and row["deleted_at"] > 0

@@ -42,10 +42,18 @@ def ids_of(result: dict[str, Any]) -> list[str]:
 
 
 async def test_b1_merge_keeps_both_texts_and_history(svc, probe: Probe) -> None:
-    first = await svc.upsert_memory(CAT_LONG, title="小橘", tags=["宠物"], core_tags=["猫"], diffusion_tags=["宠物"],
-                                    opposing_tags=["狗"], knowledge_type="concept")
-    second = await svc.upsert_memory(CAT_LONG_PLUS, title="小橘", tags=["体重"], core_tags=["小橘"],
-                                     diffusion_tags=["健康"], opposing_tags=["狗"])
+    first = await svc.upsert_memory(
+        CAT_LONG,
+        title="小橘",
+        tags=["宠物"],
+        core_tags=["猫"],
+        diffusion_tags=["宠物"],
+        opposing_tags=["狗"],
+        knowledge_type="concept",
+    )
+    second = await svc.upsert_memory(
+        CAT_LONG_PLUS, title="小橘", tags=["体重"], core_tags=["小橘"], diffusion_tags=["健康"], opposing_tags=["狗"]
+    )
 
     assert (first["mode"], second["mode"]) == ("created", "merged")
     assert second["id"] == first["id"] and second["novelty_energy"] < 0.1
@@ -84,8 +92,12 @@ async def test_b1_verbatim_restatement_merges_with_the_real_model(tmp_path: Path
 
 
 async def test_b1_distinct_facts_stay_separate_with_the_real_model(tmp_path: Path, e5) -> None:
-    pairs = [("用户喜欢猫。", "用户喜欢狗。"), ("用户对花生过敏。", "用户对芒果过敏。"), ("用户住在北京。", "用户住在上海。"),
-             ("明天三点开会。", "明天四点开会。")]
+    pairs = [
+        ("用户喜欢猫。", "用户喜欢狗。"),
+        ("用户对花生过敏。", "用户对芒果过敏。"),
+        ("用户住在北京。", "用户住在上海。"),
+        ("明天三点开会。", "明天四点开会。"),
+    ]
     modes = []
     for index, (first, second) in enumerate(pairs):
         async with open_store(tmp_path / str(index), embedder=e5) as handle:
@@ -101,8 +113,9 @@ async def test_b1_distinct_facts_stay_separate_with_the_real_model(tmp_path: Pat
 async def test_b2_person_merge_leaves_no_orphan_vector(svc, probe: Probe) -> None:
     """The novelty check picks X, the person rule picks P: X must keep its vector, P must get exactly one."""
     text = "这个人是用户的大学室友，喜欢打篮球，毕业后去了深圳做程序员，每年春节都会一起吃饭。"
-    person = await svc.upsert_memory("张三在杭州工作，养了一只狗。", title="张三", memory_type="person",
-                                     person_id="qq:1", folder_id="friends")
+    person = await svc.upsert_memory(
+        "张三在杭州工作，养了一只狗。", title="张三", memory_type="person", person_id="qq:1", folder_id="friends"
+    )
     other = await svc.upsert_memory(text, title="室友", memory_type="person", person_id="qq:2")
 
     merged = await svc.upsert_memory(text, title="室友", memory_type="person", person_id="qq:1")
@@ -146,8 +159,11 @@ async def test_b2_new_person_fact_is_not_buried_in_an_archived_record(svc, probe
 
 
 async def test_b3_update_keeps_tags(svc, probe: Probe) -> None:
-    memory_id = (await svc.upsert_memory(CAT[1], title=CAT[0], tags=["宠物", "橘猫"], core_tags=["猫"],
-                                         diffusion_tags=["宠物"], opposing_tags=["狗"]))["id"]
+    memory_id = (
+        await svc.upsert_memory(
+            CAT[1], title=CAT[0], tags=["宠物", "橘猫"], core_tags=["猫"], diffusion_tags=["宠物"], opposing_tags=["狗"]
+        )
+    )["id"]
     original = await probe.tags(memory_id)
 
     await svc.update_memory_by_id(memory_id=memory_id, status="ARCHIVED")
@@ -163,10 +179,15 @@ async def test_b3_update_keeps_tags(svc, probe: Probe) -> None:
         await svc.update_memory_by_id(memory_id=memory_id, core_tags=["小橘"])
     assert await probe.tags(memory_id) == original
 
-    await svc.update_memory_by_id(memory_id=memory_id, core_tags=["小橘"], diffusion_tags=["家庭"],
-                                  opposing_tags=["野猫"])
-    assert await probe.tags(memory_id) == {"tag": ["宠物", "橘猫"], "core": ["小橘"], "diffusion": ["家庭"],
-                                           "opposing": ["野猫"]}
+    await svc.update_memory_by_id(
+        memory_id=memory_id, core_tags=["小橘"], diffusion_tags=["家庭"], opposing_tags=["野猫"]
+    )
+    assert await probe.tags(memory_id) == {
+        "tag": ["宠物", "橘猫"],
+        "core": ["小橘"],
+        "diffusion": ["家庭"],
+        "opposing": ["野猫"],
+    }
 
 
 # ------------------------------------------------------------------------------------------------------ B4
@@ -195,7 +216,9 @@ async def test_b4_include_archived_is_honoured(svc) -> None:
 async def test_b5_include_knowledge_only_hides_knowledge_base_chunks(svc) -> None:
     # Ordinary memories default to memory_type "knowledge"; the flag is about the knowledge *bucket*.
     (cat,) = await seed(svc, CAT, memory_type="knowledge")
-    chunk = (await svc.upsert_memory("小橘这个名字来自一部关于橘猫的纪录片。", title="《猫》-片段1", bucket="knowledge"))["id"]
+    chunk = (
+        await svc.upsert_memory("小橘这个名字来自一部关于橘猫的纪录片。", title="《猫》-片段1", bucket="knowledge")
+    )["id"]
 
     retrieved = ids_of(await svc.retrieve_memories("小橘", top_k=10, include_knowledge=False))
     assert cat in retrieved and chunk not in retrieved
@@ -222,7 +245,10 @@ async def test_b6_archive_and_promote_never_destroy_data(svc, probe: Probe) -> N
     assert (result["promoted"], result["discarded"]) == (1, 1)  # the already archived one is not touched
     assert await probe.count("booku_memory_records") == 3
     assert [(await probe.row(i))["status"] for i in (recalled, forgotten, old_archived)] == [
-        "archived", "expired", "archived"]
+        "archived",
+        "expired",
+        "archived",
+    ]
     for memory_id, vector in vectors.items():
         assert await probe.tiers_of(memory_id) == ["archive"]
         np.testing.assert_allclose(await probe.vector(memory_id), vector, atol=1e-6)
@@ -253,8 +279,9 @@ async def test_b7_move_across_partitions_keeps_the_vector(svc, probe: Probe) -> 
 
 async def test_b8_soft_deleted_memories_take_no_slot_and_are_not_merge_targets(svc, probe: Probe) -> None:
     first = await svc.upsert_memory(CAT_LONG, title="小橘")
-    others = await seed(svc, ("小橘的玩具", "小橘最喜欢的玩具是逗猫棒和毛线球。"),
-                        ("小橘的医生", "小橘每年去宠物医院打一次疫苗。"))
+    others = await seed(
+        svc, ("小橘的玩具", "小橘最喜欢的玩具是逗猫棒和毛线球。"), ("小橘的医生", "小橘每年去宠物医院打一次疫苗。")
+    )
     await svc.delete_memories(memory_ids=[first["id"]])
 
     result = await svc.retrieve_memories("小橘", top_k=2)
@@ -277,8 +304,9 @@ async def test_b9_results_keep_relevance_order_and_drop_near_copies(svc) -> None
         ("阳台", "小橘白天在阳台晒太阳。"),
     )
     # The same text in another folder is not merged (different folder) but is a near-copy in results.
-    copy = (await svc.create_memory(title="小橘", content="小橘喜欢吃鱼干和猫罐头。", folder_id="backup",
-                                    **TRIPLET))["id"]
+    copy = (await svc.create_memory(title="小橘", content="小橘喜欢吃鱼干和猫罐头。", folder_id="backup", **TRIPLET))[
+        "id"
+    ]
 
     top2 = await svc.retrieve_memories("小橘喜欢吃什么", top_k=2)
     # Diversity-first selection would have taken the unrelated "sun" memory second.
@@ -296,15 +324,30 @@ async def test_b9_results_keep_relevance_order_and_drop_near_copies(svc) -> None
 
 
 async def test_b10_opposing_tags_push_the_opposed_memory_down(svc) -> None:
-    basketball = (await svc.create_memory(title="周末打篮球", content="周末和朋友去体育馆打篮球，打了两个小时，很开心。",
-                                          core_tags=["篮球"], diffusion_tags=["朋友"], opposing_tags=["工作"]))["id"]
-    football = (await svc.create_memory(title="周末踢球", content="周末和同事去公园踢足球。", core_tags=["足球"],
-                                        diffusion_tags=["朋友"], opposing_tags=["工作"]))["id"]
+    basketball = (
+        await svc.create_memory(
+            title="周末打篮球",
+            content="周末和朋友去体育馆打篮球，打了两个小时，很开心。",
+            core_tags=["篮球"],
+            diffusion_tags=["朋友"],
+            opposing_tags=["工作"],
+        )
+    )["id"]
+    football = (
+        await svc.create_memory(
+            title="周末踢球",
+            content="周末和同事去公园踢足球。",
+            core_tags=["足球"],
+            diffusion_tags=["朋友"],
+            opposing_tags=["工作"],
+        )
+    )["id"]
     plain = await svc.retrieve_memories("周末和朋友去体育馆", top_k=2)
     assert ids_of(plain) == [basketball, football]
 
-    opposed = await svc.retrieve_memories("周末和朋友去体育馆", top_k=2, core_tags=["运动"], diffusion_tags=["朋友"],
-                                          opposing_tags=["篮球"])
+    opposed = await svc.retrieve_memories(
+        "周末和朋友去体育馆", top_k=2, core_tags=["运动"], diffusion_tags=["朋友"], opposing_tags=["篮球"]
+    )
     scores = {item["id"]: item["score"] for item in opposed["results"]}
     assert scores[football] > scores[basketball]
 
@@ -312,12 +355,27 @@ async def test_b10_opposing_tags_push_the_opposed_memory_down(svc) -> None:
 async def test_b10_shared_opposing_tags_are_not_a_penalty(svc) -> None:
     """Both the memory and the query saying "not about work" is agreement, not opposition (the original penalised
     it)."""
-    agreeing = (await svc.create_memory(title="周末打篮球", content="周末和朋友去体育馆打篮球，打了两个小时，很开心。",
-                                        core_tags=["篮球"], diffusion_tags=["朋友"], opposing_tags=["工作"]))["id"]
-    neutral = (await svc.create_memory(title="周末踢球", content="周末和同事去公园踢足球。", core_tags=["足球"],
-                                       diffusion_tags=["同事"], opposing_tags=["学习"]))["id"]
-    result = await svc.retrieve_memories("周末和朋友去体育馆", top_k=2, core_tags=["运动"], diffusion_tags=["朋友"],
-                                         opposing_tags=["工作"])
+    agreeing = (
+        await svc.create_memory(
+            title="周末打篮球",
+            content="周末和朋友去体育馆打篮球，打了两个小时，很开心。",
+            core_tags=["篮球"],
+            diffusion_tags=["朋友"],
+            opposing_tags=["工作"],
+        )
+    )["id"]
+    neutral = (
+        await svc.create_memory(
+            title="周末踢球",
+            content="周末和同事去公园踢足球。",
+            core_tags=["足球"],
+            diffusion_tags=["同事"],
+            opposing_tags=["学习"],
+        )
+    )["id"]
+    result = await svc.retrieve_memories(
+        "周末和朋友去体育馆", top_k=2, core_tags=["运动"], diffusion_tags=["朋友"], opposing_tags=["工作"]
+    )
     assert ids_of(result) == [agreeing, neutral]
 
 
@@ -339,8 +397,9 @@ async def test_b11_untagged_query_is_not_matched_against_tag_groups(tmp_path: Pa
         async with open_store(tmp_path / str(index)) as handle:
             svc = handle.get_service(MEMORY_SERVICE)
             for (title, content), tags in zip(texts, assignment):
-                await svc.create_memory(title=title, content=content, core_tags=["运动"], diffusion_tags=["周末"],
-                                        opposing_tags=tags)
+                await svc.create_memory(
+                    title=title, content=content, core_tags=["运动"], diffusion_tags=["周末"], opposing_tags=tags
+                )
             for query in ("篮球", "篮球 比赛", "打篮球"):
                 result = await svc.retrieve_memories(query, top_k=2)
                 orders.append((query, [(i["title"], i["score"]) for i in result["results"]]))
@@ -360,8 +419,9 @@ async def test_b12_any_folder_name_gets_a_vector_and_is_retrievable(tmp_path: Pa
         ids = []
         for number, folder in enumerate(FOLDERS):
             content = f"文件夹测试记忆第{number}条：编号 code{number}x 的备忘。"
-            ids.append((await svc.create_memory(title=f"记忆{number}", content=content, folder_id=folder,
-                                                **TRIPLET))["id"])
+            ids.append(
+                (await svc.create_memory(title=f"记忆{number}", content=content, folder_id=folder, **TRIPLET))["id"]
+            )
         for number, memory_id in enumerate(ids):
             assert await probe.tiers_of(memory_id) == ["live"]
             assert ids_of(await svc.retrieve_memories(f"code{number}x", top_k=1)) == [memory_id]
@@ -373,8 +433,9 @@ async def test_b12_any_folder_name_gets_a_vector_and_is_retrievable(tmp_path: Pa
     import chromadb
     from chromadb.config import Settings
 
-    client = chromadb.PersistentClient(path=str(tmp_path / "data" / "chroma"),
-                                       settings=Settings(anonymized_telemetry=False))
+    client = chromadb.PersistentClient(
+        path=str(tmp_path / "data" / "chroma"), settings=Settings(anonymized_telemetry=False)
+    )
     names = [c.name if hasattr(c, "name") else str(c) for c in client.list_collections()]
     assert names and all(re.fullmatch(r"booku_(live|archive|knowledge)_[0-9a-f]{16}", n) for n in names)
 
@@ -462,13 +523,19 @@ async def test_b17_vector_counts_match_the_records_of_each_partition(svc, probe:
     await svc.upsert_memory("知识库片段正文。", title="《手册》-片段1", bucket="knowledge")
 
     counts = await probe.vector_counts()
-    assert counts == {
-        "live": await probe.count("booku_memory_records",
-                                  "bucket = 'memory' AND status = 'active' AND is_deleted = 0"),
-        "archive": await probe.count("booku_memory_records",
-                                     "bucket = 'memory' AND status != 'active' AND is_deleted = 0"),
-        "knowledge": await probe.count("booku_memory_records", "bucket = 'knowledge' AND is_deleted = 0"),
-    } == {"live": 1, "archive": 2, "knowledge": 1}
+    assert (
+        counts
+        == {
+            "live": await probe.count(
+                "booku_memory_records", "bucket = 'memory' AND status = 'active' AND is_deleted = 0"
+            ),
+            "archive": await probe.count(
+                "booku_memory_records", "bucket = 'memory' AND status != 'active' AND is_deleted = 0"
+            ),
+            "knowledge": await probe.count("booku_memory_records", "bucket = 'knowledge' AND is_deleted = 0"),
+        }
+        == {"live": 1, "archive": 2, "knowledge": 1}
+    )
     status = await svc.get_status()
     assert status["counts"]["vector"]["memory"] == 3 and status["counts"]["vector"]["knowledge"] == 1
 
@@ -518,7 +585,10 @@ async def test_b18_archive_leaves_knowledge_chunks_alone(svc, probe: Probe) -> N
 
 async def test_b18_like_wildcards_match_literally(svc) -> None:
     percent, plain, underscore = await seed(
-        svc, ("促销", "商场打折 50% 以上。"), ("价格", "这件衣服 50 元。"), ("变量", "变量名叫 user_id。"),
+        svc,
+        ("促销", "商场打折 50% 以上。"),
+        ("价格", "这件衣服 50 元。"),
+        ("变量", "变量名叫 user_id。"),
     )
     assert ids_of(await svc.grep_memories(query="50%", search_fields=["content"])) == [percent]
     assert ids_of(await svc.grep_memories(query="_", search_fields=["content"])) == [underscore]
@@ -541,8 +611,9 @@ async def test_b18_memo_refresh_never_shortens_expiry(svc, probe: Probe) -> None
 
     assert short["mode"] == "refreshed" and short["memo_id"] == long["memo_id"]
     assert short["expires_at"] == pytest.approx(long["expires_at"])
-    row = await probe.rt.db.fetch_one("SELECT expires_at FROM booku_temporary_memos WHERE memo_id = ?",
-                                      [long["memo_id"]])
+    row = await probe.rt.db.fetch_one(
+        "SELECT expires_at FROM booku_temporary_memos WHERE memo_id = ?", [long["memo_id"]]
+    )
     assert row["expires_at"] == pytest.approx(long["expires_at"])
     longer = await svc.create_temporary_memo(content="周五前交报告", expire_hours=20, stream_id="s")
     assert longer["expires_at"] > long["expires_at"]

@@ -28,14 +28,24 @@ ATTACKER = scope_for_chat(SECTION, platform="qq", chat_type="private", stream_id
 BYSTANDER = scope_for_chat(SECTION, platform="qq", chat_type="group", stream_id="bystanders")
 TAGS = {"core_tags": ["测试"], "diffusion_tags": ["正则"], "opposing_tags": ["无关"]}
 # Catastrophic for a backtracking engine: nested quantifiers, overlapping alternations, star of star.
-HOSTILE_PATTERNS = [r"(a+)+$", r"(a|aa)+$", r"(a|a?)+$", r"((a*)*)*b", r"(a*)*!x", r"(\w+\s?)+$", r"(.*a){25}$",
-                    r"^(a+)+$"]
+HOSTILE_PATTERNS = [
+    r"(a+)+$",
+    r"(a|aa)+$",
+    r"(a|a?)+$",
+    r"((a*)*)*b",
+    r"(a*)*!x",
+    r"(\w+\s?)+$",
+    r"(.*a){25}$",
+    r"^(a+)+$",
+]
 HOSTILE_TEXT = "a" * 27 + "!"
 
 
 def services(memory):
-    return (memory.get_service(booku_memory.MEMORY_SERVICE, scope=ATTACKER),
-            memory.get_service(booku_memory.MEMORY_SERVICE, scope=BYSTANDER))
+    return (
+        memory.get_service(booku_memory.MEMORY_SERVICE, scope=ATTACKER),
+        memory.get_service(booku_memory.MEMORY_SERVICE, scope=BYSTANDER),
+    )
 
 
 async def timed(call) -> float:
@@ -50,16 +60,23 @@ async def memory(tmp_path):
         attacker, bystander = services(handle)
         for index, text in enumerate([HOSTILE_TEXT, "a" * 5000 + "!", "x" * 20 + "a" * 3000 + " \n!"]):
             await attacker.upsert_memory(text, title=f"敌意 {index}", **TAGS)
-        await bystander.create_memory(title="咖啡", content="群里的小周每天早上都喝一杯手冲咖啡", memory_type="preference",
-                                      core_tags=["咖啡"], diffusion_tags=["早上"], opposing_tags=["茶"])
+        await bystander.create_memory(
+            title="咖啡",
+            content="群里的小周每天早上都喝一杯手冲咖啡",
+            memory_type="preference",
+            core_tags=["咖啡"],
+            diffusion_tags=["早上"],
+            opposing_tags=["茶"],
+        )
         yield handle
 
 
 async def test_hostile_patterns_finish_at_once_while_other_chats_read(memory):
     attacker, bystander = services(memory)
     for pattern in HOSTILE_PATTERNS:
-        grep = asyncio.create_task(attacker.grep_memories(query=pattern, search_fields=["title", "content"],
-                                                          use_regex=True))
+        grep = asyncio.create_task(
+            attacker.grep_memories(query=pattern, search_fields=["title", "content"], use_regex=True)
+        )
         read = await timed(bystander.retrieve_memories("小周 咖啡"))
         listed = await timed(bystander.list_memory_entries(keyword="咖啡"))
         assert read < 1.0 and listed < 1.0, f"another chat's read waited behind {pattern!r}"
@@ -75,8 +92,7 @@ async def test_hostile_pattern_over_memory_command_and_mcp(memory):
     from booku_memory.mcp_server import build_server, runtime_tool_call
 
     attacker, bystander = services(memory)
-    answer = await asyncio.wait_for(
-        run_memory_command(attacker, "grep -q '(a+)+$' -regex -in content"), timeout=10)
+    answer = await asyncio.wait_for(run_memory_command(attacker, "grep -q '(a+)+$' -regex -in content"), timeout=10)
     assert answer["ok"] is True
     async with Client(build_server(memory.runtime.config, runtime_tool_call(memory.runtime, ATTACKER))) as client:
         grep = asyncio.create_task(client.call_tool("memory_command", {"command": "grep -q '(a|aa)+$' -regex"}))
@@ -97,8 +113,11 @@ async def test_a_grep_that_runs_to_its_budget_does_not_hold_other_readers(memory
         conn.execute("CREATE TABLE grep_probe (body TEXT)")
         conn.executemany("INSERT INTO grep_probe VALUES (?)", (("a" * 60 + str(i),) for i in range(800_000)))
     matcher = compile_safe_regex(r"(a+)+$x")
-    grep = asyncio.create_task(run_regex_grep(path, "SELECT body FROM grep_probe WHERE body REGEXP ?",
-                                              ["(a+)+$x"], matcher, budget_seconds=1.0))
+    grep = asyncio.create_task(
+        run_regex_grep(
+            path, "SELECT body FROM grep_probe WHERE body REGEXP ?", ["(a+)+$x"], matcher, budget_seconds=1.0
+        )
+    )
     await asyncio.sleep(0.05)
     for _ in range(3):
         assert await timed(bystander.retrieve_memories("小周 咖啡")) < 1.0
@@ -110,18 +129,21 @@ async def test_a_grep_that_runs_to_its_budget_does_not_hold_other_readers(memory
     assert time.monotonic() - started < 3.0
 
 
-@pytest.mark.parametrize("pattern, says", [
-    (r"(\w)\1", "不支持反向引用"),
-    (r"a(?=b)", "环视"),
-    (r"(?<!x)a", "环视"),
-    (r"(?!a)b", "环视"),
-    (r"a{100000}", "{m,n}"),
-    (r"(a{1000}){1000}", "{m,n}"),
-    (r"((((a{10}){10}){10}){10})", "{m,n}"),
-    (r"(?s).{0,999}.{0,999}.{0,999}z", "太复杂"),
-    (r"[\p{L}\p{N}]{1,500}", "太复杂"),
-    (r"[", "无效"),
-])
+@pytest.mark.parametrize(
+    "pattern, says",
+    [
+        (r"(\w)\1", "不支持反向引用"),
+        (r"a(?=b)", "环视"),
+        (r"(?<!x)a", "环视"),
+        (r"(?!a)b", "环视"),
+        (r"a{100000}", "{m,n}"),
+        (r"(a{1000}){1000}", "{m,n}"),
+        (r"((((a{10}){10}){10}){10})", "{m,n}"),
+        (r"(?s).{0,999}.{0,999}.{0,999}z", "太复杂"),
+        (r"[\p{L}\p{N}]{1,500}", "太复杂"),
+        (r"[", "无效"),
+    ],
+)
 async def test_patterns_outside_the_safe_engine_are_refused_saying_what_is_supported(memory, pattern, says):
     attacker, _ = services(memory)
     with pytest.raises(ValidationError) as caught:
@@ -133,9 +155,14 @@ async def test_patterns_outside_the_safe_engine_are_refused_saying_what_is_suppo
 
 async def test_ordinary_patterns_still_find_what_they_should(memory):
     _, bystander = services(memory)
-    await bystander.create_memory(title="Birthday", content="小周的生日是 1994-05-02，喜欢 Hello Kitty",
-                                  memory_type="event", core_tags=["生日"], diffusion_tags=["蛋糕"],
-                                  opposing_tags=["葬礼"])
+    await bystander.create_memory(
+        title="Birthday",
+        content="小周的生日是 1994-05-02，喜欢 Hello Kitty",
+        memory_type="event",
+        core_tags=["生日"],
+        diffusion_tags=["蛋糕"],
+        opposing_tags=["葬礼"],
+    )
 
     async def titles(pattern, fields=("title", "content")):
         found = await bystander.grep_memories(query=pattern, search_fields=list(fields), use_regex=True)

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from booku_memory.config import load_config
 from booku_memory.services.errors import ValidationError
 from booku_memory.services.logic.relevance import CALIBRATED_MODELS
@@ -16,8 +17,9 @@ from .memory_support import MEMORY_SERVICE, open_store
 
 # A 40-memory personal store with questions it cannot answer and questions it can (bench/relevance_floor.py reads
 # the same file).
-FLOOR_SET = json.loads((Path(__file__).resolve().parents[2] / "bench" / "data" / "unrelated_queries.json")
-                       .read_text(encoding="utf-8"))
+FLOOR_SET = json.loads(
+    (Path(__file__).resolve().parents[2] / "bench" / "data" / "unrelated_queries.json").read_text(encoding="utf-8")
+)
 MEMORIES: list[str] = FLOOR_SET["memories"]
 
 
@@ -34,13 +36,19 @@ async def test_by_default_most_unrelated_lines_are_dropped_and_answers_stay(tmp_
     async with open_store(tmp_path, embedder=e5) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         ids = await _store(svc)
-        returned = {floor: [len((await svc.retrieve_memories(query, top_k=5, min_score=floor))["results"])
-                            for query in FLOOR_SET["unrelated"]] for floor in (None, 0)}
+        returned = {
+            floor: [
+                len((await svc.retrieve_memories(query, top_k=5, min_score=floor))["results"])
+                for query in FLOOR_SET["unrelated"]
+            ]
+            for floor in (None, 0)
+        }
         found = {floor: 0 for floor in (None, 0)}
         for item in FLOOR_SET["related"]:
             for floor in found:
-                ranked = [r["id"] for r in (await svc.retrieve_memories(item["query"], top_k=5,
-                                                                         min_score=floor))["results"]]
+                ranked = [
+                    r["id"] for r in (await svc.retrieve_memories(item["query"], top_k=5, min_score=floor))["results"]
+                ]
                 found[floor] += ids[item["gold"]] in ranked
     assert returned[0] == [5] * len(FLOOR_SET["unrelated"])  # the knob off: top_k filled with unrelated lines
     assert sum(returned[None]) <= 0.5 * sum(returned[0])  # the default: most of them dropped
@@ -51,8 +59,9 @@ async def _seven(svc, texts: tuple[str, ...]) -> list[str]:
     return [(await svc.upsert_memory(text))["id"] for text in texts]
 
 
-async def test_by_default_a_keyword_query_keeps_its_memory_and_drops_the_rest(tmp_path: Path, e5,
-                                                                              seven_memories) -> None:
+async def test_by_default_a_keyword_query_keeps_its_memory_and_drops_the_rest(
+    tmp_path: Path, e5, seven_memories
+) -> None:
     async with open_store(tmp_path, embedder=e5) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         ids = await _seven(svc, seven_memories)
@@ -66,12 +75,15 @@ async def test_by_default_a_keyword_query_keeps_its_memory_and_drops_the_rest(tm
 
 
 async def test_by_default_unrelated_queries_get_at_most_one_line_and_related_ones_their_answer(
-        tmp_path: Path, e5, seven_memories) -> None:
+    tmp_path: Path, e5, seven_memories
+) -> None:
     async with open_store(tmp_path, embedder=e5) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         ids = await _seven(svc, seven_memories)
-        unrelated = [await svc.retrieve_memories(query, top_k=5)
-                     for query in ("我的车牌号是多少？", "我小学班主任叫什么？", "What is my blood type?")]
+        unrelated = [
+            await svc.retrieve_memories(query, top_k=5)
+            for query in ("我的车牌号是多少？", "我小学班主任叫什么？", "What is my blood type?")
+        ]
         cat = await svc.retrieve_memories("我的猫叫什么名字？", top_k=5)
         entries = await svc.search_memory_entries(query_text="我的车牌号是多少？", top_n=5)
     assert all(len(result["results"]) <= 1 for result in unrelated), [r["results"] for r in unrelated]
@@ -79,8 +91,7 @@ async def test_by_default_unrelated_queries_get_at_most_one_line_and_related_one
     assert len(entries["items"]) <= 1  # the search tool applies the default floor too
 
 
-async def test_a_configured_floor_applies_to_any_embedder_and_zero_turns_it_off(tmp_path: Path,
-                                                                                seven_memories) -> None:
+async def test_a_configured_floor_applies_to_any_embedder_and_zero_turns_it_off(tmp_path: Path, seven_memories) -> None:
     # The deterministic test embedder has no measured margin: the default (-1) leaves the floor off; a number sets it.
     async with open_store(tmp_path / "default") as handle:
         svc = handle.get_service(MEMORY_SERVICE)

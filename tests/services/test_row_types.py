@@ -34,10 +34,19 @@ async def test_rows_match_their_types(tmp_path) -> None:
     async with booku_memory.open(tmp_path / "data", QUIET, embedder=DeterministicTestEmbedder()) as memory:
         service = memory.get_service(booku_memory.MEMORY_SERVICE)
         plain = (await service.upsert_memory("周末去西湖边喝绿茶，你也来吗？"))["id"]
-        person = (await service.create_memory(
-            title="Caroline", content="Caroline: I love the lake at dawn", memory_type="person",
-            person_id="qq:10001", tags=["朋友"], core_tags=["Caroline"], diffusion_tags=["湖"],
-            opposing_tags=["沙漠"], relation_memory_ids=[plain]))["id"]
+        person = (
+            await service.create_memory(
+                title="Caroline",
+                content="Caroline: I love the lake at dawn",
+                memory_type="person",
+                person_id="qq:10001",
+                tags=["朋友"],
+                core_tags=["Caroline"],
+                diffusion_tags=["湖"],
+                opposing_tags=["沙漠"],
+                relation_memory_ids=[plain],
+            )
+        )["id"]
         records = memory.runtime.records
         full = await records.get_many([plain, person])
         assert set(full[person]) == set(RecordRow.__annotations__)

@@ -40,5 +40,5 @@ async def test_the_lift_does_not_pass_the_memory_about_what_the_query_asks(tmp_p
     found = await retrieve_over_chat(tmp_path, chat, "What did Caroline realize after her charity race?", top_k=5)
     ids, ranked, parts = found.ids, found.ranked, found.parts
     assert ids[0] in ranked
-    above = ranked[:ranked.index(ids[0])]
+    above = ranked[: ranked.index(ids[0])]
     assert all(parts[memory_id]["speaker"] == 0 for memory_id in above)  # no lifted memory passed it

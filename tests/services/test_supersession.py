@@ -11,6 +11,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.evidence.unsure_pairs import UnsurePairs, resolve_unsure_pair
 from booku_memory.services.portability import export_jsonl, import_jsonl
@@ -19,8 +20,13 @@ from .memory_support import MEMORY_SERVICE, open_store
 
 OLD = "我住在北京朝阳区，离公司不远。"
 NEW = "上个月我搬到上海浦东了，新家在世纪公园旁边。"
-BACKGROUND = ["我喜欢周末去钓鱼。", "我老婆叫刘静，我们结婚七年了。", "我每天坐地铁十号线上班。",
-              "I keep a journal and write in it most evenings.", "朵朵喜欢画画，尤其是画小动物。"]
+BACKGROUND = [
+    "我喜欢周末去钓鱼。",
+    "我老婆叫刘静，我们结婚七年了。",
+    "我每天坐地铁十号线上班。",
+    "I keep a journal and write in it most evenings.",
+    "朵朵喜欢画画，尤其是画小动物。",
+]
 
 
 async def write_move(svc) -> tuple[dict, dict]:
@@ -139,8 +145,12 @@ async def test_migration_0014_backfills_valid_from(tmp_path: Path) -> None:
         conn.execute("UPDATE booku_memory_records SET valid_from = 0")
         conn.execute("PRAGMA user_version = 13")
     async with open_store(tmp_path) as handle:
-        rows = {row["memory_id"]: row for row in await handle.runtime.db.fetch_all(
-            "SELECT memory_id, valid_from, created_at FROM booku_memory_records", ())}
+        rows = {
+            row["memory_id"]: row
+            for row in await handle.runtime.db.fetch_all(
+                "SELECT memory_id, valid_from, created_at FROM booku_memory_records", ()
+            )
+        }
     assert rows[dated["id"]]["valid_from"] == 1696089600.0
     assert rows[told["id"]]["valid_from"] == rows[told["id"]]["created_at"]
 
@@ -181,8 +191,9 @@ async def test_two_dated_memories_are_two_events_not_an_update(tmp_path: Path, e
     assert "superseded" not in said_later
 
 
-async def test_the_public_export_and_import_carry_both_links_of_a_chain_and_the_pending_pairs(tmp_path: Path,
-                                                                                               e5) -> None:
+async def test_the_public_export_and_import_carry_both_links_of_a_chain_and_the_pending_pairs(
+    tmp_path: Path, e5
+) -> None:
     """Through the handle's own export/import: a memory that replaced one and was replaced itself keeps both links,
     a second export of the imported store says the same, and a pair waiting for review still waits."""
     first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
@@ -209,8 +220,15 @@ async def test_the_public_export_and_import_carry_both_links_of_a_chain_and_the_
 
     def validity(path: Path) -> dict:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()[1:]]
-        return {r["record"]["memory_id"]: (r["record"]["valid_from"], r["record"]["superseded_at"],
-                                           r["record"]["superseded_by"]) for r in rows if r["kind"] == "record"}
+        return {
+            r["record"]["memory_id"]: (
+                r["record"]["valid_from"],
+                r["record"]["superseded_at"],
+                r["record"]["superseded_by"],
+            )
+            for r in rows
+            if r["kind"] == "record"
+        }
 
     assert validity(second) == validity(first)
 
@@ -218,8 +236,11 @@ async def test_the_public_export_and_import_carry_both_links_of_a_chain_and_the_
 # Updates the first cues missed: a handle (one value, never merged), a habit given up with no slot word, a price
 # with no change word but a new amount and 了. Sentences in neither bench set.
 UPDATES = [
-    ("My GitHub username is @quiet_river.", "My GitHub username is @loud_ocean these days.",
-     "What is my GitHub username now?"),
+    (
+        "My GitHub username is @quiet_river.",
+        "My GitHub username is @loud_ocean these days.",
+        "What is my GitHub username now?",
+    ),
     ("I play tennis every Sunday.", "I gave up tennis and took up golf.", "What sport do I play now?"),
     ("那家面馆的牛肉面一碗十五块。", "那家面馆的牛肉面要十八块了。", "那家面馆的牛肉面现在多少钱？"),
 ]
@@ -254,8 +275,9 @@ async def test_two_dated_turns_in_nearly_the_same_words_stay_two_memories(tmp_pa
     async with open_store(tmp_path, embedder=e5) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         first = await svc.upsert_memory("Sam: Thanks, Evan! Your support means a lot.", event_start_at=1_700_000_000)
-        second = await svc.upsert_memory("Sam: Thanks, Evan! Your support means a lot to me.",
-                                         event_start_at=1_700_600_000)
+        second = await svc.upsert_memory(
+            "Sam: Thanks, Evan! Your support means a lot to me.", event_start_at=1_700_600_000
+        )
         same = await svc.upsert_memory("Sam: Thanks, Evan! Your support means a lot.", event_start_at=1_700_900_000)
         told = await svc.upsert_memory("我的血型是A型。")
         again = await svc.upsert_memory("我的血型是A型的。")

@@ -48,8 +48,9 @@ async def _tagged_ranking(path: Path, query: str, **tags: Any) -> tuple[list[tup
         svc = handle.get_service(MEMORY_SERVICE)
         ids = []
         for content, core in MEMORIES:
-            result = await svc.upsert_memory(content, core_tags=core, diffusion_tags=["daily life"],
-                                              opposing_tags=["work"])
+            result = await svc.upsert_memory(
+                content, core_tags=core, diffusion_tags=["daily life"], opposing_tags=["work"]
+            )
             ids.append(result["id"])
         records = handle.runtime.records
         reads = 0
@@ -70,16 +71,24 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-@pytest.mark.parametrize(("query", "tags", "expected"), [
-    # Memory 12 is a keyword candidate (read without tags) that pass 2 found too: it carries Alice's bonus.
-    ("What did they do at the weekend?", {"core_tags": ["alice"]}, [(18, 1.2961), (14, 1.4973), (12, 1.0832)]),
-    # Memory 11 (Bob) is found by pass 2 only: its tags were read after it.
-    ("What did Alice do at the weekend?", {"core_tags": ["bob"]}, [(1, 1.5762), (9, 1.5522), (11, 1.1923)]),
-    # Memories 3 and 7 (Bob) are found by pass 2 only; Alice's memories are pushed away.
-    ("Alice's hobbies", {"core_tags": ["bob"], "opposing_tags": ["alice"]}, [(5, 1.7675), (3, 0.9705), (7, 0.9696)]),
-])
-async def test_tagged_ranking_is_pinned(tmp_path: Path, query: str, tags: dict[str, list[str]],
-                                        expected: list[tuple[int, float | None]]) -> None:
+@pytest.mark.parametrize(
+    ("query", "tags", "expected"),
+    [
+        # Memory 12 is a keyword candidate (read without tags) that pass 2 found too: it carries Alice's bonus.
+        ("What did they do at the weekend?", {"core_tags": ["alice"]}, [(18, 1.2961), (14, 1.4973), (12, 1.0832)]),
+        # Memory 11 (Bob) is found by pass 2 only: its tags were read after it.
+        ("What did Alice do at the weekend?", {"core_tags": ["bob"]}, [(1, 1.5762), (9, 1.5522), (11, 1.1923)]),
+        # Memories 3 and 7 (Bob) are found by pass 2 only; Alice's memories are pushed away.
+        (
+            "Alice's hobbies",
+            {"core_tags": ["bob"], "opposing_tags": ["alice"]},
+            [(5, 1.7675), (3, 0.9705), (7, 0.9696)],
+        ),
+    ],
+)
+async def test_tagged_ranking_is_pinned(
+    tmp_path: Path, query: str, tags: dict[str, list[str]], expected: list[tuple[int, float | None]]
+) -> None:
     ranking, reads = await _tagged_ranking(tmp_path, query, **tags)
     assert reads == 2  # the premise: pass 2 found memories whose tags had not been read
     assert ranking == expected

@@ -75,11 +75,13 @@ def broken_variants(arguments: dict) -> list[tuple[str, dict]]:
 
 async def stored_rows(memory) -> int:
     db = memory.runtime.db
-    return sum([
-        await db.fetch_value("SELECT COUNT(*) FROM booku_memory_records", (), 0),
-        await db.fetch_value("SELECT COUNT(*) FROM booku_temporary_memos", (), 0),
-        await db.fetch_value("SELECT COUNT(*) FROM booku_memory_revisions", (), 0),
-    ])
+    return sum(
+        [
+            await db.fetch_value("SELECT COUNT(*) FROM booku_memory_records", (), 0),
+            await db.fetch_value("SELECT COUNT(*) FROM booku_temporary_memos", (), 0),
+            await db.fetch_value("SELECT COUNT(*) FROM booku_memory_revisions", (), 0),
+        ]
+    )
 
 
 @pytest.mark.parametrize("service_name, method, arguments", CALLS, ids=[f"{s}.{m}" for s, m, _ in CALLS])
@@ -108,16 +110,19 @@ async def test_every_public_method_is_behind_the_gate(memory, cls):
             await getattr(service, name)(**{parameters[0].name: "\ud83d"})
 
 
-@pytest.mark.parametrize("service_name, method, key, extra, fill", [
-    ("memory", "retrieve_memories", "query_text", {}, "记"),
-    ("memory", "recall", "query", {}, "记"),
-    ("memory", "search_memory_entries", "query_text", {}, "记"),
-    ("memory", "grep_memories", "query", {"search_fields": ["content"]}, "记"),
-    # A regex also meets the engine's program cap (3 instructions per CJK character); ASCII stays under it.
-    ("memory", "grep_memories", "query", {"search_fields": ["content"], "use_regex": True}, "a"),
-    ("memory", "list_memory_entries", "keyword", {}, "记"),
-    ("evidence", "search", "query", {}, "记"),
-])
+@pytest.mark.parametrize(
+    "service_name, method, key, extra, fill",
+    [
+        ("memory", "retrieve_memories", "query_text", {}, "记"),
+        ("memory", "recall", "query", {}, "记"),
+        ("memory", "search_memory_entries", "query_text", {}, "记"),
+        ("memory", "grep_memories", "query", {"search_fields": ["content"]}, "记"),
+        # A regex also meets the engine's program cap (3 instructions per CJK character); ASCII stays under it.
+        ("memory", "grep_memories", "query", {"search_fields": ["content"], "use_regex": True}, "a"),
+        ("memory", "list_memory_entries", "keyword", {}, "记"),
+        ("evidence", "search", "query", {}, "记"),
+    ],
+)
 async def test_queries_longer_than_the_limit_are_refused_naming_it(memory, service_name, method, key, extra, fill):
     service = services(memory)[service_name]
     limit = memory.runtime.config.retrieval.max_query_chars
@@ -145,16 +150,19 @@ def test_query_limit_is_validated_in_the_config():
 
 
 text_with_surrogates = st.text(
-    alphabet=st.one_of(st.characters(), st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)), max_size=40)
+    alphabet=st.one_of(st.characters(), st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)), max_size=40
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=text_with_surrogates)
 async def test_arbitrary_text_gets_an_answer_or_a_validation_error(memory, text):
     service = memory.get_service(booku_memory.MEMORY_SERVICE)
-    for call in (lambda: service.retrieve_memories(text),
-                 lambda: service.grep_memories(query=text, search_fields=["title", "content", "tags"]),
-                 lambda: service.upsert_memory(text, title=text, tags=[text])):
+    for call in (
+        lambda: service.retrieve_memories(text),
+        lambda: service.grep_memories(query=text, search_fields=["title", "content", "tags"]),
+        lambda: service.upsert_memory(text, title=text, tags=[text]),
+    ):
         try:
             await call()
         except ValidationError:

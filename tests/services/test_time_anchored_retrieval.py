@@ -18,10 +18,28 @@ MUSEUM_VISITS = {  # day → what the user saw; same topic, so only the date tel
     9: "用户去市博物馆看了青铜器特展，拍了很多青铜鼎的照片。",
     16: "用户去市博物馆看了印象派油画展，在莫奈的睡莲前站了很久。",
 }
-FILLER = [f"用户提到第{n}件日常小事：{topic}。" for n, topic in enumerate(
-    ["换了新的手机壳", "周末整理了书架", "买了一盆绿萝", "学会了做番茄炒蛋", "修好了自行车的刹车",
-     "给阳台换了窗帘", "报名了游泳课", "把旧衣服捐了出去", "试了一家新开的面馆", "给电脑清了灰",
-     "订了下个月的火车票", "看完了一部纪录片", "把照片备份到了硬盘", "学了三个吉他和弦", "和邻居聊了一会儿天"])]
+FILLER = [
+    f"用户提到第{n}件日常小事：{topic}。"
+    for n, topic in enumerate(
+        [
+            "换了新的手机壳",
+            "周末整理了书架",
+            "买了一盆绿萝",
+            "学会了做番茄炒蛋",
+            "修好了自行车的刹车",
+            "给阳台换了窗帘",
+            "报名了游泳课",
+            "把旧衣服捐了出去",
+            "试了一家新开的面馆",
+            "给电脑清了灰",
+            "订了下个月的火车票",
+            "看完了一部纪录片",
+            "把照片备份到了硬盘",
+            "学了三个吉他和弦",
+            "和邻居聊了一会儿天",
+        ]
+    )
+]
 
 
 def noon(month: int, day: int, year: int = 2023) -> float:
@@ -47,10 +65,15 @@ async def test_a_named_day_picks_the_memory_of_that_day(tmp_path: Path) -> None:
 async def test_an_event_window_matches_every_day_it_covers(tmp_path: Path) -> None:
     async with open_store(tmp_path, config={"retrieval": {"timezone": ZONE}}) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
-        trip = await svc.upsert_memory("用户和家人去青岛旅行，每天都在海边散步。", memory_type="event",
-                                       event_start_at=noon(7, 1), event_end_at=noon(7, 5))
-        await svc.upsert_memory("用户在家附近的公园散步，看到很多人放风筝。", memory_type="event",
-                                event_start_at=noon(7, 10))
+        trip = await svc.upsert_memory(
+            "用户和家人去青岛旅行，每天都在海边散步。",
+            memory_type="event",
+            event_start_at=noon(7, 1),
+            event_end_at=noon(7, 5),
+        )
+        await svc.upsert_memory(
+            "用户在家附近的公园散步，看到很多人放风筝。", memory_type="event", event_start_at=noon(7, 10)
+        )
         result = await svc.retrieve_memories("我7月3日在哪里散步？", top_k=2)
     assert result["results"][0]["id"] == trip["id"]
 
@@ -81,8 +104,9 @@ async def test_yesterday_is_found_by_the_time_route_when_neither_words_nor_meani
         svc = handle.get_service(MEMORY_SERVICE)
         target = await _store_with_one_memory_from_yesterday(svc, Probe(handle.runtime))
         found = await svc.retrieve_memories("我昨天说了什么？", top_k=1)
-    async with open_store(tmp_path / "off", config={"retrieval": {"candidate_pool": 5,
-                                                                   "time_anchor_weight": 0.0}}) as handle:
+    async with open_store(
+        tmp_path / "off", config={"retrieval": {"candidate_pool": 5, "time_anchor_weight": 0.0}}
+    ) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         await _store_with_one_memory_from_yesterday(svc, Probe(handle.runtime))
         without = await svc.retrieve_memories("我昨天说了什么？", top_k=5)
@@ -122,10 +146,12 @@ async def test_a_date_never_lifts_or_fetches_knowledge_chunks(tmp_path: Path) ->
         probe = Probe(handle.runtime)
         target = await _store_with_one_memory_from_yesterday(svc, probe)
         manual = "\n\n".join(f"## 第{n}节\n\n设备维护说明第{n}条：定期清洁滤网并检查电源线。" for n in range(12))
-        await handle.get_service("booku_memory:service:booku_knowledge").ingest_document(title="维护手册",
-                                                                                      content=manual)
-        await probe.execute("UPDATE booku_memory_records SET created_at = created_at - 86400 "
-                            "WHERE bucket = 'knowledge'")
+        await handle.get_service("booku_memory:service:booku_knowledge").ingest_document(
+            title="维护手册", content=manual
+        )
+        await probe.execute(
+            "UPDATE booku_memory_records SET created_at = created_at - 86400 WHERE bucket = 'knowledge'"
+        )
         result = await svc.retrieve_memories("我昨天说了什么？", top_k=5, include_knowledge=True)
     assert result["results"][0]["id"] == target
     chunks = [item for item in result["results"] if item["metadata"]["bucket"] == "knowledge"]

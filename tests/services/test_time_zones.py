@@ -24,13 +24,19 @@ async def _write_in_shanghai(path: Path) -> dict[str, str]:
     Los Angeles) and one on the evening of May 1st."""
     async with open_store(path, config={"retrieval": {"timezone": "Asia/Shanghai"}}) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
-        may2 = await svc.upsert_memory("早上去公园散步，看到很多人在打太极。", event_start_at=_at(SHANGHAI, 2023, 5, 2, 7, 0))
-        may1 = await svc.upsert_memory("晚上在家看了一部纪录片，讲的是深海鱼类。", event_start_at=_at(SHANGHAI, 2023, 5, 1, 21, 0))
+        may2 = await svc.upsert_memory(
+            "早上去公园散步，看到很多人在打太极。", event_start_at=_at(SHANGHAI, 2023, 5, 2, 7, 0)
+        )
+        may1 = await svc.upsert_memory(
+            "晚上在家看了一部纪录片，讲的是深海鱼类。", event_start_at=_at(SHANGHAI, 2023, 5, 1, 21, 0)
+        )
     return {"may2": may2["id"], "may1": may1["id"]}
 
 
 @pytest.mark.parametrize("query_zone", ["America/Los_Angeles", "UTC", "Asia/Shanghai"])
-async def test_a_named_day_finds_the_memory_of_that_day_in_the_writers_calendar(tmp_path: Path, query_zone: str) -> None:
+async def test_a_named_day_finds_the_memory_of_that_day_in_the_writers_calendar(
+    tmp_path: Path, query_zone: str
+) -> None:
     ids = await _write_in_shanghai(tmp_path)
     async with open_store(tmp_path, config={"retrieval": {"timezone": query_zone}}) as handle:
         result = await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUESTION, top_k=2, min_score=0)
@@ -38,13 +44,17 @@ async def test_a_named_day_finds_the_memory_of_that_day_in_the_writers_calendar(
     assert matched == {ids["may2"]}  # Shanghai's May 2nd, not the process zone's
 
 
-async def test_a_memory_keeps_the_zone_it_was_written_in_and_an_edit_of_its_time_takes_the_editors(tmp_path: Path) -> None:
+async def test_a_memory_keeps_the_zone_it_was_written_in_and_an_edit_of_its_time_takes_the_editors(
+    tmp_path: Path,
+) -> None:
     ids = await _write_in_shanghai(tmp_path)
     async with open_store(tmp_path, config={"retrieval": {"timezone": "Europe/Paris"}}) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         zones = await handle.runtime.records.time_zones(ids.values())
         assert zones == {ids["may2"]: "Asia/Shanghai", ids["may1"]: "Asia/Shanghai"}
-        await svc.update_memory_by_id(memory_id=ids["may1"], event_start_at=_at(ZoneInfo("Europe/Paris"), 2023, 5, 2, 9, 0))
+        await svc.update_memory_by_id(
+            memory_id=ids["may1"], event_start_at=_at(ZoneInfo("Europe/Paris"), 2023, 5, 2, 9, 0)
+        )
         assert (await handle.runtime.records.time_zones([ids["may1"]])) == {ids["may1"]: "Europe/Paris"}
         result = await svc.retrieve_memories(QUESTION, top_k=2, min_score=0)
     assert {item["id"] for item in result["results"] if item["score_parts"]["time"] > 0} == set(ids.values())

@@ -31,8 +31,15 @@ CHAT = (
     (6, "用户：今天面试了一家游戏公司，感觉还不错\nAI：祝你好运！面试官问了哪些问题？"),
     (6, "用户：我妈妈下周过生日，不知道送什么礼物\nAI：可以送一条围巾，或者带她去吃顿好的。"),
 )
-QUESTIONS = ("我在动物园看了什么动物？", "我最近读了哪本书？", "我打算去哪里旅游？", "我想学什么乐器？",
-             "我妈妈什么时候过生日？", "我的宠物怎么了？", "我5月3日和谁一起做了饭？")
+QUESTIONS = (
+    "我在动物园看了什么动物？",
+    "我最近读了哪本书？",
+    "我打算去哪里旅游？",
+    "我想学什么乐器？",
+    "我妈妈什么时候过生日？",
+    "我的宠物怎么了？",
+    "我5月3日和谁一起做了饭？",
+)
 
 
 def said_at(day: int, turn: int) -> float:
@@ -45,21 +52,25 @@ def day_title(day: int) -> str:
 
 
 async def _ranked_contents(path: Path, e5, title_of) -> list[list[str]]:
-    """Write ``CHAT`` with ``title_of(day, text)`` as each turn's title; the contents each question finds, best first."""
+    """Write ``CHAT`` with ``title_of(day, text)`` as each turn's title; the contents each question finds, best
+    first."""
     async with open_store(path, embedder=e5, config=CONFIG) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         for turn, (day, text) in enumerate(CHAT):
             await svc.upsert_memory(text, title=title_of(day, text), event_start_at=said_at(day, turn))
-        answers = [await svc.retrieve_memories(question, top_k=5, min_score=0, record_activation=False)
-                   for question in QUESTIONS]
+        answers = [
+            await svc.retrieve_memories(question, top_k=5, min_score=0, record_activation=False)
+            for question in QUESTIONS
+        ]
     return [[item["content_snippet"] for item in answer["results"]] for answer in answers]
 
 
 async def test_a_shared_day_title_or_a_redundant_title_does_not_reorder_results(tmp_path: Path, e5) -> None:
     untitled = await _ranked_contents(tmp_path / "untitled", e5, lambda day, text: None)
     by_day = await _ranked_contents(tmp_path / "by-day", e5, lambda day, text: day_title(day))
-    first_words = await _ranked_contents(tmp_path / "first-words", e5,
-                                         lambda day, text: text.removeprefix("用户：").split("，")[0][:12])
+    first_words = await _ranked_contents(
+        tmp_path / "first-words", e5, lambda day, text: text.removeprefix("用户：").split("，")[0][:12]
+    )
     speaker = await _ranked_contents(tmp_path / "speaker", e5, lambda day, text: "用户")
     assert [ranked[0] for ranked in untitled] == [CHAT[i][1] for i in (0, 5, 6, 4, 9, 7, 1)]
     assert by_day == untitled
@@ -68,13 +79,18 @@ async def test_a_shared_day_title_or_a_redundant_title_does_not_reorder_results(
 
 
 async def test_a_title_naming_what_the_body_does_not_leads_its_memory_to_the_question(tmp_path: Path, e5) -> None:
-    notes = (("李四", "高中同桌，现在住在杭州，做外贸生意"), ("王五", "大学室友，现在住在成都，是中学老师"),
-             ("赵六", "前同事，现在住在深圳，做产品经理"))
+    notes = (
+        ("李四", "高中同桌，现在住在杭州，做外贸生意"),
+        ("王五", "大学室友，现在住在成都，是中学老师"),
+        ("赵六", "前同事，现在住在深圳，做产品经理"),
+    )
     async with open_store(tmp_path, embedder=e5, config=CONFIG) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         ids = [(await svc.upsert_memory(body, title=title))["id"] for title, body in notes]
-        found = [(await svc.retrieve_memories(f"{title}住在哪里？", top_k=3, min_score=0))["results"][0]["id"]
-                 for title, _ in notes]
+        found = [
+            (await svc.retrieve_memories(f"{title}住在哪里？", top_k=3, min_score=0))["results"][0]["id"]
+            for title, _ in notes
+        ]
     assert found == ids
 
 
@@ -102,8 +118,10 @@ async def test_every_path_that_embeds_a_memory_frames_it_by_the_same_rule(tmp_pa
         svc = handle.get_service(MEMORY_SERVICE)
         upserted = {title: (await svc.upsert_memory(body, title=title))["id"] for title, body in (LOG_TURN, TOPIC)}
         await stored(handle, upserted)
-        created = {title: (await svc.create_memory(title=title, content=body, folder_id="created", **TRIPLET))["id"]
-                   for title, body in (LOG_TURN, TOPIC)}
+        created = {
+            title: (await svc.create_memory(title=title, content=body, folder_id="created", **TRIPLET))["id"]
+            for title, body in (LOG_TURN, TOPIC)
+        }
         await stored(handle, created)
         await handle.reindex()
         await stored(handle, upserted)

@@ -107,7 +107,8 @@ async def test_dismiss_keeps_both_and_the_pair_is_not_asked_again(tmp_path: Path
 
 
 async def test_the_model_is_asked_after_the_write_committed_and_its_update_applies_as_dreaming(
-        tmp_path: Path, e5) -> None:
+    tmp_path: Path, e5
+) -> None:
     """The write returns while the model still thinks: the question is never inside the write's transaction."""
     release = asyncio.Event()
     seen: dict[str, object] = {}
@@ -117,8 +118,9 @@ async def test_the_model_is_asked_after_the_write_committed_and_its_update_appli
 
         async def host_model(messages: list[dict[str, str]]) -> str:
             assert PAIR_TASK_MARK in messages[0]["content"]
-            new_id = seen["new"] = (await rt.db.fetch_all(
-                "SELECT memory_id FROM booku_memory_records WHERE content = ?", [NEW_PHONE]))
+            new_id = seen["new"] = await rt.db.fetch_all(
+                "SELECT memory_id FROM booku_memory_records WHERE content = ?", [NEW_PHONE]
+            )
             seen["committed"] = bool(new_id)  # read on the reader connection: the write is already committed
             await release.wait()
             return "UPDATE"
@@ -152,7 +154,6 @@ async def test_propose_leaves_the_model_answer_for_a_human(tmp_path: Path, e5) -
         [pair] = (await UnsurePairs(rt, reviewer()).list_pairs())["items"]
         current = (await svc.get_memory_detail(memory_id=old["id"]))["item"]["metadata"]["superseded_by"]
     assert current == "" and pair["status"] == "pending" and pair["model_answer"] == "UPDATE"
-
 
 
 async def test_accepting_a_possible_restatement_merges_losslessly_and_restore_batch_undoes_it(tmp_path: Path) -> None:

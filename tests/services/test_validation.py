@@ -68,14 +68,21 @@ async def test_unknown_vocabulary_is_refused(svc, probe: Probe, field: str, valu
     error = await assert_refused(probe, lambda: svc.upsert_memory("一条正常的记忆内容。", **{field: value}), field)
     assert value in str(error)
     await assert_refused(
-        probe, lambda: svc.create_memory(title="标题", content="一条正常的记忆内容。", **TRIPLET, **{field: value}), field
+        probe,
+        lambda: svc.create_memory(title="标题", content="一条正常的记忆内容。", **TRIPLET, **{field: value}),
+        field,
     )
 
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("memory_type", "diary"), ("status", "deleted"), ("knowledge_type", "opinion"), ("procedure_type", "dance"),
-     ("disposition_status", "lost")],
+    [
+        ("memory_type", "diary"),
+        ("status", "deleted"),
+        ("knowledge_type", "opinion"),
+        ("procedure_type", "dance"),
+        ("disposition_status", "lost"),
+    ],
 )
 async def test_unknown_vocabulary_is_refused_on_update(svc, probe: Probe, field: str, value: str) -> None:
     (memory_id,) = await seed(svc, CAT)
@@ -92,8 +99,9 @@ async def test_error_lists_the_allowed_values(svc, probe: Probe) -> None:
 
 
 async def test_vocabulary_is_case_insensitive(svc, probe: Probe) -> None:
-    result = await svc.upsert_memory("用户把旧手机送给了表弟。", memory_type="ASSET", disposition_status="Disposed",
-                                     status="Active")
+    result = await svc.upsert_memory(
+        "用户把旧手机送给了表弟。", memory_type="ASSET", disposition_status="Disposed", status="Active"
+    )
     row = await probe.row(result["id"])
     assert (row["memory_type"], row["disposition_status"], row["status"]) == ("asset", "disposed", "active")
 
@@ -108,16 +116,16 @@ async def test_person_needs_a_platform_id(svc, probe: Probe, person_id: str | No
     )
     await assert_refused(
         probe,
-        lambda: svc.create_memory(title="张三", content="张三喜欢打篮球。", memory_type="person", person_id=person_id,
-                                  **TRIPLET),
+        lambda: svc.create_memory(
+            title="张三", content="张三喜欢打篮球。", memory_type="person", person_id=person_id, **TRIPLET
+        ),
         "person_id",
     )
 
 
 async def test_changing_type_to_person_needs_a_person_id(svc, probe: Probe) -> None:
     (memory_id,) = await seed(svc, CAT)
-    await assert_refused(probe, lambda: svc.update_memory_by_id(memory_id=memory_id, memory_type="person"),
-                         "person_id")
+    await assert_refused(probe, lambda: svc.update_memory_by_id(memory_id=memory_id, memory_type="person"), "person_id")
     await assert_refused(probe, lambda: svc.update_memory_by_id(memory_id=memory_id, person_id="bad"), "person_id")
 
 
@@ -132,16 +140,19 @@ async def test_event_end_before_start_is_refused(svc, probe: Probe) -> None:
     )
     result = await svc.upsert_memory("周年聚会。", memory_type="event", event_start_at=1000.0, event_end_at=2000.0)
     # An update that moves only one end must still respect the stored other end.
-    await assert_refused(probe, lambda: svc.update_memory_by_id(memory_id=result["id"], event_end_at=500.0),
-                         "event_end_at")
-    await assert_refused(probe, lambda: svc.update_memory_by_id(memory_id=result["id"], event_start_at=3000.0),
-                         "event_end_at")
+    await assert_refused(
+        probe, lambda: svc.update_memory_by_id(memory_id=result["id"], event_end_at=500.0), "event_end_at"
+    )
+    await assert_refused(
+        probe, lambda: svc.update_memory_by_id(memory_id=result["id"], event_start_at=3000.0), "event_end_at"
+    )
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, -1.0, "昨天"])
 async def test_event_times_must_be_finite_non_negative_numbers(svc, probe: Probe, value: Any) -> None:
-    await assert_refused(probe, lambda: svc.upsert_memory("会议。", memory_type="event", event_start_at=value),
-                         "event_start_at")
+    await assert_refused(
+        probe, lambda: svc.upsert_memory("会议。", memory_type="event", event_start_at=value), "event_start_at"
+    )
 
 
 # ----------------------------------------------------------------------------------------------- tag groups
@@ -174,8 +185,9 @@ async def test_partial_tag_groups_are_refused(svc, probe: Probe, groups: dict[st
     ],
 )
 async def test_create_memory_needs_all_three_groups(svc, probe: Probe, groups: dict[str, list[str]]) -> None:
-    error = await assert_refused(probe, lambda: svc.create_memory(title="张三", content="张三是我的同学。", **groups),
-                                 "opposing_tags")
+    error = await assert_refused(
+        probe, lambda: svc.create_memory(title="张三", content="张三是我的同学。", **groups), "opposing_tags"
+    )
     assert "创建记忆必须同时提供完整且非空" in str(error)
 
 
@@ -184,8 +196,9 @@ async def test_create_memory_needs_all_three_groups(svc, probe: Probe, groups: d
 
 @pytest.mark.parametrize("hours", [math.nan, math.inf, -math.inf, -1.0, 0.0, "两小时", None])
 async def test_bad_expire_hours_are_refused(svc, probe: Probe, hours: Any) -> None:
-    await assert_refused(probe, lambda: svc.create_temporary_memo(content="稍后回复", expire_hours=hours),
-                         "expire_hours")
+    await assert_refused(
+        probe, lambda: svc.create_temporary_memo(content="稍后回复", expire_hours=hours), "expire_hours"
+    )
 
 
 # -------------------------------------------------------------------------------------------- limits / ids
@@ -240,7 +253,8 @@ async def test_oversized_input_is_refused(svc, probe: Probe) -> None:
     await assert_refused(probe, lambda: svc.upsert_memory("字" * 20001), "content")
     await assert_refused(probe, lambda: svc.upsert_memory("内容", title="标" * 201), "title")
     await assert_refused(
-        probe, lambda: svc.upsert_memory("内容", core_tags=["长" * 65], diffusion_tags=["a"], opposing_tags=["b"]),
+        probe,
+        lambda: svc.upsert_memory("内容", core_tags=["长" * 65], diffusion_tags=["a"], opposing_tags=["b"]),
         "core_tags",
     )
     await assert_refused(probe, lambda: svc.create_temporary_memo(content="备" * 2001), "content")

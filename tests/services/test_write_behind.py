@@ -90,8 +90,9 @@ CRASH_AFTER_UPSERT = textwrap.dedent(
 
 async def test_kill_after_upsert_returned_keeps_the_vector_without_a_model_call(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    proc = subprocess.run([sys.executable, "-c", CRASH_AFTER_UPSERT, str(data), *CAT],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", CRASH_AFTER_UPSERT, str(data), *CAT], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 17, proc.stderr
     memory_id, pending = proc.stdout.split()
     assert int(pending) >= 1  # the vector really was still waiting for the flusher

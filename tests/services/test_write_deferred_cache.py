@@ -51,8 +51,12 @@ async def test_upsert_commits_the_cache_row_of_its_vector_with_the_memory(tmp_pa
         digest = text_hash(compose_embedding_text(CAT[0], CAT[1]))
         assert digest in committed_hashes(data, "passage")
         with sqlite3.connect(data / "booku_memory.db") as conn:
-            assert conn.execute("SELECT COUNT(*) FROM booku_memory_records WHERE memory_id = ?",
-                                [result["id"]]).fetchone()[0] == 1
+            assert (
+                conn.execute(
+                    "SELECT COUNT(*) FROM booku_memory_records WHERE memory_id = ?", [result["id"]]
+                ).fetchone()[0]
+                == 1
+            )
         assert not memory.runtime.embedding_cache.pending
 
 
@@ -132,12 +136,15 @@ async def test_a_failing_rider_never_fails_the_write_it_rides_in(tmp_path: Path,
         result = await memory.get_service(MEMORY_SERVICE).upsert_memory(CAT[1], title=CAT[0])
         assert result["mode"] == "created"
         assert rider.settled == [True]  # given up, not retried by every later transaction
-        assert await rt.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records WHERE memory_id = ?",
-                                       [result["id"]]) == 1
+        assert (
+            await rt.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records WHERE memory_id = ?", [result["id"]])
+            == 1
+        )
 
 
-async def test_rows_no_write_carries_get_a_transaction_of_their_own(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_rows_no_write_carries_get_a_transaction_of_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(cache_module, "DEFERRED_FLUSH_SECONDS", 0.01)
     data = tmp_path / "data"
     async with open_store(data) as memory:

@@ -41,13 +41,17 @@ async def test_a_failing_write_does_not_stop_a_later_write_merging_into_an_earli
     service = runtime.memory_service()
     texts = ["今天去公园散步看到了很多樱花", "BOOM 这条写入会失败", "今天去公园散步看到了很多樱花"]
     results = await asyncio.gather(*(service.upsert_memory(text) for text in texts), return_exceptions=True)
-    assert [r["mode"] if isinstance(r, dict) else type(r).__name__ for r in results] == \
-        ["created", "RuntimeError", "merged"]
+    assert [r["mode"] if isinstance(r, dict) else type(r).__name__ for r in results] == [
+        "created",
+        "RuntimeError",
+        "merged",
+    ]
     assert results[2]["id"] == results[0]["id"]
     assert await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records") == 1
     assert await runtime.db.fetch_value("SELECT COUNT(*) FROM booku_memory_fts") == 1
-    versions = [row[0] for row in await runtime.db.fetch_all(
-        "SELECT version FROM booku_memory_revisions ORDER BY version")]
+    versions = [
+        row[0] for row in await runtime.db.fetch_all("SELECT version FROM booku_memory_revisions ORDER BY version")
+    ]
     assert versions == [1, 2]  # the create and the merge, nothing of the failed write
 
 
@@ -61,4 +65,5 @@ async def test_a_batch_without_failures_matches_the_same_writes_one_at_a_time(ru
     assert [(r["mode"], r["novelty_energy"]) for r in together] == [(r["mode"], r["novelty_energy"]) for r in alone]
     keyword_rows = await runtime.db.fetch_all("SELECT title, content FROM booku_memory_fts ORDER BY rowid")
     assert [tuple(row) for row in keyword_rows] == [
-        ("", segment_for_index(text)) for text in ("周末和朋友一起吃火锅很开心", "下周三要去上海出差")]  # guessed titles
+        ("", segment_for_index(text)) for text in ("周末和朋友一起吃火锅很开心", "下周三要去上海出差")
+    ]  # guessed titles

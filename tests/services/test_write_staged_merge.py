@@ -19,9 +19,18 @@ from booku_memory.services.storage.vector_index import VectorHit
 DIM = 16
 
 
-def reference_merge(sync: VectorSync, vector: np.ndarray, hits: list[VectorHit], captured: dict[str, StagedVector],
-                    *, removal_seq: int, store_keys: Sequence[str], tiers: Sequence[str], limit: int,
-                    with_embeddings: bool) -> list[VectorHit]:
+def reference_merge(
+    sync: VectorSync,
+    vector: np.ndarray,
+    hits: list[VectorHit],
+    captured: dict[str, StagedVector],
+    *,
+    removal_seq: int,
+    store_keys: Sequence[str],
+    tiers: Sequence[str],
+    limit: int,
+    with_embeddings: bool,
+) -> list[VectorHit]:
     """The one-row merge as it was first written: every matching staged entry becomes a hit, then sort and cut."""
     current = sync.current_staged(captured)
     removed = {m for m, seq in sync._removals.items() if seq > removal_seq}
@@ -29,8 +38,10 @@ def reference_merge(sync: VectorSync, vector: np.ndarray, hits: list[VectorHit],
     matching = [(m, e) for m, e in current.items() if e.store_key in store_keys and e.tier in tiers]
     if matching:
         similarities = np.stack([e.vector for _, e in matching]) @ np.asarray(vector, dtype=np.float32)
-        merged += [VectorHit(m, float(s), e.tier, e.vector if with_embeddings else None)
-                   for (m, e), s in zip(matching, similarities)]
+        merged += [
+            VectorHit(m, float(s), e.tier, e.vector if with_embeddings else None)
+            for (m, e), s in zip(matching, similarities)
+        ]
     merged.sort(key=lambda hit: hit.similarity, reverse=True)
     return merged[:limit]
 
@@ -48,24 +59,33 @@ def test_merging_many_rows_equals_merging_each_row_with_every_staged_entry(seed:
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
     captured: dict[str, StagedVector] = {}
     for i in range(int(rng.integers(0, 40))):
-        entry = StagedVector(str(rng.choice(["s1", "s2"])), str(rng.choice(["live", "archive"])), f"d{i}",
-                             directions[int(rng.integers(0, 4))].copy())
+        entry = StagedVector(
+            str(rng.choice(["s1", "s2"])),
+            str(rng.choice(["live", "archive"])),
+            f"d{i}",
+            directions[int(rng.integers(0, 4))].copy(),
+        )
         sync.staged[f"m{i}"] = entry
         if rng.random() < 0.3:
             captured[f"m{i}"] = entry
     for i in range(5):  # flushed while the query ran: still counts; gone: does not
-        captured[f"old{i}"] = StagedVector("s1", "live", f"o{i}", directions[i % 4].copy(),
-                                           state="flushed" if i % 2 else "gone")
+        captured[f"old{i}"] = StagedVector(
+            "s1", "live", f"o{i}", directions[i % 4].copy(), state="flushed" if i % 2 else "gone"
+        )
     removal_seq = sync.removal_seq
     sync._log_removal("c3")
     queries = rng.standard_normal((6, DIM)).astype(np.float32)
     queries[1] = directions[0]
-    found = [[VectorHit(f"c{j}", float(s), "live", None) for j, s in enumerate(sorted(rng.random(8), reverse=True))]
-             + [VectorHit("m0", 0.99, "live", None)] for _ in range(len(queries))]
+    found = [
+        [VectorHit(f"c{j}", float(s), "live", None) for j, s in enumerate(sorted(rng.random(8), reverse=True))]
+        + [VectorHit("m0", 0.99, "live", None)]
+        for _ in range(len(queries))
+    ]
     for limit in (1, 3, 8, 50):
         for with_embeddings in (False, True):
-            kwargs = dict(removal_seq=removal_seq, store_keys=["s1"], tiers=["live"], limit=limit,
-                          with_embeddings=with_embeddings)
+            kwargs = dict(
+                removal_seq=removal_seq, store_keys=["s1"], tiers=["live"], limit=limit, with_embeddings=with_embeddings
+            )
             merged = sync.merge_staged(queries, found, captured, **kwargs)
             expected = [reference_merge(sync, q, hits, captured, **kwargs) for q, hits in zip(queries, found)]
             assert [as_tuples(row) for row in merged] == [as_tuples(row) for row in expected]

@@ -28,8 +28,9 @@ def test_reads_between_changes_of_the_staged_buffer_see_exactly_the_staged_entri
         action = rng.random()
         if action < 0.6 or not sync.staged:  # a writer stages a new vector
             store, tier = str(rng.choice(["s1", "s2"])), str(rng.choice(["live", "archive"]))
-            sync.staged[f"m{next_id}"] = StagedVector(store, tier, f"d{next_id}",
-                                                      directions[int(rng.integers(0, 4))].copy())
+            sync.staged[f"m{next_id}"] = StagedVector(
+                store, tier, f"d{next_id}", directions[int(rng.integers(0, 4))].copy()
+            )
             next_id += 1
         elif action < 0.75:  # a flush settles some of them
             for memory_id in list(sync.staged)[: int(rng.integers(1, 4))]:
@@ -44,8 +45,10 @@ def test_reads_between_changes_of_the_staged_buffer_see_exactly_the_staged_entri
         captured = dict(sync.staged)
         queries = rng.standard_normal((3, DIM)).astype(np.float32)
         queries[0] = directions[int(rng.integers(0, 4))]
-        found = [[VectorHit(f"c{j}", float(s), "live", None)
-                  for j, s in enumerate(sorted(rng.random(4), reverse=True))] for _ in range(len(queries))]
+        found = [
+            [VectorHit(f"c{j}", float(s), "live", None) for j, s in enumerate(sorted(rng.random(4), reverse=True))]
+            for _ in range(len(queries))
+        ]
         for stores, tiers in ((["s1"], ["live"]), (["s1", "s2"], ["live", "archive"])):
             kwargs = dict(removal_seq=sync.removal_seq, store_keys=stores, tiers=tiers, limit=5, with_embeddings=True)
             merged = sync.merge_staged(queries, found, captured, **kwargs)

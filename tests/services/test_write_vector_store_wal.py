@@ -24,8 +24,9 @@ async def test_a_new_store_is_created_with_a_write_ahead_log(tmp_path):
     await index.open()
     index.bind_model("test-model", 4)
     await index.upsert("live", "shared", ["mem-1"], np.array([[1.0, 0.0, 0.0, 0.0]], dtype=np.float32))
-    hits = await index.query(np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32), store_keys=["shared"],
-                             tiers=["live"], limit=3)
+    hits = await index.query(
+        np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32), store_keys=["shared"], tiers=["live"], limit=3
+    )
     await index.close()
     assert [hit.memory_id for hit in hits] == ["mem-1"]
     assert journal_mode_of(tmp_path / "vectors") == "wal"
@@ -34,14 +35,21 @@ async def test_a_new_store_is_created_with_a_write_ahead_log(tmp_path):
 async def test_a_store_made_with_a_rollback_journal_is_switched_and_keeps_its_vectors(tmp_path):
     directory = tmp_path / "vectors"
     # Another process, as an older version did: Chroma's own default journal.
-    subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
         import numpy as np, chromadb
         from chromadb.config import Settings
         client = chromadb.PersistentClient(path={str(directory)!r}, settings=Settings(anonymized_telemetry=False))
         collection = client.get_or_create_collection("booku_test_old", embedding_function=None,
                                                      configuration={{"hnsw": {{"space": "cosine"}}}})
         collection.upsert(ids=["mem-old"], embeddings=np.array([[0.0, 1.0, 0.0, 0.0]], dtype=np.float32))
-    """)], check=True)
+    """),
+        ],
+        check=True,
+    )
     assert journal_mode_of(directory) == "rollback"
 
     index = VectorIndex(path=directory)

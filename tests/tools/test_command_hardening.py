@@ -11,11 +11,14 @@ from booku_memory.tools import run_memory_command
 LONG = "长" * 20_000
 
 
-@pytest.mark.parametrize("command", [
-    f"grep -q {LONG}",
-    f"search -q {LONG}",
-    f"grep -q 一 && search -q {LONG}",
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        f"grep -q {LONG}",
+        f"search -q {LONG}",
+        f"grep -q 一 && search -q {LONG}",
+    ],
+)
 async def test_oversized_query_is_refused_naming_the_limit_and_logged_short(svc, write_counter, caplog, command):
     before = await write_counter.snapshot()
     with caplog.at_level(logging.DEBUG):

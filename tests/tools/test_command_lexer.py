@@ -42,7 +42,7 @@ def test_split_chain_rejects_empty_command(command):
 
 
 def test_split_chain_reports_unclosed_quote_with_position():
-    with pytest.raises(CommandError, match="引号 \" 没有闭合（从第 11 个字符开始）"):
+    with pytest.raises(CommandError, match='引号 " 没有闭合（从第 11 个字符开始）'):
         split_chain('search -q "abc && read -id m1')
 
 

@@ -183,9 +183,12 @@ async def test_dream_and_pulse(svc) -> None:
 async def test_hold_keeps_content_verbatim_with_its_flags_as_agent(svc, memory) -> None:
     body = "  今天她第一次叫我的名字。\n@小王：你们俩真像一家人\n我记住了这一刻。  "
     envelope = await run(
-        svc, "hold -content " + shlex.quote(body)
+        svc,
+        "hold -content "
+        + shlex.quote(body)
         + " -title 第一次叫名字 -domain 关系,日常 -tags 名字 -importance 8 -valence 0.9 -arousal 0.6"
-        " -why_remembered '这是我们关系的转折' -quotes '[\"你们俩真像一家人\"]'")
+        " -why_remembered '这是我们关系的转折' -quotes '[\"你们俩真像一家人\"]'",
+    )
     memory_id = first_id(text_of(envelope))
     stored = await row(memory.runtime, memory_id)
     assert stored["content"] == body
@@ -204,7 +207,7 @@ async def test_invalid_flags_are_refused_before_anything_is_written(svc, write_c
         "hold -content 你好 -importance 11",
         "hold -content 你好 -valence 1.5",
         "hold -content 你好 -quotes 不是JSON",
-        "hold -content 你好 -quotes '{\"text\": \"不是列表\"}'",
+        'hold -content 你好 -quotes \'{"text": "不是列表"}\'',
         "hold -title 没有正文",
         "grow -items '[{bad'",
         "hold -content 你好 -bogus 1",
@@ -226,8 +229,10 @@ async def test_grow_splits_long_text_and_takes_caller_items(svc, memory) -> None
     assert len(ids) == 2
     bodies = [(await row(memory.runtime, memory_id))["content"] for memory_id in ids]
     assert sorted(bodies) == sorted(["上午陪她去医院复查，结果一切正常。", "晚上一起做了番茄炒蛋，她说比上次好吃。"])
-    items = json.dumps([{"title": "搬家", "content": "周六帮她搬家，累但开心。", "importance": 6},
-                        "周日一起整理了书架。"], ensure_ascii=False)
+    items = json.dumps(
+        [{"title": "搬家", "content": "周六帮她搬家，累但开心。", "importance": 6}, "周日一起整理了书架。"],
+        ensure_ascii=False,
+    )
     from_items = text_of(await run(svc, f"grow -items '{items}'"))
     item_ids = re.findall(r"\[(mem-[0-9a-f]+)\]", from_items)
     assert len(item_ids) == 2
@@ -272,7 +277,7 @@ async def test_long_verbatim_text_is_not_cut_by_the_output_budget(svc) -> None:
 
 async def test_recall_gives_the_block_and_a_compact_entry_list(svc) -> None:
     event = await seed(svc, "海边旅行", "去年夏天我们在青岛海边住了三天。", memory_type="event")
-    envelope = await run(svc, "recall -q 青岛海边 -quotas '{\"events\": 3, \"entities\": 0}'")
+    envelope = await run(svc, 'recall -q 青岛海边 -quotas \'{"events": 3, "entities": 0}\'')
     result = step(envelope)
     assert result["action"] == "recall"
     assert "去年夏天我们在青岛海边住了三天。" in result["rendered"]
@@ -286,8 +291,10 @@ async def test_recall_gives_the_block_and_a_compact_entry_list(svc) -> None:
 
 async def test_recall_shrinks_the_block_to_the_output_budget(svc) -> None:
     places = [("青岛", "啤酒和海鸥"), ("厦门", "鼓浪屿的钢琴声"), ("大连", "星海广场的风"), ("三亚", "椰子和晒伤")]
-    ids = [await seed(svc, f"{place}旅行", f"沿着海岸线旅行，在{place}记住了{memo}。" * 30, memory_type="event")
-           for place, memo in places]
+    ids = [
+        await seed(svc, f"{place}旅行", f"沿着海岸线旅行，在{place}记住了{memo}。" * 30, memory_type="event")
+        for place, memo in places
+    ]
     config = load_config({"tools": {"output_char_budget": 900}})
     envelope = await run_memory_command(svc, "recall -q '海岸线 旅行'", config=config)
     assert envelope["ok"] and rendered_len(envelope) <= 900
@@ -339,8 +346,14 @@ async def test_plan_is_registered_and_closed_through_trace(svc, memory) -> None:
 @part_two
 async def test_letters_are_written_and_locked_as_the_ai_side(svc, memory) -> None:
     letter = "给一年后的你：\n别忘了今天的雪。"
-    written = text_of(await run(svc, "letter_write -author ai -content " + shlex.quote(letter)
-                                + " -title 雪 -lock_type timed -unlock_date 2099-01-01"))
+    written = text_of(
+        await run(
+            svc,
+            "letter_write -author ai -content "
+            + shlex.quote(letter)
+            + " -title 雪 -lock_type timed -unlock_date 2099-01-01",
+        )
+    )
     letter_id = re.search(r"\[([0-9a-f]{12})\]", written).group(1)
     own = text_of(await run(svc, "letter_read -author ai"))
     assert letter in own  # the writing side reads its own timed letter
@@ -365,8 +378,7 @@ async def test_feel_finds_a_feeling_verbatim(svc) -> None:
 async def test_self_knowledge_candidate_promotion_and_session_start(svc, memory) -> None:
     assert await session_self_entries(svc) == ""
     statement = "我觉得我在意的是被认真对待。"
-    candidate = first_id(text_of(await run(svc, "I -content " + shlex.quote(statement)
-                                           + " -aspect values")))
+    candidate = first_id(text_of(await run(svc, "I -content " + shlex.quote(statement) + " -aspect values")))
     refused = await run(svc, f"I -promote {candidate}")
     assert refused["ok"] is False and "见证" in refused["error"]
     for day in (1, 2, 3):  # three dreams on three different dates witness the candidate

@@ -32,18 +32,34 @@ class RecordingService:
     async def delete_memories(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(("delete_memories", kwargs))
         ids = kwargs["memory_ids"]
-        return {"action": "delete_memories", "mode": "hard" if kwargs["hard"] else "soft", "deleted": len(ids),
-                "requested": len(ids), "missing": [], "ids": ids}
+        return {
+            "action": "delete_memories",
+            "mode": "hard" if kwargs["hard"] else "soft",
+            "deleted": len(ids),
+            "requested": len(ids),
+            "missing": [],
+            "ids": ids,
+        }
 
     async def create_memory(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(("create_memory", kwargs))
-        return {"action": "create_memory", "mode": "created", "total": 1, "id": "mem-1",
-                "items": [{"id": "mem-1", "title": kwargs["title"], "metadata": {}}]}
+        return {
+            "action": "create_memory",
+            "mode": "created",
+            "total": 1,
+            "id": "mem-1",
+            "items": [{"id": "mem-1", "title": kwargs["title"], "metadata": {}}],
+        }
 
     async def update_memory_by_id(self, **kwargs: Any) -> dict[str, Any]:
         self.calls.append(("update_memory_by_id", kwargs))
-        return {"action": "update_memory_by_id", "updated": 1, "items": [], "missing": [],
-                "changed_fields": sorted(k for k in kwargs if k != "memory_id")}
+        return {
+            "action": "update_memory_by_id",
+            "updated": 1,
+            "items": [],
+            "missing": [],
+            "changed_fields": sorted(k for k in kwargs if k != "memory_id"),
+        }
 
 
 async def _run(service: RecordingService, command: str) -> dict[str, Any]:
@@ -63,9 +79,18 @@ async def test_dispatch_and_chain_pass_reference_kwargs():
     assert [name for name, _ in service.calls] == ["search_memory_entries", "read_full_content", "delete_memories"]
     search = service.calls[0][1]
     assert search == {
-        "top_n": 3, "query_text": None, "memory_type": "person", "status": None, "person_id": "qq:10001",
-        "relation_of": None, "include_archived": False, "include_knowledge": True, "include_related": False,
-        "core_tags": ["同学"], "diffusion_tags": ["校园"], "opposing_tags": ["陌生人"],
+        "top_n": 3,
+        "query_text": None,
+        "memory_type": "person",
+        "status": None,
+        "person_id": "qq:10001",
+        "relation_of": None,
+        "include_archived": False,
+        "include_knowledge": True,
+        "include_related": False,
+        "core_tags": ["同学"],
+        "diffusion_tags": ["校园"],
+        "opposing_tags": ["陌生人"],
     }
     assert service.calls[1][1] == {"memory_ids": ["m1", "m2"]}
     assert service.calls[2][1] == {"memory_ids": ["m2"], "hard": True}
@@ -89,7 +114,9 @@ async def test_explicit_tag_groups_win_over_shorthand_group_by_group():
 
 async def test_person_create_requires_person_id_and_calls_nothing():
     service = RecordingService()
-    envelope = await _run(service, 'create -type person -title 张三 -content x -triple_tags "朋友,同学|学校,班级|陌生人,路人"')
+    envelope = await _run(
+        service, 'create -type person -title 张三 -content x -triple_tags "朋友,同学|学校,班级|陌生人,路人"'
+    )
     assert envelope["ok"] is False and "person_id" in envelope["error"]
     assert service.calls == []
 
@@ -134,13 +161,23 @@ async def test_read_and_delete_without_ids_keep_reference_messages():
 
 async def test_create_passes_given_typed_fields_only():
     service = RecordingService()
-    await _run(service, 'create -type place -title 公司 -content 上班的地方 -triple_tags "公司|工作|家" '
-                        '-address "北京市 海淀区" -place_type OFFICE')
+    await _run(
+        service,
+        'create -type place -title 公司 -content 上班的地方 -triple_tags "公司|工作|家" '
+        '-address "北京市 海淀区" -place_type OFFICE',
+    )
     kwargs = service.calls[0][1]
     assert kwargs == {
-        "title": "公司", "content": "上班的地方", "memory_type": "place", "status": "active", "person_id": None,
-        "core_tags": ["公司"], "diffusion_tags": ["工作"], "opposing_tags": ["家"],
-        "address_or_coord": "北京市 海淀区", "place_type": "office",
+        "title": "公司",
+        "content": "上班的地方",
+        "memory_type": "place",
+        "status": "active",
+        "person_id": None,
+        "core_tags": ["公司"],
+        "diffusion_tags": ["工作"],
+        "opposing_tags": ["家"],
+        "address_or_coord": "北京市 海淀区",
+        "place_type": "office",
     }
 
 

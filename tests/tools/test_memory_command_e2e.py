@@ -34,7 +34,10 @@ async def test_create_stores_every_given_field_and_says_created(svc):
     assert item["content"] == "- 在大礼堂\n- 张三致辞"
     assert metadata["memory_type"] == "event"
     assert (metadata["core_tags"], metadata["diffusion_tags"], metadata["opposing_tags"]) == (
-        ["毕业", "典礼"], ["学校"], ["工作"])
+        ["毕业", "典礼"],
+        ["学校"],
+        ["工作"],
+    )
     assert metadata["event_start_at"] == datetime(2024, 6, 20).astimezone().timestamp()
     assert metadata["event_end_at"] == datetime(2024, 6, 20, 18).astimezone().timestamp()
     assert metadata["related_people"] == ["张三", "李四"]
@@ -42,8 +45,12 @@ async def test_create_stores_every_given_field_and_says_created(svc):
 
 
 async def test_create_near_duplicate_says_which_id_it_merged_into(svc):
-    first = step(await run(svc, 'create -title 张三的生日 -content "张三的生日是五月一日" -triple_tags "张三,生日|朋友|工作"'))
-    second = step(await run(svc, 'create -title 张三的生日 -content "张三的生日是五月一日" -triple_tags "张三,生日|朋友|工作"'))
+    first = step(
+        await run(svc, 'create -title 张三的生日 -content "张三的生日是五月一日" -triple_tags "张三,生日|朋友|工作"')
+    )
+    second = step(
+        await run(svc, 'create -title 张三的生日 -content "张三的生日是五月一日" -triple_tags "张三,生日|朋友|工作"')
+    )
     assert second["result"] == "merged"
     assert second["id"] == first["id"]
     assert "已合并进这条记忆" in second["message"] and first["id"] in second["message"]
@@ -78,8 +85,9 @@ async def test_search_without_query_lists_recent_and_respects_top_n(svc):
 
 
 async def test_search_with_tag_triplet_finds_tagged_memory(svc):
-    target = await seed(svc, "篮球队", "周六下午打比赛", core_tags=["篮球"], diffusion_tags=["运动"],
-                        opposing_tags=["学习"])
+    target = await seed(
+        svc, "篮球队", "周六下午打比赛", core_tags=["篮球"], diffusion_tags=["运动"], opposing_tags=["学习"]
+    )
     result = step(await run(svc, 'search -triple_tags "篮球|运动|学习"'))
     assert target in [item["id"] for item in result["items"]]
 
@@ -121,14 +129,21 @@ async def test_update_replaces_tags_as_a_whole_triplet(svc):
     step(await run(svc, f'update -id {memory_id} -triple_tags "北京|城市|乡村"'))
     metadata = (await svc.get_memory_detail(memory_id=memory_id))["item"]["metadata"]
     assert (metadata["core_tags"], metadata["diffusion_tags"], metadata["opposing_tags"]) == (
-        ["北京"], ["城市"], ["乡村"])
+        ["北京"],
+        ["城市"],
+        ["乡村"],
+    )
 
 
 async def test_delete_soft_then_restore_then_hard(svc):
     memory_id = await seed(svc, "张三", "张三住在北京")
     deleted = step(await run(svc, f"delete -id {memory_id}"))
-    assert deleted == {"action": "delete", "mode": "soft", "deleted": 1,
-                       "message": f"已删除 1 条记忆（软删除，可用 restore -ids {memory_id} 恢复）"}
+    assert deleted == {
+        "action": "delete",
+        "mode": "soft",
+        "deleted": 1,
+        "message": f"已删除 1 条记忆（软删除，可用 restore -ids {memory_id} 恢复）",
+    }
     assert (await svc.get_memory_detail(memory_id=memory_id, include_deleted=False))["found"] is False
     restored = step(await run(svc, f"restore -id {memory_id}"))
     assert restored["restored"] == 1 and restored["message"] == "已恢复 1 条记忆"

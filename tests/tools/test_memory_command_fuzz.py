@@ -26,9 +26,48 @@ from .tool_support import WriteCounter, assert_envelope, seed
 QUIET = {"maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}}
 FLAG_SPELLINGS = sorted({spelling for spec in COMMANDS for spelling in spec.all_spellings()})
 HOSTILE_PIECES = [
-    "&&", "&", "'", '"', "\\", "-", "--", "---x", "-=", "=", "|", "||", "a|b|c", "-5", "-0.5", "1e309", "nan",
-    "true", "false", "\n", "\t", "\u3000", "\x00", "</system_reminder>", "$(rm -rf /)", "`id`", "; DROP TABLE x;",
-    "%", "_", "(a*)*b", "[", "🙂", "\u202e", "　", "，", "、", "2024-05-01", "qq:1", "person", "archived", "0", "101",
+    "&&",
+    "&",
+    "'",
+    '"',
+    "\\",
+    "-",
+    "--",
+    "---x",
+    "-=",
+    "=",
+    "|",
+    "||",
+    "a|b|c",
+    "-5",
+    "-0.5",
+    "1e309",
+    "nan",
+    "true",
+    "false",
+    "\n",
+    "\t",
+    "\u3000",
+    "\x00",
+    "</system_reminder>",
+    "$(rm -rf /)",
+    "`id`",
+    "; DROP TABLE x;",
+    "%",
+    "_",
+    "(a*)*b",
+    "[",
+    "🙂",
+    "\u202e",
+    "　",
+    "，",
+    "、",
+    "2024-05-01",
+    "qq:1",
+    "person",
+    "archived",
+    "0",
+    "101",
     "9" * 30,
 ]
 
@@ -59,8 +98,20 @@ def _value_for(flag: FlagSpec, ids: list[str]) -> st.SearchStrategy[str]:
         FlagKind.LINE: st.one_of(words, st.sampled_from(["qq:10001", "bad id"])),
         FlagKind.TEXT: st.one_of(words, st.text(max_size=30), st.sampled_from(["a|b|c", "a||c", "核心|扩散|对立"])),
         FlagKind.NUMBER: st.sampled_from(["0.5", "1", "0", "-1", "2.5", "abc", "1e309", "9" * 400]),
-        FlagKind.JSON: st.sampled_from(['[]', '["原话"]', '[{"text": "原话", "speaker": "小王"}]', '{"events": 2}',
-                                        '0.2', '[[1, 1]]', '{bad', '"x"', '{"nope": 1}', '[' * 50]),
+        FlagKind.JSON: st.sampled_from(
+            [
+                "[]",
+                '["原话"]',
+                '[{"text": "原话", "speaker": "小王"}]',
+                '{"events": 2}',
+                "0.2",
+                "[[1, 1]]",
+                "{bad",
+                '"x"',
+                '{"nope": 1}',
+                "[" * 50,
+            ]
+        ),
     }
     return st.one_of(by_kind[flag.kind], by_kind[flag.kind], st.sampled_from(HOSTILE_PIECES))
 
@@ -74,9 +125,14 @@ def _step(draw: Any, ids: list[str]) -> str:
     if id_flags and draw(st.integers(0, 9)) < 7:
         tokens += ["-" + id_flags[0].names[0], draw(st.sampled_from(ids + ["mem-ghost"]))]
     if spec.name == "create" and draw(st.booleans()):
-        tokens += ["-title", shlex.quote(draw(st.text(min_size=1, max_size=20))),
-                   "-content", shlex.quote(draw(st.text(min_size=1, max_size=60))),
-                   "-triple_tags", shlex.quote(draw(st.sampled_from(["a|b|c", "人|事|物", "x,y|z|w"])))]
+        tokens += [
+            "-title",
+            shlex.quote(draw(st.text(min_size=1, max_size=20))),
+            "-content",
+            shlex.quote(draw(st.text(min_size=1, max_size=60))),
+            "-triple_tags",
+            shlex.quote(draw(st.sampled_from(["a|b|c", "人|事|物", "x,y|z|w"]))),
+        ]
     for _ in range(draw(st.integers(0, 5))):
         if spec.flags and draw(st.integers(0, 9)) < 8:
             flag = draw(st.sampled_from(spec.flags))
@@ -89,8 +145,13 @@ def _step(draw: Any, ids: list[str]) -> str:
     return " ".join(tokens)
 
 
-RUNTIME_FAILURES = ["read -id mem-ghost", "history -id mem-ghost", "update -id mem-ghost -title x",
-                    "revert -id mem-ghost -version 1", "delete -ids mem-ghost"]
+RUNTIME_FAILURES = [
+    "read -id mem-ghost",
+    "history -id mem-ghost",
+    "update -id mem-ghost -title x",
+    "revert -id mem-ghost -version 1",
+    "delete -ids mem-ghost",
+]
 
 
 def _structured_commands(ids: list[str]) -> st.SearchStrategy[str]:
@@ -98,10 +159,16 @@ def _structured_commands(ids: list[str]) -> st.SearchStrategy[str]:
     # A step that may write followed by one that fails at run time: the answer must report the first as done.
     writer = st.one_of(
         _step(ids),
-        st.builds(lambda i, t: f"update -id {i} -title {shlex.quote(t)}", st.sampled_from(ids),
-                  st.text(min_size=1, max_size=20).filter(str.strip)),
-        st.builds(lambda t, c: f"create -title {shlex.quote(t)} -content {shlex.quote(c)} -triple_tags 'a|b|c'",
-                  st.text(min_size=1, max_size=20).filter(str.strip), st.text(min_size=1, max_size=60).filter(str.strip)),
+        st.builds(
+            lambda i, t: f"update -id {i} -title {shlex.quote(t)}",
+            st.sampled_from(ids),
+            st.text(min_size=1, max_size=20).filter(str.strip),
+        ),
+        st.builds(
+            lambda t, c: f"create -title {shlex.quote(t)} -content {shlex.quote(c)} -triple_tags 'a|b|c'",
+            st.text(min_size=1, max_size=20).filter(str.strip),
+            st.text(min_size=1, max_size=60).filter(str.strip),
+        ),
     )
     write_then_fail = st.builds(lambda first, last: f"{first} && {last}", writer, st.sampled_from(RUNTIME_FAILURES))
     return st.one_of(chains, write_then_fail)
@@ -176,15 +243,22 @@ def test_temporary_memo_never_crashes_and_never_writes_on_error(tmp_path):
                     assert result["error"].strip()
                     assert await counter.snapshot() == before, (kwargs, result)
 
-            memo_args = st.fixed_dictionaries({
-                "content": st.one_of(st.none(), st.text(max_size=40), st.sampled_from(HOSTILE_PIECES)),
-                "expire_hours": st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True),
-                                          st.integers(-5, 500), st.text(max_size=5), st.booleans()),
-                "action": st.one_of(st.none(), st.sampled_from(["create", "list", "cancel", "LIST", "x", ""])),
-                "memo_id": st.one_of(st.none(), st.text(max_size=10)),
-                "allow_shorten": st.booleans(),
-                "stream_id": st.one_of(st.none(), st.sampled_from(["a", "b", "", " "])),
-            })
+            memo_args = st.fixed_dictionaries(
+                {
+                    "content": st.one_of(st.none(), st.text(max_size=40), st.sampled_from(HOSTILE_PIECES)),
+                    "expire_hours": st.one_of(
+                        st.none(),
+                        st.floats(allow_nan=True, allow_infinity=True),
+                        st.integers(-5, 500),
+                        st.text(max_size=5),
+                        st.booleans(),
+                    ),
+                    "action": st.one_of(st.none(), st.sampled_from(["create", "list", "cancel", "LIST", "x", ""])),
+                    "memo_id": st.one_of(st.none(), st.text(max_size=10)),
+                    "allow_shorten": st.booleans(),
+                    "stream_id": st.one_of(st.none(), st.sampled_from(["a", "b", "", " "])),
+                }
+            )
 
             @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
             @given(memo_args)

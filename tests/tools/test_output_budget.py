@@ -27,8 +27,13 @@ async def test_search_over_500_memories_stays_within_the_character_budget(memory
 
 
 async def test_budget_and_snippet_length_come_from_config(tmp_path):
-    config = load_config({"tools": {"output_char_budget": 600, "search_snippet_chars": 30},
-                          "maintenance": {"enabled": False}, "startup_ingest": {"enabled": False}})
+    config = load_config(
+        {
+            "tools": {"output_char_budget": 600, "search_snippet_chars": 30},
+            "maintenance": {"enabled": False},
+            "startup_ingest": {"enabled": False},
+        }
+    )
     async with booku_memory.open(tmp_path / "d", config, embedder=DeterministicTestEmbedder()) as handle:
         svc = handle.get_service(booku_memory.MEMORY_SERVICE)
         await bulk_seed(handle.runtime, 30)
@@ -71,7 +76,9 @@ async def test_chain_of_searches_shares_one_budget(memory, svc):
 
 def test_fit_to_budget_falls_back_to_a_summary_when_details_cannot_fit():
     envelope = {
-        "action": "memory_command", "ok": False, "executed": 3,
+        "action": "memory_command",
+        "ok": False,
+        "executed": 3,
         "results": [{"command": "x" * 80, "success": False, "error": "很长的错误说明" * 40}] * 3,
         "error": "第 3 步失败" * 30,
     }
@@ -82,9 +89,14 @@ def test_fit_to_budget_falls_back_to_a_summary_when_details_cannot_fit():
 
 
 def test_fit_to_budget_leaves_small_answers_untouched():
-    envelope = {"action": "memory_command", "ok": True, "executed": 1,
-                "results": [{"command": "folders", "success": True,
-                             "result": {"action": "folders", "total": 1, "items": ["default"]}}]}
+    envelope = {
+        "action": "memory_command",
+        "ok": True,
+        "executed": 1,
+        "results": [
+            {"command": "folders", "success": True, "result": {"action": "folders", "total": 1, "items": ["default"]}}
+        ],
+    }
     before = repr(envelope)
     assert repr(fit_to_budget(envelope, 3000)) == before
 
@@ -93,11 +105,23 @@ def test_help_manual_is_exempt_but_other_steps_are_not():
     from booku_memory.tools.manual import build_manual
 
     manual = build_manual()
-    envelope = {"action": "memory_command", "ok": True, "executed": 2, "results": [
-        {"command": "help", "success": True, "result": {"action": "help", "content": manual}},
-        {"command": "search", "success": True,
-         "result": {"action": "search", "total": 50, "items": [{"id": f"m{i}", "snippet": "字" * 100} for i in range(50)]}},
-    ]}
+    envelope = {
+        "action": "memory_command",
+        "ok": True,
+        "executed": 2,
+        "results": [
+            {"command": "help", "success": True, "result": {"action": "help", "content": manual}},
+            {
+                "command": "search",
+                "success": True,
+                "result": {
+                    "action": "search",
+                    "total": 50,
+                    "items": [{"id": f"m{i}", "snippet": "字" * 100} for i in range(50)],
+                },
+            },
+        ],
+    }
     fitted = fit_to_budget(envelope, 1000)
     assert fitted["results"][0]["result"]["content"] == manual
     assert rendered_len(fitted) <= 1000 + rendered_len(manual)

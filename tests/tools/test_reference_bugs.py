@@ -76,7 +76,10 @@ async def test_bug_update_without_tags_deleted_all_tags(svc):
     step(await run(svc, f"update -id {memory_id} -status archived"))
     metadata = (await svc.get_memory_detail(memory_id=memory_id))["item"]["metadata"]
     assert (metadata["core_tags"], metadata["diffusion_tags"], metadata["opposing_tags"]) == (
-        ["测试"], ["样例"], ["无关"])
+        ["测试"],
+        ["样例"],
+        ["无关"],
+    )
 
 
 async def test_bug_update_treated_comma_ids_as_one_id_and_ignored_ids_flag(svc):
@@ -165,15 +168,22 @@ async def test_bug_chain_failure_did_not_say_earlier_steps_took_effect(svc):
     envelope = await run(svc, f"archive -id {memory_id} && read -id mem-ghost && delete -id {memory_id}")
     assert envelope["ok"] is False and envelope["executed"] == 2
     assert [entry["success"] for entry in envelope["results"]] == [True, False]
-    assert re.search(r"第 2 步「read -id mem-ghost」失败：.*前 1 步已经生效（不会撤销）；后面 1 步没有执行", envelope["error"])
+    assert re.search(
+        r"第 2 步「read -id mem-ghost」失败：.*前 1 步已经生效（不会撤销）；后面 1 步没有执行", envelope["error"]
+    )
     metadata = (await svc.get_memory_detail(memory_id=memory_id))["item"]["metadata"]
     assert metadata["status"] == "archived" and metadata["is_deleted"] is False
 
 
 async def test_bug_event_times_only_accepted_epoch_seconds(svc):
     """There was no date parsing; unparsable values became 0.0 silently."""
-    result = step(await run(svc, 'create -type event -title 开会 -content 周会 -triple_tags "会议|工作|休假" '
-                                 "-start_at 2024-05-01 -end_at 1714600000"))
+    result = step(
+        await run(
+            svc,
+            'create -type event -title 开会 -content 周会 -triple_tags "会议|工作|休假" '
+            "-start_at 2024-05-01 -end_at 1714600000",
+        )
+    )
     metadata = (await svc.get_memory_detail(memory_id=result["id"]))["item"]["metadata"]
     assert metadata["event_start_at"] > 1714400000 and metadata["event_end_at"] == 1714600000.0
     envelope = await run(svc, "update -id x -start_at 下周")
@@ -201,7 +211,7 @@ async def test_bug_unclosed_quote_answered_with_shlex_english(svc):
     """An unbalanced quote answered "No closing quotation"."""
     envelope = await run(svc, 'search -q "张三')
     assert envelope["ok"] is False and "No closing" not in envelope["error"]
-    assert "引号 \" 没有闭合" in envelope["error"]
+    assert '引号 " 没有闭合' in envelope["error"]
 
 
 async def test_bug_folder_flags_were_accepted_and_dropped(svc):

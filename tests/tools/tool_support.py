@@ -18,7 +18,9 @@ class WriteCounter:
 
     async def snapshot(self) -> tuple[int, int, int, float]:
         revisions = await self.rt.db.fetch_one("SELECT COUNT(*) FROM booku_memory_revisions", [])
-        records = await self.rt.db.fetch_one("SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM booku_memory_records", [])
+        records = await self.rt.db.fetch_one(
+            "SELECT COUNT(*), COALESCE(MAX(updated_at), 0) FROM booku_memory_records", []
+        )
         memos = await self.rt.db.fetch_one("SELECT COUNT(*) FROM booku_temporary_memos", [])
         return int(revisions[0]), int(records[0]), int(memos[0]), float(records[1])
 
@@ -86,16 +88,43 @@ async def bulk_seed(runtime: Any, count: int, *, seed_value: int = 7) -> list[st
         for index in range(count):
             words = "".join(rng.choice(WORDS) for _ in range(80))
             draft = build_draft(
-                f"会议纪要 {index}：{words}。", title=f"项目会议 {index}", bucket="memory", folder_id=None,
-                default_folder="default", tags=None, core_tags=["会议"], diffusion_tags=["项目"],
-                opposing_tags=["娱乐"], memory_type="event", status="active", person_id=None,
-                relation_memory_ids=None, relation_aliases=None, event_start_at=0, event_end_at=0,
-                related_people=None, knowledge_type="", address_or_coord="", place_type="", asset_type="",
-                disposition_status="", procedure_type="", source="test", require_triplet=True,
+                f"会议纪要 {index}：{words}。",
+                title=f"项目会议 {index}",
+                bucket="memory",
+                folder_id=None,
+                default_folder="default",
+                tags=None,
+                core_tags=["会议"],
+                diffusion_tags=["项目"],
+                opposing_tags=["娱乐"],
+                memory_type="event",
+                status="active",
+                person_id=None,
+                relation_memory_ids=None,
+                relation_aliases=None,
+                event_start_at=0,
+                event_end_at=0,
+                related_people=None,
+                knowledge_type="",
+                address_or_coord="",
+                place_type="",
+                asset_type="",
+                disposition_status="",
+                procedure_type="",
+                source="test",
+                require_triplet=True,
             )
             memory_id = f"mem-{uuid.uuid4().hex}"
-            await runtime.records.insert(conn, {**draft.as_record(), "memory_id": memory_id, "owner_uid": "default",
-                                                "store_key": "shared", "novelty_energy": 1.0})
+            await runtime.records.insert(
+                conn,
+                {
+                    **draft.as_record(),
+                    "memory_id": memory_id,
+                    "owner_uid": "default",
+                    "store_key": "shared",
+                    "novelty_energy": 1.0,
+                },
+            )
             ids.append(memory_id)
     await runtime.sync_vectors()
     return ids

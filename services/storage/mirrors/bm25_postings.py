@@ -109,22 +109,22 @@ class KeywordIndex:
     """Postings of ``booku_memory_fts`` in memory, with FTS5's bm25 (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._term_of: dict[str, int] = {}           # folded term → id
-        self._vocabulary: list[str] = []             # folded terms, sorted (prefix ranges)
-        self._base_start = np.zeros(1, np.int64)     # term id → slice of the base arrays (start, start of next)
+        self._term_of: dict[str, int] = {}  # folded term → id
+        self._vocabulary: list[str] = []  # folded terms, sorted (prefix ranges)
+        self._base_start = np.zeros(1, np.int64)  # term id → slice of the base arrays (start, start of next)
         self._base_rids = np.zeros(0, np.int32)
         self._base_weights = np.zeros(0, np.uint16)
-        self._base_live = np.zeros(0, bool)          # rid → its base postings are current
-        self._masked = 0                             # rows masked out of the base since it was built
-        self._delta_rows: dict[int, dict[int, int]] = {}   # rid → {term id: weighted frequency}
+        self._base_live = np.zeros(0, bool)  # rid → its base postings are current
+        self._masked = 0  # rows masked out of the base since it was built
+        self._delta_rows: dict[int, dict[int, int]] = {}  # rid → {term id: weighted frequency}
         self._delta_terms: dict[int, dict[int, int]] = {}  # term id → {rid: weighted frequency}
         self._delta_postings = 0
         self._delta_arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self._length = np.zeros(0, np.float64)       # rid → tokens in the row (0: no row)
-        self._store = np.zeros(0, np.int32)          # rid → store code (-1: no row)
+        self._length = np.zeros(0, np.float64)  # rid → tokens in the row (0: no row)
+        self._store = np.zeros(0, np.int32)  # rid → store code (-1: no row)
         self._store_code: dict[str, int] = {}
-        self._store_rows: list[int] = []            # store code → rows
-        self._store_tokens: list[int] = []          # store code → tokens in its rows
+        self._store_rows: list[int] = []  # store code → rows
+        self._store_tokens: list[int] = []  # store code → tokens in its rows
         self.rows = 0
         self.tokens = 0
 
@@ -159,13 +159,21 @@ class KeywordIndex:
         index._base_live[present] = True
         codes = np.fromiter(stores.values(), np.int64, len(stores))
         index._store_rows = np.bincount(codes, minlength=len(index._store_code)).tolist()
-        index._store_tokens = np.bincount(codes, np.fromiter(lengths.values(), np.float64, len(lengths)),
-                                          minlength=len(index._store_code)).astype(np.int64).tolist()
+        index._store_tokens = (
+            np.bincount(
+                codes, np.fromiter(lengths.values(), np.float64, len(lengths)), minlength=len(index._store_code)
+            )
+            .astype(np.int64)
+            .tolist()
+        )
         index.rows = len(lengths)
         index.tokens = int(sum(lengths.values()))
         sizes = np.frombuffer(segment_sizes, np.int32)
-        index._set_base(np.frombuffer(terms, np.int32), np.repeat(np.frombuffer(segment_rids, np.int32), sizes),
-                        np.repeat(np.frombuffer(segment_weights, np.uint16), sizes))
+        index._set_base(
+            np.frombuffer(terms, np.int32),
+            np.repeat(np.frombuffer(segment_rids, np.int32), sizes),
+            np.repeat(np.frombuffer(segment_weights, np.uint16), sizes),
+        )
         index._vocabulary = sorted(index._term_of)
         return index
 
@@ -274,12 +282,17 @@ class KeywordIndex:
         """Merge the delta into a new base and drop masked postings (see ``COMPACT_SHARE``)."""
         terms = np.repeat(np.arange(len(self._term_of), dtype=np.int32), np.diff(self._base_start))
         live = self._base_live[self._base_rids] if self._masked else slice(None)
-        delta = [(term_id, rid, weight) for term_id, postings in self._delta_terms.items()
-                 for rid, weight in postings.items()]
+        delta = [
+            (term_id, rid, weight)
+            for term_id, postings in self._delta_terms.items()
+            for rid, weight in postings.items()
+        ]
         delta_array = np.array(delta, np.int64).reshape(-1, 3)
-        self._set_base(np.concatenate([terms[live], delta_array[:, 0].astype(np.int32)]),
-                       np.concatenate([self._base_rids[live], delta_array[:, 1].astype(np.int32)]),
-                       np.concatenate([self._base_weights[live], delta_array[:, 2].astype(np.uint16)]))
+        self._set_base(
+            np.concatenate([terms[live], delta_array[:, 0].astype(np.int32)]),
+            np.concatenate([self._base_rids[live], delta_array[:, 1].astype(np.int32)]),
+            np.concatenate([self._base_weights[live], delta_array[:, 2].astype(np.uint16)]),
+        )
         self._base_live[:] = self._length > 0
         self._masked = 0
         self._delta_rows.clear()
@@ -301,7 +314,8 @@ class KeywordIndex:
             if cached is None:
                 cached = self._delta_arrays[term_id] = (
                     np.fromiter(postings.keys(), np.int32, len(postings)),
-                    np.fromiter(postings.values(), np.uint16, len(postings)))
+                    np.fromiter(postings.values(), np.uint16, len(postings)),
+                )
             rids, weights = np.concatenate([rids, cached[0]]), np.concatenate([weights, cached[1]])
         return rids, weights
 
@@ -324,8 +338,9 @@ class KeywordIndex:
             return np.zeros(0, np.int32), np.zeros(0, np.float64), 0
         if len(parts) == 1:
             return parts[0][0], parts[0][1].astype(np.float64), walked
-        rids, weights = self._sum_by_row(np.concatenate([part[0] for part in parts]),
-                                         np.concatenate([part[1] for part in parts]).astype(np.float64))
+        rids, weights = self._sum_by_row(
+            np.concatenate([part[0] for part in parts]), np.concatenate([part[1] for part in parts]).astype(np.float64)
+        )
         return rids, weights, walked
 
     def _sum_by_row(self, rids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -353,8 +368,14 @@ class KeywordIndex:
         visible[codes] = True
         return rows, tokens, visible
 
-    def search(self, terms: Sequence[str], *, depth: int, stores: Sequence[str] | None = None,
-               eligible: Callable[[np.ndarray], np.ndarray] | None = None) -> KeywordTop:
+    def search(
+        self,
+        terms: Sequence[str],
+        *,
+        depth: int,
+        stores: Sequence[str] | None = None,
+        eligible: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> KeywordTop:
         """The ``depth`` best rows for an OR of ``terms`` by bm25, among rows of ``stores`` (store tokens, None =
         every store) that ``eligible`` (a mask over rids, if given) admits; ties go to the older row (lower
         rid)."""

@@ -67,8 +67,9 @@ class CandidateRows:
     def set_tags(self, memory_ids: Iterable[str], tag_rows: Iterable[Sequence[Any]]) -> None:
         """The tags of ``memory_ids`` are now ``tag_rows``: (memory_id, tag_type, tag_value), in stored order (a
         record of ``memory_ids`` without rows has none). Rows of records not held are ignored."""
-        grouped: dict[str, tuple[list[str], ...]] = {memory_id: tuple([] for _ in _GROUPS)
-                                                      for memory_id in memory_ids if memory_id in self._rows}
+        grouped: dict[str, tuple[list[str], ...]] = {
+            memory_id: tuple([] for _ in _GROUPS) for memory_id in memory_ids if memory_id in self._rows
+        }
         for memory_id, tag_type, value in tag_rows:
             lists = grouped.get(memory_id)
             if lists is not None and tag_type in _GROUP_OF_TYPE:
@@ -79,8 +80,9 @@ class CandidateRows:
             else:
                 self._tags.pop(memory_id, None)
 
-    def lookup(self, memory_ids: Iterable[str], tags_for: AbstractSet[str] | None
-               ) -> tuple[dict[str, CandidateRow], list[str]]:
+    def lookup(
+        self, memory_ids: Iterable[str], tags_for: AbstractSet[str] | None
+    ) -> tuple[dict[str, CandidateRow], list[str]]:
         """The rows held of ``memory_ids`` as ``RecordRepository.candidates`` returns them (fresh dicts, the
         relation ids as a list; the four tag lists for the ids in ``tags_for``), and the ids not held, in order."""
         found: dict[str, CandidateRow] = {}

@@ -59,17 +59,22 @@ LOAD_BEFORE_START_ROWS = 5_000
 JOURNAL_KEEP = 20_000
 # Each keyword row (``KeywordRowText``, the first five columns) with its record's state (``RecordState``, the next
 # four; NULLs when the row has no record), then the record's candidate row (``record_columns.CANDIDATE_KEYS``).
-ROWS_SQL = ("SELECT f.rowid, f.title, f.content, f.tags, f.store, r.memory_id, r.bucket, r.status, r.is_deleted, "
-            f"{', '.join(candidate_columns('r.'))} "
-            "FROM booku_memory_fts f LEFT JOIN booku_memory_records r ON r.rid = f.rowid")
+ROWS_SQL = (
+    "SELECT f.rowid, f.title, f.content, f.tags, f.store, r.memory_id, r.bucket, r.status, r.is_deleted, "
+    f"{', '.join(candidate_columns('r.'))} "
+    "FROM booku_memory_fts f LEFT JOIN booku_memory_records r ON r.rid = f.rowid"
+)
 _TEXT, _STATE = slice(0, 5), slice(5, 9)
 _CANDIDATE = slice(9, None)
 _IS_DELETED = 8
 LAST_SEQ_SQL = f"SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'), 0)"
-PENDING_SQL = (f"SELECT * FROM (SELECT seq, rid FROM {JOURNAL_TABLE} WHERE seq > ? ORDER BY seq LIMIT ?) "
-               f"UNION ALL SELECT seq, NULL FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'")
-TRIM_JOURNAL_SQL = (f"DELETE FROM {JOURNAL_TABLE} WHERE seq <= "
-                    f"(SELECT COALESCE(MAX(seq), 0) FROM {JOURNAL_TABLE}) - {JOURNAL_KEEP}")
+PENDING_SQL = (
+    f"SELECT * FROM (SELECT seq, rid FROM {JOURNAL_TABLE} WHERE seq > ? ORDER BY seq LIMIT ?) "
+    f"UNION ALL SELECT seq, NULL FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'"
+)
+TRIM_JOURNAL_SQL = (
+    f"DELETE FROM {JOURNAL_TABLE} WHERE seq <= (SELECT COALESCE(MAX(seq), 0) FROM {JOURNAL_TABLE}) - {JOURNAL_KEEP}"
+)
 
 
 @dataclass
@@ -96,8 +101,9 @@ class _Stale(Exception):
     """The index cannot be brought up to date from the journal: reload it."""
 
 
-def _hold_record(rid: int, row: tuple[Any, ...] | None, states: RecordStates,
-                 candidates: CandidateRows | None) -> str | None:
+def _hold_record(
+    rid: int, row: tuple[Any, ...] | None, states: RecordStates, candidates: CandidateRows | None
+) -> str | None:
     """Hold the record of keyword row ``rid`` (its ``ROWS_SQL`` row, or None when the row is gone) in ``states``
     and ``candidates``; returns its memory id when ``candidates`` now holds it (a live record)."""
     previous_id = states.memory_ids.get(rid)
@@ -108,8 +114,9 @@ def _hold_record(rid: int, row: tuple[Any, ...] | None, states: RecordStates,
     return candidates.set(previous_id, row[_CANDIDATE] if row is not None and live else None)
 
 
-def _rows(conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates,
-          candidates: CandidateRows | None) -> Iterator[KeywordRowText]:
+def _rows(
+    conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates, candidates: CandidateRows | None
+) -> Iterator[KeywordRowText]:
     """The keyword rows' text, for ``KeywordIndex.build``; their records go to ``states`` and ``candidates`` on
     the way."""
     cursor = conn.execute(ROWS_SQL)
@@ -150,13 +157,18 @@ def _apply_journal(raw: sqlite3.Connection, loaded: _Loaded) -> None:
     entries = [(seq, rid) for seq, rid in rows if rid is not None]
     if last == loaded.applied_seq and not entries:
         return
-    if (len(entries) > SYNC_LIMIT or not entries or entries[0][0] != loaded.applied_seq + 1
-            or entries[-1][0] != last or any(rid == JOURNAL_RESET_RID for _, rid in entries)):
+    if (
+        len(entries) > SYNC_LIMIT
+        or not entries
+        or entries[0][0] != loaded.applied_seq + 1
+        or entries[-1][0] != last
+        or any(rid == JOURNAL_RESET_RID for _, rid in entries)
+    ):
         raise _Stale
     rids = list(dict.fromkeys(rid for _, rid in entries))
     current: dict[int, tuple] = {}
     for start in range(0, len(rids), 500):
-        chunk = rids[start:start + 500]
+        chunk = rids[start : start + 500]
         for row in raw.execute(f"{ROWS_SQL} WHERE f.rowid IN ({placeholders(len(chunk))})", chunk):
             current[row[0]] = tuple(row)
     held: list[str] = []
@@ -167,7 +179,7 @@ def _apply_journal(raw: sqlite3.Connection, loaded: _Loaded) -> None:
             held.append(memory_id)
     if loaded.candidates is not None:
         for start in range(0, len(held), 500):
-            chunk = held[start:start + 500]
+            chunk = held[start : start + 500]
             loaded.candidates.set_tags(chunk, raw.execute(tags_sql(len(chunk)), chunk))
     loaded.applied_seq = entries[-1][0]
 
@@ -212,8 +224,9 @@ class MemoryKeywordIndex:
 
     async def _load(self) -> None:
         try:
-            loaded = await asyncio.to_thread(load_index, self.db.path, self._cancelled,
-                                             keep_candidates=self.keep_candidates)
+            loaded = await asyncio.to_thread(
+                load_index, self.db.path, self._cancelled, keep_candidates=self.keep_candidates
+            )
         except asyncio.CancelledError:
             return
         except Exception as exc:  # the FTS5 route answers meanwhile; the next stale search retries
@@ -240,9 +253,17 @@ class MemoryKeywordIndex:
         self._loaded = None
         self.start_loading()
 
-    async def search(self, terms: Sequence[str], *, store_tokens: Sequence[str] | None, state_test: RowStateTest | None,
-                     where: str, params: Sequence[Any], limit: int,
-                     depths: Sequence[int]) -> MemoryKeywordHits | None:
+    async def search(
+        self,
+        terms: Sequence[str],
+        *,
+        store_tokens: Sequence[str] | None,
+        state_test: RowStateTest | None,
+        where: str,
+        params: Sequence[Any],
+        limit: int,
+        depths: Sequence[int],
+    ) -> MemoryKeywordHits | None:
         """The best ``limit`` live rows matching any of ``terms`` that pass the caller's filter; None when the
         index is not ready (the caller takes the FTS5 route).
 
@@ -256,17 +277,29 @@ class MemoryKeywordIndex:
             return None
         execute, raw = core
         try:
-            return await execute(_search_here, raw, loaded, list(terms), store_tokens, state_test, where,
-                                 list(params), limit, list(depths))
+            return await execute(
+                _search_here,
+                raw,
+                loaded,
+                list(terms),
+                store_tokens,
+                state_test,
+                where,
+                list(params),
+                limit,
+                list(depths),
+            )
         except _Stale:
             if self._loaded is loaded:
                 self.forget()
             return None
 
-
-    async def candidates(self, memory_ids: Sequence[str], tags_for: set[str] | None,
-                         read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, CandidateRow]]
-                         ) -> dict[str, CandidateRow] | None:
+    async def candidates(
+        self,
+        memory_ids: Sequence[str],
+        tags_for: set[str] | None,
+        read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, CandidateRow]],
+    ) -> dict[str, CandidateRow] | None:
         """``RecordRepository.candidates`` from the rows held, or None when they are not kept or not loaded (the
         caller reads them in SQL).
 
@@ -278,15 +311,17 @@ class MemoryKeywordIndex:
             return None
         execute, raw = core
         try:
-            return await execute(_candidates_here, raw, loaded, loaded.candidates, list(memory_ids), tags_for,
-                                 read_missing)
+            return await execute(
+                _candidates_here, raw, loaded, loaded.candidates, list(memory_ids), tags_for, read_missing
+            )
         except _Stale:
             if self._loaded is loaded:
                 self.forget()
             return None
 
-    def held_candidates(self, memory_ids: Sequence[str], tags_for: set[str] | None
-                        ) -> tuple[dict[str, CandidateRow], list[str]] | None:
+    def held_candidates(
+        self, memory_ids: Sequence[str], tags_for: set[str] | None
+    ) -> tuple[dict[str, CandidateRow], list[str]] | None:
         """The rows held of ``memory_ids`` and the ids not held, read here without following the journal first;
         None when no rows are held.
 
@@ -308,10 +343,14 @@ class MemoryKeywordIndex:
         return loaded
 
 
-def _candidates_here(raw: sqlite3.Connection, loaded: _Loaded, rows: CandidateRows, memory_ids: list[str],
-                     tags_for: set[str] | None,
-                     read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, CandidateRow]]
-                     ) -> dict[str, CandidateRow]:
+def _candidates_here(
+    raw: sqlite3.Connection,
+    loaded: _Loaded,
+    rows: CandidateRows,
+    memory_ids: list[str],
+    tags_for: set[str] | None,
+    read_missing: Callable[[sqlite3.Connection, list[str]], dict[str, CandidateRow]],
+) -> dict[str, CandidateRow]:
     """One hop on the reader's thread: follow the journal, look the rows up, read the ones not held."""
     _apply_journal(raw, loaded)
     found, missing = rows.lookup(memory_ids, tags_for)
@@ -320,17 +359,25 @@ def _candidates_here(raw: sqlite3.Connection, loaded: _Loaded, rows: CandidateRo
     return found
 
 
-def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], store_tokens: Sequence[str] | None,
-                 state_test: RowStateTest | None, where: str, params: list[Any], limit: int,
-                 depths: list[int]) -> MemoryKeywordHits:
+def _search_here(
+    raw: sqlite3.Connection,
+    loaded: _Loaded,
+    terms: list[str],
+    store_tokens: Sequence[str] | None,
+    state_test: RowStateTest | None,
+    where: str,
+    params: list[Any],
+    limit: int,
+    depths: list[int],
+) -> MemoryKeywordHits:
     """One hop on the reader's thread: follow the journal, score, then keep the best rows that pass the filter."""
     _apply_journal(raw, loaded)
     if state_test is not None:
-        top = loaded.index.search(terms, depth=limit, stores=store_tokens,
-                                  eligible=loaded.states.admitted(state_test))
+        top = loaded.index.search(terms, depth=limit, stores=store_tokens, eligible=loaded.states.admitted(state_test))
         memory_ids = loaded.states.memory_ids
         hits: list[tuple[str, float]] = [
-            (memory_ids[rid], score) for rid, score in zip(top.rids.tolist(), top.scores.tolist())]
+            (memory_ids[rid], score) for rid, score in zip(top.rids.tolist(), top.scores.tolist())
+        ]
         return MemoryKeywordHits(hits, top.frequencies, loaded.index.rows, top)
     top = loaded.index.search(terms, depth=depths[-1], stores=store_tokens)  # scored once; checked in slices
     ranked = list(zip(top.rids.tolist(), top.scores.tolist()))
@@ -341,9 +388,13 @@ def _search_here(raw: sqlite3.Connection, loaded: _Loaded, terms: list[str], sto
             break
         # NOT INDEXED: look the rows up by rid. Left to itself, SQLite preferred an index matching the filters
         # (store, bucket, status) and walked every row of the store.
-        passing = dict(raw.execute(
-            f"SELECT r.rid, r.memory_id FROM booku_memory_records r NOT INDEXED "
-            f"WHERE r.rid IN ({placeholders(len(rids))}) AND {where}", [*rids, *params]).fetchall())
+        passing = dict(
+            raw.execute(
+                f"SELECT r.rid, r.memory_id FROM booku_memory_records r NOT INDEXED "
+                f"WHERE r.rid IN ({placeholders(len(rids))}) AND {where}",
+                [*rids, *params],
+            ).fetchall()
+        )
         hits = [(passing[rid], score) for rid, score in ranked[:depth] if rid in passing]
         if len(hits) >= limit or len(ranked) <= depth:
             break

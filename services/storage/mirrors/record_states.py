@@ -39,7 +39,7 @@ class RecordStates:
         index holds passes through here, so the state array covers them all."""
         if rid >= len(self._state):
             grown = np.full(max(rid + 1, 2 * len(self._state), 1024), _NONE, np.int16)
-            grown[:len(self._state)] = self._state
+            grown[: len(self._state)] = self._state
             self._state = grown
         memory_id = None if state is None else state[0]
         if state is None or memory_id is None:
