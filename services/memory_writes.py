@@ -14,7 +14,7 @@ import math
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +88,7 @@ def merge_changes(target: dict[str, Any], draft: MemoryDraft, novelty: float) ->
     return merge_values(target, draft.as_record(), novelty)
 
 
-def merge_values(target: dict[str, Any], new: dict[str, Any], novelty: float) -> dict[str, Any]:
+def merge_values(target: Mapping[str, Any], new: Mapping[str, Any], novelty: float) -> dict[str, Any]:
     """The changes that fold the record values ``new`` into ``target`` losslessly (a write's draft, or a stored
     memory a reviewer found to restate ``target``)."""
     changes: dict[str, Any] = {
