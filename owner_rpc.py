@@ -33,7 +33,7 @@ import secrets
 import socket
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -46,6 +46,9 @@ from .services.knowledge_service import BookuKnowledgeService
 from .services.memory_service import BookuMemoryService
 from .services.scope import Scope
 from .services.secret_files import secrets_equal
+
+if TYPE_CHECKING:
+    from .services.runtime import BookuRuntime
 
 logger = logging.getLogger("booku_memory.owner")
 
@@ -119,7 +122,7 @@ def _line(message: dict[str, Any]) -> bytes:
 class Dispatcher:
     """Turns one request into one call on the runtime."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: BookuRuntime) -> None:
         self.runtime = runtime
         self._methods = {target: public_methods(cls) for target, cls in SERVICE_CLASSES.items()}
         self._mcp_tools: dict[str, Any] | None = None
@@ -255,7 +258,7 @@ class OwnerEndpoint:
     """The running endpoint of one owner runtime: ``await start()`` after the runtime, ``await stop()`` before
     closing it."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: BookuRuntime) -> None:
         self.runtime = runtime
         self.address = ""
         self._server: Any = None
@@ -284,6 +287,8 @@ class OwnerEndpoint:
                 raise BookuError("本进程的客户端端点没有启动，其他进程将无法连接此数据目录")
             await asyncio.sleep(0.01)
         self.address = f"http://{LOOPBACK}:{sock.getsockname()[1]}"
+        # start_endpoint's contract: the runtime is started, so it owns its data dir and holds the owner record.
+        assert self.runtime.ownership is not None, "start_endpoint needs a started runtime"
         self.runtime.ownership.publish(self.address, token)
         return self.address
 
@@ -296,7 +301,7 @@ class OwnerEndpoint:
         await asyncio.to_thread(thread.join)
 
 
-async def start_endpoint(runtime: Any) -> OwnerEndpoint:
+async def start_endpoint(runtime: BookuRuntime) -> OwnerEndpoint:
     """Start an endpoint for ``runtime`` (which must own its data dir, i.e. be started)."""
     endpoint = OwnerEndpoint(runtime)
     await endpoint.start()

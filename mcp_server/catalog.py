@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError as SchemaError
@@ -35,6 +35,9 @@ from ..tools import (
     temporary_memo_tool_schema,
 )
 from ..tools.llm_tool_specs import param_choices
+
+if TYPE_CHECKING:
+    from ..services.runtime import BookuRuntime
 
 logger = logging.getLogger("booku_memory.mcp")
 
@@ -63,7 +66,7 @@ class McpTool:
 class ToolContext:
     """The runtime and the connection's fixed scope; every call builds its (cheap) service view from these."""
 
-    runtime: Any
+    runtime: BookuRuntime
     scope: Scope
 
     def memory_service(self) -> BookuMemoryService:
@@ -193,7 +196,7 @@ ToolCall = Callable[[McpTool, Mapping[str, Any] | None], Awaitable[ToolOutcome]]
 owner (``remote_tool_call``)."""
 
 
-def runtime_tool_call(runtime: Any, scope: Scope) -> ToolCall:
+def runtime_tool_call(runtime: BookuRuntime, scope: Scope) -> ToolCall:
     """Calls run on ``runtime`` (this process owns the data dir) within ``scope``."""
     context = ToolContext(runtime, scope)
 

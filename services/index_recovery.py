@@ -26,10 +26,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BookuError, EmbeddingUnavailableError, VectorIndexUnavailableError
 from .storage.vector_index import collection_name, describe_fault, tier_of
+
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +78,7 @@ class RebuildJob:
 class IndexRecovery:
     """The vector index's health (``ok`` | ``degraded`` | ``rebuilding``) and the one rebuild job at a time."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: BookuRuntime) -> None:
         self.rt = runtime
         self.state = "ok"
         self.reason = ""

@@ -19,13 +19,16 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import VectorIndexUnavailableError
 from .storage.vector_index import collection_name, tier_of
 
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
-async def _expected_vectors(runtime: Any) -> dict[str, set[str]]:
+
+async def _expected_vectors(runtime: BookuRuntime) -> dict[str, set[str]]:
     """Collection name → the ids SQLite says it must hold."""
     expected: dict[str, set[str]] = defaultdict(set)
     for row in await runtime.db.fetch_all(
@@ -41,14 +44,14 @@ async def _expected_vectors(runtime: Any) -> dict[str, set[str]]:
     return expected
 
 
-async def _pending_ids(runtime: Any) -> set[str]:
+async def _pending_ids(runtime: BookuRuntime) -> set[str]:
     rows = await runtime.db.fetch_all(
         "SELECT memory_id FROM booku_vector_outbox UNION SELECT item_id FROM booku_evidence_vector_outbox", ()
     )
     return {row[0] for row in rows}
 
 
-async def _compare_vectors(runtime: Any) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+async def _compare_vectors(runtime: BookuRuntime) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """(missing: collection → ids, stray: collection → ids), both without ids whose vector work is queued."""
     expected = await _expected_vectors(runtime)
     pending = await _pending_ids(runtime)
@@ -65,14 +68,14 @@ async def _compare_vectors(runtime: Any) -> tuple[dict[str, list[str]], dict[str
     return missing, stray
 
 
-async def _compare_keywords(runtime: Any) -> tuple[list[int], list[int]]:
+async def _compare_keywords(runtime: BookuRuntime) -> tuple[list[int], list[int]]:
     """(rids without a keyword row, keyword rows without a record)."""
     rids = {row[0] for row in await runtime.db.fetch_all("SELECT rid FROM booku_memory_records", ())}
     rows = {row[0] for row in await runtime.db.fetch_all("SELECT rowid FROM booku_memory_fts", ())}
     return sorted(rids - rows), sorted(rows - rids)
 
 
-async def _duplicates(runtime: Any) -> list[list[str]]:
+async def _duplicates(runtime: BookuRuntime) -> list[list[str]]:
     rows = await runtime.db.fetch_all(
         "SELECT group_concat(memory_id, ' ') FROM booku_memory_records WHERE is_deleted = 0 AND bucket = 'memory' "
         "GROUP BY store_key, title, content HAVING COUNT(*) > 1",
@@ -84,7 +87,7 @@ async def _duplicates(runtime: Any) -> list[list[str]]:
 _NULL_COMPLAINT = re.compile(r"^NULL value in (\w+)\.(\w+)$")
 
 
-async def _sqlite_integrity(runtime: Any) -> list[str]:
+async def _sqlite_integrity(runtime: BookuRuntime) -> list[str]:
     """``PRAGMA integrity_check``'s findings, each "NULL value in table.column" confirmed by the data itself.
 
     Why: the SQLite this machine's Python links (3.40) reports NOT NULL columns of WITHOUT ROWID tables
@@ -102,7 +105,7 @@ async def _sqlite_integrity(runtime: Any) -> list[str]:
     return confirmed or ["ok"]
 
 
-async def inspect(runtime: Any) -> dict[str, Any]:
+async def inspect(runtime: BookuRuntime) -> dict[str, Any]:
     """One pass of every comparison; ``problems`` counts what differs (0: all agree)."""
     await runtime.settle_deferred_vectors()
     integrity = await _sqlite_integrity(runtime)
@@ -141,7 +144,7 @@ async def inspect(runtime: Any) -> dict[str, Any]:
     return report
 
 
-async def _repair(runtime: Any, found: dict[str, Any]) -> dict[str, int]:
+async def _repair(runtime: BookuRuntime, found: dict[str, Any]) -> dict[str, int]:
     from .evidence.hub import evidence_hub
 
     done = {"vectors_requeued": 0, "stray_vectors_removed": 0, "keyword_rows_rebuilt": 0, "outbox_applied": 0}
@@ -182,7 +185,7 @@ async def _repair(runtime: Any, found: dict[str, Any]) -> dict[str, int]:
     return done
 
 
-async def check_store(runtime: Any, *, repair: bool = False) -> dict[str, Any]:
+async def check_store(runtime: BookuRuntime, *, repair: bool = False) -> dict[str, Any]:
     """Compare and, with ``repair``, fix what is derived; returns ``{"found": report, "repaired": counts | None,
     "after": report | None, "ok": bool}``, ``ok`` when the last report found no difference at all."""
     found = await inspect(runtime)

@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import BookuError, NotFoundError, ValidationError
 from .knowledge_files import MAX_FILE_BYTES, check_file_type, is_supported, load_knowledge_bytes, read_knowledge_file
@@ -33,6 +33,9 @@ from .logic.segmentation import STOPWORDS, tokenize
 from .logic.tags import normalise_tags
 from .scope import Scope, WriteContext
 from .text_input import guarded_text_inputs
+
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +112,7 @@ def plan_chunks(title: str, text: str, *, markdown: bool, max_chars: int, overla
 class BookuKnowledgeService:
     """Knowledge-base API (signature ``booku_memory:service:booku_knowledge``). Cheap view on a ``BookuRuntime``."""
 
-    def __init__(self, runtime: Any, scope: Scope | None = None) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope | None = None) -> None:
         self.runtime = runtime
         self.scope = scope or runtime.default_scope
 

@@ -14,9 +14,9 @@ import math
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,9 +28,13 @@ from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
 from .storage.keyword_rows import KeywordRow, deferred_keyword_rows_plan, presegment
 from .storage.record_filter import RecordFilter
+from .storage.rows import RecordRow
 from .storage.vector_index import VectorHit, tier_of
 from .storage.write_plans import WritePlan, run_plan_in_transaction, savepoint_plan
 from .write_decision import NewFact, WriteJudgement, judge_write, supersession_mark
+
+if TYPE_CHECKING:
+    from .runtime import BookuRuntime
 
 REVERTIBLE_COLUMNS = (
     "title",
@@ -84,7 +88,7 @@ def merge_changes(target: dict[str, Any], draft: MemoryDraft, novelty: float) ->
     return merge_values(target, draft.as_record(), novelty)
 
 
-def merge_values(target: dict[str, Any], new: dict[str, Any], novelty: float) -> dict[str, Any]:
+def merge_values(target: Mapping[str, Any], new: Mapping[str, Any], novelty: float) -> dict[str, Any]:
     """The changes that fold the record values ``new`` into ``target`` losslessly (a write's draft, or a stored
     memory a reviewer found to restate ``target``)."""
     changes: dict[str, Any] = {
@@ -159,7 +163,7 @@ def partition_of(draft: MemoryDraft) -> str:
     return "knowledge" if draft.bucket == "knowledge" else ("live" if draft.status == "active" else "archive")
 
 
-async def _drain_upsert_queue(runtime) -> None:
+async def _drain_upsert_queue(runtime: BookuRuntime) -> None:
     """Group commit: write every queued upsert, a batch per turn of ``write_lock``, until the queue is empty.
 
     Concurrent writers each embed, queue up and wait for their result; this one task takes the queue (up to
@@ -178,7 +182,7 @@ async def _drain_upsert_queue(runtime) -> None:
         runtime.upsert_task = None
 
 
-async def _run_upsert_batch(runtime, queue: list[PendingUpsert]) -> None:
+async def _run_upsert_batch(runtime: BookuRuntime, queue: list[PendingUpsert]) -> None:
     batch = queue[:UPSERT_BATCH_MAX]
     del queue[: len(batch)]
     try:
@@ -201,7 +205,7 @@ async def _run_upsert_batch(runtime, queue: list[PendingUpsert]) -> None:
             job.future.set_result(outcome)
 
 
-async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
+async def _write_batch(runtime: BookuRuntime, batch: list[PendingUpsert]) -> list[Any]:
     wc = runtime.config.write_conflict
     hits_of: dict[int, list[VectorHit]] = {}
     groups: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -251,7 +255,7 @@ async def _write_batch(runtime, batch: list[PendingUpsert]) -> list[Any]:
 
 
 def _batch_plan(
-    runtime,
+    runtime: BookuRuntime,
     batch: list[PendingUpsert],
     hits_of: dict[int, list[VectorHit]],
     neighbour_ids: Sequence[str],
@@ -318,7 +322,7 @@ def _with_batch_neighbours(
 
 
 class MemoryWriter:
-    def __init__(self, runtime, scope: Scope) -> None:
+    def __init__(self, runtime: BookuRuntime, scope: Scope) -> None:
         self.rt = runtime
         self.scope = scope
 
@@ -326,15 +330,13 @@ class MemoryWriter:
     def snippet_chars(self) -> int:
         return self.rt.config.retrieval.snippet_chars
 
-    async def visible(self, memory_ids: Sequence[str], *, include_deleted: bool) -> dict[str, dict[str, Any]]:
+    async def visible(self, memory_ids: Sequence[str], *, include_deleted: bool) -> dict[str, RecordRow]:
         """Records by id restricted to this scope's stores."""
         records = await self.rt.records.get_many(memory_ids, include_deleted=include_deleted)
         readable = set(self.scope.readable_store_keys)
         return {k: v for k, v in records.items() if v["store_key"] in readable}
 
-    async def writable(
-        self, memory_ids: Sequence[str], *, include_deleted: bool, conn=None
-    ) -> dict[str, dict[str, Any]]:
+    async def writable(self, memory_ids: Sequence[str], *, include_deleted: bool, conn=None) -> dict[str, RecordRow]:
         """Records this scope may change through the memory API.
 
         Knowledge chunks are left out: they belong to their document (re-ingest or delete the document instead),
@@ -460,6 +462,7 @@ class MemoryWriter:
                 savepoint=UPSERT_SAVEPOINT,
                 keyword_rows=keyword_rows,
             )
+            assert record is not None, "read in this transaction, so it exists"
             return WriteOutcome("merged", record, novelty)
         values = {
             **draft.as_record(),
@@ -490,6 +493,7 @@ class MemoryWriter:
         superseded = yield from self.rt.records.update_plan(
             replaces, changes, action="supersede", actor=self.scope.context, touch=False, note=note
         )
+        assert superseded is not None, "read in this transaction, so it exists"
         return record, superseded
 
     # ------------------------------------------------------------- update
@@ -516,6 +520,7 @@ class MemoryWriter:
                     "changed_fields": [],
                 }
             record = await self.rt.records.update(conn, memory_id, effective, action="update", actor=self.scope.context)
+            assert record is not None, "read in this transaction, so it exists"
         await self.rt.sync_vectors()
         await self.rt.notify_changed("updated", [memory_id])
         return {
@@ -550,6 +555,7 @@ class MemoryWriter:
                 updated = await self.rt.records.update(
                     conn, memory_id, changes, action=action, actor=self.scope.context
                 )
+                assert updated is not None, "read in this transaction, so it exists"
                 changed.append(updated)
         missing = [i for i in memory_ids if i not in {r["memory_id"] for r in changed} and i not in skipped]
         if changed:
@@ -633,7 +639,7 @@ class MemoryWriter:
                     note=f"从版本 {version} 恢复",
                 )
             else:
-                record = await self.rt.records.update(
+                updated = await self.rt.records.update(
                     conn,
                     memory_id,
                     {**changes, "is_deleted": False, "deleted_at": 0.0},
@@ -641,6 +647,8 @@ class MemoryWriter:
                     actor=self.scope.context,
                     note=f"回退到版本 {version}",
                 )
+                assert updated is not None, "read in this transaction, so it exists"
+                record = updated
         await self.rt.sync_vectors()
         await self.rt.notify_changed("revert", [memory_id])
         return {
@@ -678,6 +686,7 @@ class MemoryWriter:
                 touch=False,
                 note=f"被 {successor_id} 取代",
             )
+            assert record is not None, "read in this transaction, so it exists"
         await self.rt.notify_changed("supersede", [memory_id])
         return {
             "action": "supersede_memory",
@@ -708,6 +717,7 @@ class MemoryWriter:
                 touch=False,
                 note=f"撤销取代：不再视为被 {successor} 取代",
             )
+            assert record is not None, "read in this transaction, so it exists"
         await self.rt.notify_changed("unsupersede", [memory_id])
         return {
             "action": "unsupersede_memory",

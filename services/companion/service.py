@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ValidationError
 from ..scope import Scope
@@ -32,6 +32,9 @@ from .self_knowledge import SelfKnowledge, self_dream_section
 from .settings import CompanionSettings, companion_settings
 from .store import CompanionStore
 from .writes import CompanionWriter
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 Clock = Callable[[], float]
 
@@ -75,7 +78,7 @@ class BookuCompanionService:
         side: str | None = None,
         clock: Clock | None = None,
     ) -> None:
-        self._runtime = runtime if runtime is not None else getattr(plugin, "runtime", None)
+        self._runtime: BookuRuntime | None = runtime if runtime is not None else getattr(plugin, "runtime", None)
         self._scope = scope
         self.tagger = tagger
         self.splitter = splitter
@@ -84,7 +87,7 @@ class BookuCompanionService:
 
     # ------------------------------------------------------------ plumbing
     @property
-    def runtime(self):
+    def runtime(self) -> BookuRuntime:
         if self._runtime is None:
             raise RuntimeError("Booku 运行时尚未启动")
         return self._runtime

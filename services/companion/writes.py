@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -36,6 +36,10 @@ from .rendering import display_name, memory_item
 from .settings import ANCHOR_LIMIT, GROW_MAX_ITEMS, GROW_SHORT_CHARS, CompanionSettings
 from .splitting import GrowPiece, split_for_grow
 from .store import CompanionStore
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
+    from ..storage.rows import RecordRow
 
 NEUTRAL_IMPORTANCE = 5
 NEUTRAL_VALENCE = 0.5
@@ -108,6 +112,11 @@ class MomentDraft:
         }
 
 
+def _row(record: RecordRow) -> dict[str, Any]:
+    """A stored row as the repository types it (``RecordRow``), seen as the plain dict the write helpers take."""
+    return cast("dict[str, Any]", record)
+
+
 @dataclass
 class WriteOutcome:
     """What one companion write did: ``mode`` created | merged | duplicate, the record written or merged into, the
@@ -174,7 +183,7 @@ def merge_changes(target: dict[str, Any], draft: MomentDraft, novelty: float, no
 class CompanionWriter:
     def __init__(
         self,
-        runtime,
+        runtime: BookuRuntime,
         scope: Scope,
         settings: CompanionSettings,
         *,
@@ -209,7 +218,7 @@ class CompanionWriter:
             raise NotFoundError(
                 f"{field_name}={memory_id!r} 不存在（或不在当前可写的记忆库中），请先用 breath_search 找到准确 ID"
             )
-        return record
+        return _row(record)
 
     async def _suggest(self, content: str, needed: bool, notices: list[str]) -> TagSuggestion | None:
         """The tagging model's proposal; None when there is no usable model (the caller then uses neutral values)."""
@@ -339,7 +348,7 @@ class CompanionWriter:
         if not hits:
             return WriteJudgement()
         records = await self.rt.records.get_many([h.memory_id for h in hits])
-        same_kind = {k: r for k, r in records.items() if r["bucket"] == "memory" and kind_of(r) == draft.kind}
+        same_kind = {k: _row(r) for k, r in records.items() if r["bucket"] == "memory" and kind_of(r) == draft.kind}
         fact = NewFact(draft.content, self.folder_id, KINDS[draft.kind].memory_type)
         with single_threaded_blas():
             return judge_write(
@@ -383,8 +392,10 @@ class CompanionWriter:
                     store_key=store_key, kind=drafts[0].kind, content=drafts[0].content
                 )
                 if existing is not None:
-                    record = await self.rt.records.get(existing)
-                    return [WriteOutcome("duplicate", record)], degraded
+                    duplicate = await self.rt.records.get(existing)
+                    # Deletes do not take write_lock: if it went meanwhile, there is no duplicate; write anew.
+                    if duplicate is not None:
+                        return [WriteOutcome("duplicate", _row(duplicate))], degraded
             judgements: list[WriteJudgement] = []
             for draft, vector in zip(drafts, vectors, strict=True):
                 if vector is not None and KINDS[draft.kind].mergeable:
@@ -399,7 +410,8 @@ class CompanionWriter:
                     )
                 for draft, judged in zip(drafts, judgements, strict=True):
                     target = judged.target
-                    current = await self.rt.records.get(target["memory_id"], conn=conn) if target else None
+                    found = await self.rt.records.get(target["memory_id"], conn=conn) if target else None
+                    current = None if found is None else _row(found)
                     if current is not None and current["store_key"] == store_key:
                         record = await self.rt.records.update(
                             conn,
@@ -409,6 +421,7 @@ class CompanionWriter:
                             actor=context,
                             note=f"{action} 合并：{draft.title[:60]}",
                         )
+                        assert record is not None, "read in this transaction, so it exists"
                         outcomes.append(WriteOutcome("merged", record))
                     else:
                         record = await self.rt.records.insert(
@@ -750,9 +763,11 @@ class CompanionWriter:
             effective = {k: v for k, v in changes.items() if current.get(k) != v}
             record = current
             if effective:
-                record = await self.rt.records.update(
+                updated = await self.rt.records.update(
                     conn, memory_id, effective, action="trace", actor=self.scope.context, note="trace"
                 )
+                assert updated is not None, "read in this transaction, so it exists"
+                record = updated
         if effective:
             await self.rt.sync_vectors()
             await self.rt.notify_changed("trace", [memory_id])
@@ -931,6 +946,7 @@ class CompanionWriter:
             record = await self.rt.records.update(
                 conn, memory_id, {"anchor": True}, action="anchor", actor=self.scope.context, note="anchor"
             )
+            assert record is not None, "read in this transaction, so it exists"
         await self.rt.notify_changed("anchor", [memory_id])
         item = self.item(record)
         return {
@@ -965,6 +981,7 @@ class CompanionWriter:
                 actor=self.scope.context,
                 note="release",
             )
+            assert record is not None, "read in this transaction, so it exists"
         await self.rt.notify_changed("release", [memory_id])
         item = self.item(record)
         pinned = "，pinned 状态保留" if item["pinned"] else ""

@@ -12,7 +12,7 @@ import datetime as _dt
 import logging
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..chat_scope import scope_for_chat
 from ..errors import ValidationError
@@ -20,6 +20,9 @@ from ..scope import WriteContext
 from .audit_events import write_event
 from .hub import evidence_hub
 from .vectors import CHAT_TIER
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +43,7 @@ def _timestamp(value: Any) -> float:
 
 
 async def record_host_message(
-    runtime: Any,
+    runtime: BookuRuntime,
     *,
     message_id: str,
     stream_id: str,

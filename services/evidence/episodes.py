@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..scope import WriteContext
 from .audit_events import write_event
@@ -27,6 +27,9 @@ from .chat_model import ChatModelUnavailableError
 from .hub import EvidenceHub
 from .prompts import ModelAnswerError, episode_messages, parse_episode_answer
 from .vectors import EPISODE_TIER
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +81,7 @@ def split_windows(
 
 
 class EpisodeStage:
-    def __init__(self, runtime: Any, hub: EvidenceHub) -> None:
+    def __init__(self, runtime: BookuRuntime, hub: EvidenceHub) -> None:
         self.rt = runtime
         self.hub = hub
 

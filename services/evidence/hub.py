@@ -14,13 +14,16 @@ import logging
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .chat_model import ChatModel, HostChatFn, build_chat_model
 from .chat_store import ChatLog
 from .dream_store import DreamStore
 from .settings import DreamingSettings, EvidenceSettings, dreaming_settings, evidence_settings
 from .vectors import EvidenceVectors
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ class StageStatus:
 class EvidenceHub:
     def __init__(
         self,
-        runtime: Any,
+        runtime: BookuRuntime,
         *,
         evidence: EvidenceSettings | None = None,
         dreaming: DreamingSettings | None = None,
@@ -136,7 +139,7 @@ class EvidenceHub:
 _hubs: weakref.WeakKeyDictionary[Any, EvidenceHub] = weakref.WeakKeyDictionary()
 
 
-def evidence_hub(runtime: Any) -> EvidenceHub:
+def evidence_hub(runtime: BookuRuntime) -> EvidenceHub:
     """The runtime's hub, created from its config on first use."""
     hub = _hubs.get(runtime)
     if hub is None:
@@ -146,7 +149,7 @@ def evidence_hub(runtime: Any) -> EvidenceHub:
 
 
 def attach_evidence(
-    runtime: Any,
+    runtime: BookuRuntime,
     *,
     evidence: EvidenceSettings | None = None,
     dreaming: DreamingSettings | None = None,

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..logic.tags import TagTriplet
 from ..memory_search import MemorySearch
@@ -29,6 +29,9 @@ from .dream_store import proposal_digest
 from .episodes import DREAMING_ACTOR, StageReport
 from .hub import EvidenceHub
 from .prompts import ModelAnswerError, ParsedProposals, parse_proposal_answer, proposal_messages
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +58,7 @@ def owner_scope(
 
 
 class ProposalStage:
-    def __init__(self, runtime: Any, hub: EvidenceHub) -> None:
+    def __init__(self, runtime: BookuRuntime, hub: EvidenceHub) -> None:
         self.rt = runtime
         self.hub = hub
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 
@@ -38,6 +38,9 @@ from ..scope import Scope, WriteContext
 from .audit_events import flag_subject, write_event
 from .hub import EvidenceHub
 from .vectors import CHAT_TIER, EPISODE_TIER, episode_text
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +57,7 @@ def cited_messages(evidence: list[dict[str, str]]) -> list[str]:
 
 
 class Retraction:
-    def __init__(self, runtime: Any, hub: EvidenceHub) -> None:
+    def __init__(self, runtime: BookuRuntime, hub: EvidenceHub) -> None:
         self.rt = runtime
         self.hub = hub
 

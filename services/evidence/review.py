@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ValidationError
 from ..memory_fields import MAX_CONTENT_CHARS, checked_limit, record_item
@@ -26,6 +26,9 @@ from .dream_store import PROPOSAL_STATUSES
 from .hub import EvidenceHub, evidence_hub
 from .prompts import TAG_GROUPS
 from .proposals import owner_scope
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 EDITABLE_FIELDS = ("title", "content", "memory_type", *TAG_GROUPS)
 MAX_REASON_CHARS = 500
@@ -121,7 +124,7 @@ class ReviewService:
     """The review queue: list, look at the evidence, approve (optionally edited), reject, resolve flags."""
 
     def __init__(self, runtime: Any, scope: Scope | None = None, *, hub: EvidenceHub | None = None) -> None:
-        self.rt = runtime
+        self.rt: BookuRuntime = runtime
         self.scope = scope or runtime.default_scope
         self.hub = hub or evidence_hub(runtime)
 

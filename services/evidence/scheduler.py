@@ -13,13 +13,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .chat_model import ChatModel, HostChatFn
 from .episodes import EpisodeStage
 from .hub import EvidenceHub, attach_evidence, evidence_hub
 from .proposals import ProposalStage
 from .retraction import Retraction
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +34,7 @@ class DreamingScheduler:
 
     def __init__(
         self,
-        runtime: Any,
+        runtime: BookuRuntime,
         *,
         host_chat_fn: HostChatFn | None = None,
         chat_model: ChatModel | None = None,

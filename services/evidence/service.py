@@ -7,7 +7,7 @@ A cheap view on the runtime in a scope, like ``BookuMemoryService``; everything 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ValidationError
 from ..memory_fields import checked_limit
@@ -19,6 +19,9 @@ from .proposals import ProposalStage
 from .retraction import Retraction
 from .review import public_message
 from .search import EPISODE_NOTICE, EvidenceSearch
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 
 def public_episode(episode: dict[str, Any]) -> dict[str, Any]:
@@ -44,7 +47,7 @@ def public_episode(episode: dict[str, Any]) -> dict[str, Any]:
 @guarded_text_inputs
 class EvidenceService:
     def __init__(self, runtime: Any, scope: Scope | None = None, *, hub: EvidenceHub | None = None) -> None:
-        self.rt = runtime
+        self.rt: BookuRuntime = runtime
         self.scope = scope or runtime.default_scope
         self.hub = hub or evidence_hub(runtime)
 

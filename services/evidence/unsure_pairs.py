@@ -25,7 +25,7 @@ import logging
 import re
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError, ValidationError
 from ..memory_fields import record_item
@@ -34,6 +34,9 @@ from .audit_events import write_event
 from .chat_model import ChatMessage, ChatModelUnavailableError
 from .episodes import DREAMING_ACTOR
 from .hub import evidence_hub
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -85,12 +88,14 @@ def parse_pair_answer(text: str) -> str:
     return found.group(1)
 
 
-def schedule_unsure_pair(runtime: Any, scope: Scope, new_id: str, old_id: str, kind: str) -> None:
+def schedule_unsure_pair(runtime: BookuRuntime, scope: Scope, new_id: str, old_id: str, kind: str) -> None:
     """Queue the resolution of an unsure pair as a runtime background job (never inside the write's transaction)."""
     runtime.spawn(resolve_unsure_pair(runtime, scope, new_id, old_id, kind), name=f"booku-unsure-{new_id}")
 
 
-async def resolve_unsure_pair(runtime: Any, scope: Scope, new_id: str, old_id: str, kind: str) -> dict[str, Any] | None:
+async def resolve_unsure_pair(
+    runtime: BookuRuntime, scope: Scope, new_id: str, old_id: str, kind: str
+) -> dict[str, Any] | None:
     """Record the pair, then let the model decide it (see the module docstring). Returns the pair as stored, or
     None when it was known already. Never raises for model trouble: the pair then waits for a human."""
     pair = await _record_pair(runtime, scope, new_id, old_id, kind)
@@ -135,7 +140,9 @@ async def resolve_unsure_pair(runtime: Any, scope: Scope, new_id: str, old_id: s
     return decided["pair"]
 
 
-async def _record_pair(runtime: Any, scope: Scope, new_id: str, old_id: str, kind: str) -> dict[str, Any] | None:
+async def _record_pair(
+    runtime: BookuRuntime, scope: Scope, new_id: str, old_id: str, kind: str
+) -> dict[str, Any] | None:
     now = time.time()
     pair: dict[str, Any] = {
         "pair_id": f"pair-{uuid.uuid4().hex[:16]}",
@@ -176,7 +183,7 @@ class UnsurePairs:
     """The pairs of the scope's readable stores: list them, and accept or dismiss one (a human, or the model)."""
 
     def __init__(self, runtime: Any, scope: Scope | None = None) -> None:
-        self.rt = runtime
+        self.rt: BookuRuntime = runtime
         self.scope = scope or runtime.default_scope
 
     async def list_pairs(self, *, status: str = "pending", limit: int = 100) -> dict[str, Any]:

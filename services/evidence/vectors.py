@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiosqlite
 import numpy as np
@@ -22,6 +22,9 @@ import numpy as np
 from ..errors import EmbeddingUnavailableError
 from ..storage.database import placeholders
 from .chat_store import ChatLog
+
+if TYPE_CHECKING:
+    from ..runtime import BookuRuntime
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ def episode_text(episode: dict[str, Any]) -> str:
 
 
 class EvidenceVectors:
-    def __init__(self, runtime: Any, chat_log: ChatLog) -> None:
+    def __init__(self, runtime: BookuRuntime, chat_log: ChatLog) -> None:
         self.rt = runtime
         self.chat = chat_log
         self._lock = asyncio.Lock()
