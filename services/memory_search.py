@@ -120,6 +120,8 @@ class RetrievalState:
     dense: dict[str, float] = field(default_factory=dict)  # id → cosine plus tag bonus
     searched_vec: np.ndarray | None = None  # the unit vector the vector hits' cosines are to (reshaped by pass 2)
     embeddings: dict[str, np.ndarray] = field(default_factory=dict)
+    # id → stored vector read from Chroma in this retrieval (None: not readable), so no step reads one twice
+    stored_vectors: dict[str, np.ndarray | None] = field(default_factory=dict)
     tiers_by_id: dict[str, str] = field(default_factory=dict)  # id → partition of its vector
     time_matches: dict[str, float] = field(default_factory=dict)
     answers: dict[str, str] = field(default_factory=dict)  # id of an answer → id of the question before it
@@ -612,18 +614,26 @@ class MemorySearch:
                 state.dense[memory_id] = score
 
     async def _stored_vectors(self, state: RetrievalState, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """id → vector of ``ids`` (those with a candidate row), read from Chroma store by store. A vector not
-        readable yet (still staged by the write-behind flusher) is absent, like a missing one."""
+        """id → vector of ``ids`` (those with a candidate row), read from Chroma store by store, once per retrieval
+        (``state.stored_vectors``: the missed-hit scoring and the relevance floor ask for the same keyword hits). A
+        vector not readable yet (still staged by the write-behind flusher) is absent, like a missing one."""
         by_store: dict[str, list[str]] = {}
         for memory_id in ids:
             row = state.candidates.get(memory_id)
             if row is not None:
                 by_store.setdefault(row["store_key"], []).append(memory_id)
-        vectors: dict[str, np.ndarray] = {}
         for store_key, group in by_store.items():
-            found = await self.rt.vectors.get_embeddings(store_key, group, tiers=state.tiers)
-            vectors.update({memory_id: np.asarray(vector, dtype=np.float32) for memory_id, vector in found.items()})
-        return vectors
+            unread = [memory_id for memory_id in group if memory_id not in state.stored_vectors]
+            found = await self.rt.vectors.get_embeddings(store_key, unread, tiers=state.tiers) if unread else {}
+            for memory_id in unread:
+                vector = found.get(memory_id)
+                state.stored_vectors[memory_id] = None if vector is None else np.asarray(vector, dtype=np.float32)
+        return {
+            memory_id: vector
+            for group in by_store.values()
+            for memory_id in group
+            if (vector := state.stored_vectors[memory_id]) is not None
+        }
 
     async def _first_pass(
         self, query_text: str, tiers: list[str], pool: int
