@@ -123,10 +123,10 @@ class RetrievalSection:
         -1.0,
         -1.0,
         1.0,
-        "relevance floor: how far a result's cosine must exceed the query's cosine with small talk, "
-        "unless it holds most of the query's words, matches its date or answers such a result; "
-        "-1 = the embedding model's measured margin (0.05 for the local model; none for other models, whose cosine "
-        "scale was not measured: set a number for them), 0 = off",
+        "relevance floor: how far a result's cosine with the query must exceed the query's mean cosine with small "
+        "talk in its own language, unless it holds most of the query's words, matches its date or answers such a "
+        "result; -1 = the embedding model's measured margin (0.025 for the local model; none for other models, "
+        "whose cosine scale was not measured: set a number for them), 0 = off",
     )
     timezone: str = field(
         default="",

@@ -48,11 +48,11 @@ from .logic.fusion import (
 from .logic.inflection import with_inflections
 from .logic.neighbours import answers_to_questions, write_neighbours
 from .logic.relevance import (
-    SMALL_TALK,
     WORD_COVERAGE,
     background_similarity,
     effective_margin,
     relevant_hits,
+    small_talk_lines,
 )
 from .logic.safe_regex import compile_safe_regex
 from .logic.segmentation import (
@@ -534,21 +534,23 @@ class MemorySearch:
 
     async def _relevant(self, state: RetrievalState, fused: list[FusedHit], margin: float) -> list[FusedHit]:
         """``fused`` without the hits that match the query by none of meaning, words, time or context
-        (``logic.relevance``). Reads the keyword-index text of the keyword hits among them in one query, to weigh
-        how much of the query's terms each holds (the terms' document frequencies were counted when the keyword
-        search was planned), and the vectors of the hits only the keyword route found, so they are judged by
-        meaning too."""
+        (``logic.relevance``). Every hit is judged by its cosine with the query's vector, the one the background is
+        measured with: the vectors the vector route read are at hand, those of the hits only the other routes found
+        are read once. Reads the keyword-index text of the keyword hits among them in one query, to weigh how much
+        of the query's terms each holds (the terms' document frequencies were counted when the keyword search was
+        planned)."""
         query_vec, terms, keyword_hits = state.query_vec, state.search_terms, state.keyword_hits
         background = None
         cosines: dict[str, float] = {}
         embedder = self.rt.embedder
         if query_vec is not None and embedder is not None:
             background = background_similarity(query_vec, await self._small_talk_vectors(embedder))
-            unscored = [hit.id for hit in fused if hit.parts.get("cosine") is None]
+            vectors = {hit.id: state.embeddings[hit.id] for hit in fused if hit.id in state.embeddings}
+            unread = [hit.id for hit in fused if hit.id not in vectors]
             try:
-                vectors = await self._stored_vectors(state, unscored) if unscored else {}
+                vectors.update(await self._stored_vectors(state, unread) if unread else {})
             except VectorIndexUnavailableError:  # the index broke since the vector route: judged by the rest
-                vectors = {}
+                pass
             cosines = {memory_id: float(np.dot(vector, query_vec)) for memory_id, vector in vectors.items()}
         word_matches: list[str] = []
         matched = [hit.id for hit in fused if hit.id in keyword_hits]
@@ -561,18 +563,19 @@ class MemorySearch:
             fused,
             margin=margin,
             background=background,
+            cosines=cosines,
             word_matches=word_matches,
             answers=state.answers,
-            cosines=cosines,
+            keyword_best=next(iter(keyword_hits), None),
         )
 
     async def _small_talk_vectors(self, embedder: Embedder) -> np.ndarray:
-        """The vectors of ``relevance.SMALL_TALK`` under this runtime's embedder, embedded once per model (a
+        """The vectors of ``relevance.small_talk_lines()`` under this runtime's embedder, embedded once per model (a
         model's vectors of fixed texts never change; the embedding cache keeps them across restarts)."""
         key: tuple[str, int | None] = (embedder.model_id, self.rt.vectors.dimension)
         vectors = _SMALL_TALK_VECTORS.get(key)
         if vectors is None:
-            vectors = np.asarray(await embedder.embed_documents(list(SMALL_TALK)), dtype=np.float32)
+            vectors = np.asarray(await embedder.embed_documents(small_talk_lines()), dtype=np.float32)
             _SMALL_TALK_VECTORS[key] = vectors
         return vectors
 

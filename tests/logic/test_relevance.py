@@ -9,15 +9,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import pytest
+
 from booku_memory.services.logic.relevance import (
     CALIBRATED_MODELS,
     DEFAULT_MARGIN,
+    SMALL_TALK,
+    background_similarity,
     effective_margin,
     relevant_hits,
+    small_talk_lines,
+    standing_out,
 )
 
 BACKGROUND = 0.80
-MARGIN = 0.05
+MARGIN = 0.04
 
 
 @dataclass
@@ -26,15 +33,14 @@ class Hit:
     parts: dict[str, Any] = field(default_factory=dict)
 
 
-def hit(memory_id: str, above: float | None, **parts: Any) -> Hit:
-    """A hit whose cosine is ``above`` the background (``None``: the vector route did not score it)."""
-    return Hit(memory_id, {"cosine": None if above is None else BACKGROUND + above, **parts})
-
-
-def kept(hits: list[Hit], **kwargs: Any) -> list[str]:
+def kept(above: dict[str, float | None], parts: dict[str, dict[str, Any]] | None = None, **kwargs: Any) -> list[str]:
+    """The ids ``relevant_hits`` keeps of hits whose cosines are ``above`` the background (``None``: no vector);
+    ``parts``: id → the fused parts of that hit."""
+    hits = [Hit(memory_id, (parts or {}).get(memory_id, {})) for memory_id in above]
     arguments: dict[str, Any] = {
         "margin": MARGIN,
         "background": BACKGROUND,
+        "cosines": {key: BACKGROUND + value for key, value in above.items() if value is not None},
         "word_matches": (),
         "answers": {},
         **kwargs,
@@ -42,27 +48,59 @@ def kept(hits: list[Hit], **kwargs: Any) -> list[str]:
     return [item.id for item in relevant_hits(hits, **arguments)]
 
 
-def test_only_hits_above_the_margin_stay_and_the_closest_needs_half() -> None:
-    hits = [hit("answer", 0.07), hit("closest-of-unrelated", None), hit("unrelated", 0.02)]
-    assert kept(hits) == ["answer"]
-    weak = [hit("closest", 0.03), hit("next", 0.02)]
-    assert kept(weak) == ["closest"]  # 0.03 ≥ half the margin: one line is cheap
-    assert kept([hit("below-half", 0.02)]) == []
+def test_only_hits_above_the_margin_stay() -> None:
+    assert kept({"answer": 0.07, "no-vector": None, "unrelated": 0.02}) == ["answer"]
+    assert kept({"at-the-margin": MARGIN, "just-below": MARGIN - 0.001}) == ["at-the-margin"]
 
 
-def test_a_hit_only_the_keyword_route_found_is_judged_by_the_cosine_read_for_it() -> None:
-    hits = [hit("vector", 0.09), hit("keyword-only", None), hit("keyword-only-unrelated", None)]
-    cosines = {"keyword-only": BACKGROUND + 0.06, "keyword-only-unrelated": BACKGROUND + 0.01}
-    assert kept(hits) == ["vector"]  # no cosine and too few words: dropped
-    assert kept(hits, cosines=cosines) == ["vector", "keyword-only"]
-    # The vector route's own cosine wins over one read later.
-    assert kept([hit("vector", 0.09)], cosines={"vector": BACKGROUND}) == ["vector"]
+def test_the_closest_memory_needs_three_quarters_of_the_margin_only_when_it_stands_out() -> None:
+    # 0.032 = 0.8 of the margin: kept when it leads the next by a quarter of the margin (0.01) ...
+    assert kept({"stands-out": 0.032, "next": 0.02}) == ["stands-out"]
+    # ... not when the next one is as close: the best of unrelated memories sits among the others.
+    assert kept({"among-others": 0.032, "next": 0.025}) == []
+    # Standing out does not lower the bar below three quarters (0.03).
+    assert kept({"far-ahead-but-low": 0.028, "next": 0.0}) == []
+    # One memory alone has nothing to stand out from.
+    assert kept({"alone": 0.032}) == []
 
 
-def test_an_answer_follows_its_relevant_question_and_a_zero_margin_keeps_everything() -> None:
-    hits = [hit("question", 0.08), hit("yes", -0.05), hit("other", -0.05)]
-    assert kept(hits, answers={"yes": "question"}) == ["question", "yes"]
-    assert kept(hits, margin=0) == ["question", "yes", "other"]
+def test_standing_out_names_the_leader_by_its_lead() -> None:
+    assert standing_out({"a": 0.9, "b": 0.85, "c": 0.7}, 0.05) == "a"
+    assert standing_out({"a": 0.9, "b": 0.86}, 0.05) is None
+    assert standing_out({"a": 0.9}, 0.0) is None
+
+
+def test_words_time_and_answers_keep_what_meaning_does_not() -> None:
+    above = {"by-words": 0.0, "by-time": 0.0, "question": 0.08, "yes": -0.05, "other": -0.05}
+    assert kept(above, {"by-time": {"time": 1.0}}, word_matches={"by-words"}, answers={"yes": "question"}) == [
+        "by-words",
+        "by-time",
+        "question",
+        "yes",
+    ]
+
+
+def test_without_a_query_vector_only_words_time_and_answers_count() -> None:
+    assert kept({"close": 0.09, "by-words": None}, background=None, word_matches={"by-words"}) == ["by-words"]
+
+
+def test_a_zero_margin_keeps_everything() -> None:
+    assert kept({"a": -0.05, "b": None}, margin=0) == ["a", "b"]
+
+
+def test_the_background_is_the_mean_over_the_small_talk_of_the_querys_own_language() -> None:
+    lines = small_talk_lines()
+    assert len(lines) == sum(len(group) for group in SMALL_TALK.values())
+    # A query as close to every Chinese line as 0.9 and to every English line as 0.7 (any unit vectors with those
+    # cosines would do: the background only reads small_talk @ query).
+    query = np.array([1.0, 0.0])
+    rows = []
+    for language, group in SMALL_TALK.items():
+        cosine = 0.9 if language == "zh" else 0.7
+        rows += [[cosine, float(np.sqrt(1 - cosine**2))]] * len(group)
+    small_talk = np.array(rows)
+    assert background_similarity(query, small_talk) == pytest.approx(0.9)  # not the 0.82 of all lines' mean
+    assert background_similarity(query, np.zeros((0, 2))) == 0.0
 
 
 def test_the_default_margin_is_the_calibrated_models_only() -> None:
@@ -71,3 +109,11 @@ def test_the_default_margin_is_the_calibrated_models_only() -> None:
     assert effective_margin(None, -1.0, "openai/text-embedding-3-small") == 0.0  # never measured: off
     assert effective_margin(None, 0.1, "openai/text-embedding-3-small") == 0.1  # configured: applies to any model
     assert effective_margin(0.0, -1.0, model) == 0.0  # the caller's knob wins
+
+
+def test_the_closest_memory_that_is_also_the_keyword_routes_best_needs_only_the_background() -> None:
+    above = {"project": 0.013, "hike": 0.006, "cat": -0.012}  # "软件开发工作" over four memories, one sharing "开发"
+    assert kept(above) == []
+    assert kept(above, keyword_best="project") == ["project"]
+    assert kept(above, keyword_best="hike") == []  # the routes disagree: neither is evidence enough
+    assert kept({"project": -0.001, "hike": -0.01}, keyword_best="project") == []  # below the background
