@@ -300,7 +300,7 @@ def names_a_date(query: Query) -> bool:
 
 def shape_table(results: dict[str, list]) -> str:
     """One row per shape: recall@k with the floor off, the same over the questions that name no date, R@10 at the
-    default floor, results the floor cut.
+    default floor (over all questions and over those that name no date), results the floor cut.
 
     Why the undated column: a client that sends no event time (``bare``) writes live in a real deployment, so each
     memory's write time is when it was said; here every turn is written during the bench run, so a question that
@@ -317,8 +317,9 @@ def shape_table(results: dict[str, list]) -> str:
             else "–"
         )
         floor_r10 = 100 * float(np.mean([s[2][max(KS)] for s in scored]))
+        floor_undated = f"{100 * np.mean([s[2][max(KS)] for s in undated]):.1f}" if undated else "–"
         cut = float(np.mean([s[3] for s in scored]))
-        rows.append([name, len(scored), *off, plain, floor_r10, cut])
+        rows.append([name, len(scored), *off, plain, floor_r10, floor_undated, cut])
     undated_header = " / ".join(f"R@{k}" for k in KS) + " without a date (queries)"
     return markdown_table(
         [
@@ -327,6 +328,7 @@ def shape_table(results: dict[str, list]) -> str:
             *(f"R@{k}" for k in KS),
             undated_header,
             f"R@{max(KS)} with floor",
+            f"R@{max(KS)} with floor without a date",
             "results cut by floor (mean)",
         ],
         rows,
