@@ -22,9 +22,9 @@ unrelated query–memory pairs at cosines of 0.80–0.88, where the memory that 
 higher. A fixed cosine cannot separate the two, and what "high" means moves with the query. So the test by meaning is
 relative to the query's own background: its mean cosine with a few lines of small talk (``SMALL_TALK``), texts that
 answer no question, in the query's own language. The language matters because a query is closer to any text of its
-language than to text of another: averaged over both languages, the background of a Chinese query sat lower than
-that of an English one by an amount that depended on how many lines each language had, and the margin had to absorb
-that noise. The query's language is the one whose small talk it is closest to, so no language detector is needed.
+language than to text of another: averaged over both languages, the background mixed in the query's cosine with the
+other language's lines, which says nothing about the store and moves from query to query. The query's language is
+the one whose small talk it is closest to, so no language detector is needed.
 
 Every result is judged by its cosine with the query's own vector, the vector the background was measured with:
 not the fused score, and not the vector route's score, which the tag triplet may have reshaped or lifted by a tag
