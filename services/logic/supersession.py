@@ -390,7 +390,6 @@ CHANGE_WORDS: tuple[str, ...] = (
     "退休",
     "停了",
     "不用",
-    "不能",
     "变成",
     "换号",
     "换到",
@@ -538,6 +537,9 @@ _HAN_NUMERAL = re.compile(
 # Handles, account names and e-mail addresses ("@sunny_trails", "zw_1990", "a.b@qq.com"): one value each.
 _IDENTIFIER = re.compile(r"@?[A-Za-z0-9][\w.+-]*(?:@|_)[\w.@+-]*[A-Za-z0-9]|@[A-Za-z0-9][\w.]*")
 _HAS_DIGIT = re.compile(r"\d")
+# "一个" / "一次" / "一天" / "一点儿" say "a", "once", "one day", "a bit": an article, not an amount ("凌晨一点" and
+# "一个半小时" are amounts).
+_ARTICLE = re.compile(r"一(?:[个次天](?![半多])|点(?=[儿点都也不没]))")
 # A bare "12号" is as often a house, bus or line number as a day: only a month or a year makes it a date.
 _DATE = re.compile(
     r"(?:\d{1,4}\s*年\s*)?\d{1,2}\s*月\s*\d{1,2}\s*[日号]|\d{1,4}\s*[年月日]"
@@ -681,6 +683,9 @@ class FactCues:
     change_words: frozenset[str] = frozenset()
     # Who says it, from a speaker label ("用户：", "Alice:", "[Bob]"), lower-case; "" when the text has none.
     speaker: str = ""
+    # What a transcript's other speakers name (things and values): an exchange restates only one where they name
+    # mostly the same, since two exchanges that share the user's words are still two things said.
+    replies: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -721,6 +726,8 @@ def fact_cues(text: str) -> FactCues:
     A transcript is read as what its first speaker says (``speech_of``), without the labels; courtesy formulae
     ("不客气", "no problem") are not read at all: they say nothing about anyone's facts."""
     speaker, said = speech_of(unicodedata.normalize("NFKC", text))
+    replies = replies_of(unicodedata.normalize("NFKC", text)) if speaker else ""
+    replied = fact_cues(replies) if replies else None
     normal = _COURTESY.sub(" ", said)
     lower = normal.lower()
     for phrase in NEUTRAL_PHRASES:  # a cue word inside these speaks of something else
@@ -736,7 +743,9 @@ def fact_cues(text: str) -> FactCues:
     kin = frozenset({*_han_kin(normal), *(_KIN_EN[word] for word in words if word in _KIN_EN)})
     dates = frozenset(_NOISE.sub("", match.group(0).lower()) for match in _DATE.finditer(normal))
     values.update(_NUMBER.findall(bare))
-    values.update(_HAN_NUMERAL.findall(normal))
+    values.update(
+        match.group(0) for match in _HAN_NUMERAL.finditer(normal) if not _ARTICLE.match(normal, match.start())
+    )
     names = [
         (match.start(), match.group(0)) for match in _CAPITALISED.finditer(bare) if match.group(0) not in _NOT_NAMES
     ]
@@ -785,6 +794,7 @@ def fact_cues(text: str) -> FactCues:
         settled=bool(_SETTLED.search(normal)),
         lead_name=min(names)[1].lower() if names else "",
         speaker=speaker,
+        replies=replied.things | replied.values if replied else frozenset(),
         negated=bool(_NEGATED.search(lower)),
         change_words=frozenset(changes),
     )
@@ -795,19 +805,33 @@ def speech_of(text: str) -> tuple[str, str]:
 
     Labels are who speaks, not what is said: left as words they are a noun, a name or a subject two turns share
     ("用户", "AI"). A transcript's later speakers answer, ask or advise (an assistant's reply, the other person in a
-    chat); what they say is no fact about the first speaker, so only the first speaker's lines are read. A single
-    label counts only where it reads as a speaker (a role, a bracketed or capitalised name, a short Chinese name):
+    chat); what they say is no fact about the first speaker, so only the first speaker's lines are read. A label
+    counts only where it reads as a speaker (a role, a bracketed or capitalised name, a short Chinese name):
     "手机号：138…" or a form ("地址：…\n电话：…") keeps its words."""
-    labels = [(match, _label_name(match)) for match in _LABEL.finditer(text)]
-    if not labels or not all(_speaker_like(match) for match, _ in labels):
+    turns = _turns(text)
+    if not turns:
         return "", text
-    first = labels[0][1]
-    parts: list[str] = [text[: labels[0][0].start()]] if labels[0][0].start() else []
-    for index, (match, name) in enumerate(labels):
-        end = labels[index + 1][0].start() if index + 1 < len(labels) else len(text)
-        if name == first:
-            parts.append(text[match.end() : end])
-    return first, "\n".join(part.strip() for part in parts)
+    first = turns[0][0]
+    return first, "\n".join(said for speaker, said in turns if speaker == first)
+
+
+def replies_of(text: str) -> str:
+    """What a transcript's other speakers say (all but ``speech_of``'s speaker), "" for a text that is none."""
+    turns = _turns(text)
+    return "\n".join(said for speaker, said in turns if speaker != turns[0][0]) if turns else ""
+
+
+def _turns(text: str) -> list[tuple[str, str]]:
+    """(speaker, what is said) of each labelled part of a transcript, text before the first label counting as the
+    first speaker's; [] when some label does not read as a speaker (then the text is no transcript)."""
+    labels = list(_LABEL.finditer(text))
+    if not labels or not all(_speaker_like(match) for match in labels):
+        return []
+    ends = [match.start() for match in labels[1:]] + [len(text)]
+    turns = [(_label_name(match), text[match.end() : end].strip()) for match, end in zip(labels, ends, strict=True)]
+    if text[: labels[0].start()].strip():
+        turns.insert(0, (turns[0][0], text[: labels[0].start()].strip()))
+    return turns
 
 
 def _label_name(match: re.Match[str]) -> str:
@@ -935,7 +959,8 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
             (new.values | new.nouns, old.values | old.nouns),
         )
     )
-    if similarity >= thresholds.restatement_min_similarity and same_values:
+    same_replies = _overlap(new.replies, old.replies) >= thresholds.restatement_min_overlap
+    if similarity >= thresholds.restatement_min_similarity and same_values and same_replies:
         if (
             _overlap(new.things, old.things) >= thresholds.restatement_min_overlap
             and new.strong_change == old.strong_change
@@ -969,10 +994,10 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         and not _covered(new.values, old.values)
         and not _covered(old.values, new.values)
     )
-    # A word that only says "now" (现在, 已经, now) is evidence of change only with a value that differs: "我现在感觉
-    # 好多了" after "我感觉很累" tells a mood, not that a fact was replaced.
+    # A word that only says "now" (现在, 已经, these days) is weak evidence: without a value that differs it needs
+    # two things in common ("favorite" and "food"), not one ("我现在感觉好多了" after "我感觉很累" tells a mood).
     if (
-        new.strong_change
+        (new.strong_change or new.change and anchor(new, old) >= 2)
         and (values_differ or not old.change)
         or new.change
         and values_differ

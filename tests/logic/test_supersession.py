@@ -313,6 +313,11 @@ def test_a_move_told_of_something_else_is_not_the_home_a_move_replaces() -> None
         ),
         # Two speakers are two subjects: Bob's move is not Alice's.
         ("Alice: I live in Paris.", "Bob: I moved to Berlin last month."),
+        # "现在" with one word in common, and that word names nothing in particular: a mood, not a replaced fact.
+        ("我最近工作压力很大，感觉很累。", "我现在感觉好多了。"),
+        # "不能" says cannot, not stopped; "一个" is an article, not an amount.
+        ("我昨天看了一个很好看的电影。", "我不能理解那个电影的结局。"),
+        ("我给你提个建议吧，多读书。", "谢谢你的建议，我已经在读了。"),
     ],
 )
 def test_transcript_labels_and_courtesy_supersede_nothing(old: str, new: str) -> None:
