@@ -477,6 +477,9 @@ CHANGE_WORDS_EN: tuple[str, ...] = (
 # Words that only say the time is now: a restatement may carry them ("…五年了" / "… for five years now"), so only
 # the other change words keep two texts from merging.
 TIME_ONLY_CHANGE = frozenset({"现在", "如今", "目前", "已经", "now", "these days"})
+# Words that say something began: a new activity is as often added to one's life as put in place of an old one
+# ("最近我开始学射击" replaces nothing), so alone they replace only what was not done or a value that differs.
+BEGIN_WORDS = frozenset({"开始", "started"})
 # "不学了" / "不干了" / "不抽了": a negated verb with 了 says something stopped.
 _STOPPED = re.compile(r"不[\u4e00-\u9fff]{1,2}了")
 # "I haven't had a cigarette in six months": not done for a while, so no longer done.
@@ -673,6 +676,8 @@ class FactCues:
     past: bool
     # A change word other than one that only says "now" (``TIME_ONLY_CHANGE``).
     strong_change: bool = False
+    # A change word other than those that only say "now" or that something began (``BEGIN_WORDS``).
+    firm_change: bool = False
     # Ends a sentence in 了: a new state, evidence of change where a value differs too.
     settled: bool = False
     # The first name the text gives (a person's, in its own words): who a sentence without a kin word is about.
@@ -776,7 +781,8 @@ def fact_cues(text: str) -> FactCues:
     values -= {date for date in dates}
     changes = {word for word in CHANGE_WORDS if word in normal}
     changes.update(word for word, needle in zip(CHANGE_WORDS_EN, _CHANGE_NEEDLES, strict=True) if needle in padded)
-    strong_change = bool(changes - TIME_ONLY_CHANGE) or bool(_STOPPED.search(normal) or _STOPPED_EN.search(lower))
+    stopped = bool(_STOPPED.search(normal) or _STOPPED_EN.search(lower))
+    strong_change = bool(changes - TIME_ONLY_CHANGE) or stopped
     return FactCues(
         slots=slots,
         cue_words=cue_words,
@@ -791,6 +797,7 @@ def fact_cues(text: str) -> FactCues:
         ),
         past=_has_any(normal, PAST_WORDS) or _has_any(padded, _PAST_NEEDLES),
         strong_change=strong_change,
+        firm_change=bool(changes - TIME_ONLY_CHANGE - BEGIN_WORDS) or stopped,
         settled=bool(_SETTLED.search(normal)),
         lead_name=min(names)[1].lower() if names else "",
         speaker=speaker,
@@ -994,10 +1001,11 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         and not _covered(new.values, old.values)
         and not _covered(old.values, new.values)
     )
-    # A word that only says "now" (现在, 已经, these days) is weak evidence: without a value that differs it needs
-    # two things in common ("favorite" and "food"), not one ("我现在感觉好多了" after "我感觉很累" tells a mood).
+    # A word that only says "now" (现在, 已经, these days) or that something began (开始) is weak evidence: without a
+    # value that differs it needs two things in common ("favorite" and "food"), not one ("我现在感觉好多了" after
+    # "我感觉很累" tells a mood), or an old "not doing" it ends.
     if (
-        (new.strong_change or new.change and anchor(new, old) >= 2)
+        (new.firm_change or started or new.change and anchor(new, old) >= 2)
         and (values_differ or not old.change)
         or new.change
         and values_differ

@@ -318,6 +318,10 @@ def test_a_move_told_of_something_else_is_not_the_home_a_move_replaces() -> None
         # "不能" says cannot, not stopped; "一个" is an article, not an amount.
         ("我昨天看了一个很好看的电影。", "我不能理解那个电影的结局。"),
         ("我给你提个建议吧，多读书。", "谢谢你的建议，我已经在读了。"),
+        # Something begun is added to one's life, not put in place of what one likes or of the week's work.
+        ("我喜欢晴朗温暖的天气。", "最近我开始学习射击，我很喜欢。"),
+        ("我最近工作上压力很大。", "今天是星期一，工作又开始了。"),
+        ("I like reading mystery novels.", "I started learning to swim and I like it."),
     ],
 )
 def test_transcript_labels_and_courtesy_supersede_nothing(old: str, new: str) -> None:
