@@ -527,7 +527,8 @@ _GENERIC_NOUNS = frozenset(
 _FUNCTION_CHARS = frozenset("我你您他她它咱这那很会再不也就都还要该着了的是在有能可把被让给上过得些")
 _PRONOUNS = frozenset("我你您他她它咱")
 # A text that says something is not done ("不怎么运动", "I don't drink"): a later "started" replaces it.
-_NEGATED = re.compile(r"不|没|从不|\b(?:not|never|don't|doesn't|didn't|no)\b")
+# "不错" (good), "不过" (but), "没错" (right) negate nothing.
+_NEGATED = re.compile(r"不(?![错过])|没(?!错)|\b(?:not|never|don't|doesn't|didn't|no)\b")
 
 # jieba's dictionary tags of names, places, organisations and other proper nouns.
 _PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz"})
@@ -618,6 +619,14 @@ _COURTESY = re.compile(
     r"|thank you|thanks|sorry|of course|sure thing)\b",
     re.IGNORECASE,
 )
+# Whom a greeting or thanks is said to ("你好，朋友！", "谢谢你，AI伴侣。", "Thanks, Evan!"): the listener, no fact
+# about the speaker. A few characters up to the clause's end; "你好，我叫郝明" introduces the speaker and stays.
+_VOCATIVE = re.compile(
+    r"(?P<greeting>你好|您好|嗨|哈喽|早上好|晚上好|晚安|再见|谢谢你?|感谢你?|多谢)[啊呀呢哦吖]?[，,\s]*"
+    r"(?![我咱])[^\s，,。.！!？?、]{1,4}(?=[，,。.！!？?]|$)"
+    r"|\b(?P<english>[Hh]i|[Hh]ello|[Hh]ey|[Tt]hanks|[Tt]hank you|[Bb]ye)[,\s]+(?!I\b)[A-Z][\w'-]*(?=[,.!?]|$)",
+    re.MULTILINE,
+)
 # A speaker label at the start of a line: "用户：", "Alice:", "User 1:", "[Bob]", "【客服】". Short, and no sentence
 # inside it (no clause punctuation, at most three words).
 _LABEL = re.compile(
@@ -684,6 +693,8 @@ class FactCues:
     lead_name: str = ""
     # Says something is not done (不/没/not/never …).
     negated: bool = False
+    # The slots whose cue word follows a negation closely ("不怎么运动", "I don't drink"): what is not done.
+    negated_slots: frozenset[str] = frozenset()
     # The change words found ("搬到", "moved").
     change_words: frozenset[str] = frozenset()
     # Who says it, from a speaker label ("用户：", "Alice:", "[Bob]"), lower-case; "" when the text has none.
@@ -733,7 +744,7 @@ def fact_cues(text: str) -> FactCues:
     speaker, said = speech_of(unicodedata.normalize("NFKC", text))
     replies = replies_of(unicodedata.normalize("NFKC", text)) if speaker else ""
     replied = fact_cues(replies) if replies else None
-    normal = _COURTESY.sub(" ", said)
+    normal = _COURTESY.sub(" ", _VOCATIVE.sub(_greeting_only, said))
     lower = normal.lower()
     for phrase in NEUTRAL_PHRASES:  # a cue word inside these speaks of something else
         lower = lower.replace(phrase, " ")
@@ -803,6 +814,7 @@ def fact_cues(text: str) -> FactCues:
         speaker=speaker,
         replies=replied.things | replied.values if replied else frozenset(),
         negated=bool(_NEGATED.search(lower)),
+        negated_slots=_negated_slots(lower, cue_words),
         change_words=frozenset(changes),
     )
 
@@ -819,7 +831,17 @@ def speech_of(text: str) -> tuple[str, str]:
     if not turns:
         return "", text
     first = turns[0][0]
-    return first, "\n".join(said for speaker, said in turns if speaker == first)
+    said = "\n".join(line for speaker, line in turns if speaker == first)
+    for listener in {speaker for speaker, _ in turns} - {first}:
+        said = _listener_mention(listener).sub(" ", said)
+    return first, said
+
+
+@functools.lru_cache(maxsize=256)
+def _listener_mention(label: str) -> re.Pattern[str]:
+    """How the first speaker names another speaker of the transcript: its label as a word, with the Chinese words
+    written onto it ("AI伴侣", "AI助手"). Whom one speaks to is not a fact about oneself ("谢谢你，AI伴侣")."""
+    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(label) + r"(?![A-Za-z0-9])[\u4e00-\u9fff]{0,2}", re.IGNORECASE)
 
 
 def replies_of(text: str) -> str:
@@ -859,6 +881,24 @@ def _speaker_like(match: re.Match[str]) -> bool:
         return False
     tag = _word_tags().get(label)
     return tag is None or tag.startswith("nr")
+
+
+def _negated_slots(lower: str, cue_words: frozenset[str]) -> frozenset[str]:
+    """The slots of ``cue_words`` that some negation just before one of their cues says are not done: a few
+    characters before a Chinese cue ("不怎么运动"), a few words before an English one ("don't really drink")."""
+    negated: set[str] = set()
+    for cue in cue_words:
+        reach = 12 if cue.isascii() else 4
+        for match in re.finditer(re.escape(cue), lower):
+            if _NEGATED.search(lower[max(0, match.start() - reach) : match.start()]):
+                negated.update(slot for slot, cues in SLOT_CUES.items() if cue in cues)
+                break
+    return frozenset(negated)
+
+
+def _greeting_only(match: re.Match[str]) -> str:
+    """The greeting of a ``_VOCATIVE`` match without whom it is said to."""
+    return f" {match.group('greeting') or match.group('english')} "
 
 
 def _han_kin(text: str) -> set[str]:
@@ -989,8 +1029,9 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
     ):
         return Decision.ADD
     # A slot in common ties two texts about oneself's home, work, partner or number; any other slot needs a thing
-    # in common too, or an old "not doing" that the new text changes ("我平时不怎么运动" / "我开始晨跑了").
-    started = bool(shared_slots) and old.negated and (new.strong_change or new.settled) and not new.negated
+    # in common too, or an old "not doing" of that slot that the new text changes ("我平时不怎么运动" / "我开始晨跑了";
+    # "感觉总是不集中" does not say one does not like something).
+    started = bool(shared_slots & old.negated_slots) and (new.strong_change or new.settled) and not new.negated
     if not anchor(new, old) and not started and (new.kin or old.kin or not shared_slots & SELF_SLOTS):
         return Decision.ADD
     if old.dates:
@@ -1010,7 +1051,7 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         or new.change
         and values_differ
         or values_differ
-        and (new.settled or shared_slots & SINGLE_VALUED_SLOTS)
+        and (new.settled and anchor(new, old) >= 2 or shared_slots & SINGLE_VALUED_SLOTS)
     ):
         return Decision.UPDATE
     if values_differ:

@@ -322,10 +322,23 @@ def test_a_move_told_of_something_else_is_not_the_home_a_move_replaces() -> None
         ("我喜欢晴朗温暖的天气。", "最近我开始学习射击，我很喜欢。"),
         ("我最近工作上压力很大。", "今天是星期一，工作又开始了。"),
         ("I like reading mystery novels.", "I started learning to swim and I like it."),
+        # What the old text says is not done is its mood, not the liking the new text begins; "还不错" is no "not".
+        ("我很喜欢看书，但最近总是静不下心。", "最近我开始追一部电视剧，很喜欢里面的演员。"),
+        ("今天去了一家新开的面馆，味道还不错，你喜欢吃面吗？", "最近我开始学游泳，你喜欢什么运动？"),
+        # Whom a thanks is said to ("AI伴侣") is no partner of the speaker's.
+        ("用户：谢谢你，AI伴侣，我去公园散步了。\nAI：好", "用户：谢谢你，AI伴侣，我现在感觉好多了。\nAI：加油"),
     ],
 )
 def test_transcript_labels_and_courtesy_supersede_nothing(old: str, new: str) -> None:
     assert decision(old, new, 0.9) is Decision.ADD
+
+
+def test_a_new_state_naming_another_name_with_one_word_in_common_is_only_unsure() -> None:
+    """A sentence ending in 了 and a name the other lacks, with only "喜欢" in common: a reviewer decides."""
+    assert (
+        decision("我喜欢巴赫的组曲，也爱听肖邦。", "今天终于看了《肖申克的救赎》，我很喜欢了。")
+        is Decision.MAYBE_UPDATE
+    )
 
 
 @pytest.mark.parametrize(
