@@ -481,7 +481,8 @@ TIME_ONLY_CHANGE = frozenset({"现在", "如今", "目前", "已经", "now", "th
 # ("最近我开始学射击" replaces nothing), so alone they replace only what was not done or a value that differs.
 BEGIN_WORDS = frozenset({"开始", "started"})
 # "不学了" / "不干了" / "不抽了": a negated verb with 了 says something stopped.
-_STOPPED = re.compile(r"不[\u4e00-\u9fff]{1,2}了")
+# "不干流水线了" / "不算纯素了": a negation and a clause-final 了 say "no longer", with the object between.
+_STOPPED = re.compile(r"不[\u4e00-\u9fff]{1,2}了|不[\u4e00-\u9fff]{3,5}了(?=[。！!，,；;]|$)")
 # "I haven't had a cigarette in six months": not done for a while, so no longer done.
 _STOPPED_EN = re.compile(r"\b(?:haven't|hasn't|have not|has not)\b[^.;!?]*\b(?:in|since)\b")
 # A sentence that ends in 了 ("涨到四十五块了", "都八斤了") says a state is new; it is evidence of change only where
@@ -551,7 +552,8 @@ _DATE = re.compile(
     r"|(?:January|February|March|April|May|"
     r"June|July|August|September|October|November|December)\s+\d{1,2}\b"
 )
-_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&.-]*[A-Za-z0-9]\b|\b[A-Z]\b")
+# Capitalised words, and words with a capital inside ("iPad", "eBay"): names.
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&.-]*[A-Za-z0-9]\b|\b[A-Z]\b|\b[a-z]+[A-Z][A-Za-z0-9]*\b")
 _EN_WORD = re.compile(r"[a-z][a-z']+")
 # Capitalised words that open sentences or name time, not a value.
 _NOT_NAMES = frozenset(
@@ -711,6 +713,10 @@ class Thresholds:
     update_min_similarity: float = 0.82
     restatement_min_similarity: float = 0.95
     restatement_min_overlap: float = 0.3
+    # Two texts about the same relative (the same kin word), the new one with a change word, and nothing else in
+    # common: as near as this, the change is of the older fact ("我爸开了十年的捷达" / "我爸今年换了辆比亚迪汉": no word
+    # for a car in the first). Below it, a relative's other facts sit (her school, his age, a favourite dish).
+    kin_change_min_similarity: float = 0.93
 
 
 def _has_any(text: str, words: tuple[str, ...]) -> bool:
@@ -1016,6 +1022,10 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         if not new.change:
             return Decision.MAYBE_DUPLICATE
     shared_slots = new.slots & old.slots
+    # A change told of the same relative, very near the older fact: the meaning ties them where no word does.
+    kin_change = (
+        bool(new.kin) and new.kin == old.kin and new.firm_change and similarity >= thresholds.kin_change_min_similarity
+    )
     # What the two are about: a slot both speak of, or else a thing or a name both name ("吉他", "keto", "Kiwi"),
     # other than the name that made them about the same person.
     if (
@@ -1025,6 +1035,7 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
             shared_slots
             or new.things & old.things
             or _shared_names(new, old, but=new.lead_name if new.kin != old.kin else "")
+            or kin_change
         )
     ):
         return Decision.ADD
@@ -1032,7 +1043,7 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
     # in common too, or an old "not doing" of that slot that the new text changes ("我平时不怎么运动" / "我开始晨跑了";
     # "感觉总是不集中" does not say one does not like something).
     started = bool(shared_slots & old.negated_slots) and (new.strong_change or new.settled) and not new.negated
-    if not anchor(new, old) and not started and (new.kin or old.kin or not shared_slots & SELF_SLOTS):
+    if not (anchor(new, old) or started or kin_change) and (new.kin or old.kin or not shared_slots & SELF_SLOTS):
         return Decision.ADD
     if old.dates:
         return Decision.ADD  # a dated event stays what it was; two dated events are two events

@@ -369,3 +369,28 @@ def test_a_transcript_turn_still_updates_the_same_speakers_fact(old: str, new: s
 )
 def test_speech_of_reads_the_first_speakers_lines_without_labels(text: str, speaker: str, said: str) -> None:
     assert speech_of(text) == (speaker, said)
+
+
+def test_a_change_of_the_same_relative_very_near_the_old_fact_updates_it_without_a_word_in_common() -> None:
+    """No word ties "Volvo" to "Tesla"; the same relative, a change word and the meaning's nearness do. Farther
+    off, about oneself, or about another relative, nothing is replaced."""
+    old, new = "My uncle has driven the same old Volvo for years.", "My uncle switched to a Tesla this spring."
+    assert decision(old, new, 0.94) is Decision.UPDATE
+    assert decision(old, new, 0.90) is Decision.ADD
+    assert decision("I have driven the same old Volvo for years.", "I switched to a Tesla this spring.", 0.94) is (
+        Decision.ADD
+    )
+    assert decision("My aunt has driven the same old Volvo for years.", new, 0.94) is Decision.ADD
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # A negation and a clause-final 了 with the object between say "no longer".
+        ("我表哥在工地上搬砖。", "表哥不干工地了，去学厨师。"),
+        # A word with a capital inside is a name, so the device differs from the old one.
+        ("I listen to music on my iPod.", "I listen to music on my iPhone these days."),
+    ],
+)
+def test_no_longer_with_an_object_and_inner_capital_names_are_read(old: str, new: str) -> None:
+    assert decision(old, new, 0.93) is Decision.UPDATE
