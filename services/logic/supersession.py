@@ -875,15 +875,18 @@ def _label_name(match: re.Match[str]) -> str:
 
 def _speaker_like(match: re.Match[str]) -> bool:
     """A label that names a speaker: a role, a bracketed name, a capitalised name or "User 1", or two to four
-    Chinese characters that jieba does not know as a common word."""
+    Chinese characters that jieba does not know as a common word; never a field of a fact ("Phone:", "地址：")."""
     if match.group("bracketed"):
         return True
     label = match.group("plain").strip()
-    if label.lower() in _ROLE_LABELS or _NAME_LABEL.fullmatch(label):
+    if label.lower() in _ROLE_LABELS:
+        return True
+    words = label.lower().split()
+    if any(cue in label if not english else cue in words for cue, _, english in _CUES):
+        return False
+    if _NAME_LABEL.fullmatch(label):
         return True
     if not (2 <= len(label) <= 4 and all("\u4e00" <= char <= "\u9fff" for char in label)):
-        return False
-    if any(cue in label for cue, _, english in _CUES if not english):
         return False
     tag = _word_tags().get(label)
     return tag is None or tag.startswith("nr")

@@ -365,6 +365,7 @@ def test_a_transcript_turn_still_updates_the_same_speakers_fact(old: str, new: s
         ("User 1: I have a cat\nUser 2: me too", "user 1", "I have a cat"),
         ("地址：北京朝阳区\n电话：13812345678", "", "地址：北京朝阳区\n电话：13812345678"),
         ("我的手机号：13812345678", "", "我的手机号：13812345678"),
+        ("Name: Bob\nPhone: 13812345678", "", "Name: Bob\nPhone: 13812345678"),
     ],
 )
 def test_speech_of_reads_the_first_speakers_lines_without_labels(text: str, speaker: str, said: str) -> None:
