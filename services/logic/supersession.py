@@ -390,7 +390,6 @@ CHANGE_WORDS: tuple[str, ...] = (
     "退休",
     "停了",
     "不用",
-    "不能",
     "变成",
     "换号",
     "换到",
@@ -478,8 +477,12 @@ CHANGE_WORDS_EN: tuple[str, ...] = (
 # Words that only say the time is now: a restatement may carry them ("…五年了" / "… for five years now"), so only
 # the other change words keep two texts from merging.
 TIME_ONLY_CHANGE = frozenset({"现在", "如今", "目前", "已经", "now", "these days"})
+# Words that say something began: a new activity is as often added to one's life as put in place of an old one
+# ("最近我开始学射击" replaces nothing), so alone they replace only what was not done or a value that differs.
+BEGIN_WORDS = frozenset({"开始", "started"})
 # "不学了" / "不干了" / "不抽了": a negated verb with 了 says something stopped.
-_STOPPED = re.compile(r"不[\u4e00-\u9fff]{1,2}了")
+# "不干流水线了" / "不算纯素了": a negation and a clause-final 了 say "no longer", with the object between.
+_STOPPED = re.compile(r"不[\u4e00-\u9fff]{1,2}了|不[\u4e00-\u9fff]{3,5}了(?=[。！!，,；;]|$)")
 # "I haven't had a cigarette in six months": not done for a while, so no longer done.
 _STOPPED_EN = re.compile(r"\b(?:haven't|hasn't|have not|has not)\b[^.;!?]*\b(?:in|since)\b")
 # A sentence that ends in 了 ("涨到四十五块了", "都八斤了") says a state is new; it is evidence of change only where
@@ -525,7 +528,8 @@ _GENERIC_NOUNS = frozenset(
 _FUNCTION_CHARS = frozenset("我你您他她它咱这那很会再不也就都还要该着了的是在有能可把被让给上过得些")
 _PRONOUNS = frozenset("我你您他她它咱")
 # A text that says something is not done ("不怎么运动", "I don't drink"): a later "started" replaces it.
-_NEGATED = re.compile(r"不|没|从不|\b(?:not|never|don't|doesn't|didn't|no)\b")
+# "不错" (good), "不过" (but), "没错" (right) negate nothing.
+_NEGATED = re.compile(r"不(?![错过])|没(?!错)|\b(?:not|never|don't|doesn't|didn't|no)\b")
 
 # jieba's dictionary tags of names, places, organisations and other proper nouns.
 _PROPER_TAGS = frozenset({"nr", "nrt", "nrfg", "ns", "nt", "nz"})
@@ -538,6 +542,9 @@ _HAN_NUMERAL = re.compile(
 # Handles, account names and e-mail addresses ("@sunny_trails", "zw_1990", "a.b@qq.com"): one value each.
 _IDENTIFIER = re.compile(r"@?[A-Za-z0-9][\w.+-]*(?:@|_)[\w.@+-]*[A-Za-z0-9]|@[A-Za-z0-9][\w.]*")
 _HAS_DIGIT = re.compile(r"\d")
+# "一个" / "一次" / "一天" / "一点儿" say "a", "once", "one day", "a bit": an article, not an amount ("凌晨一点" and
+# "一个半小时" are amounts).
+_ARTICLE = re.compile(r"一(?:[个次天](?![半多])|点(?=[儿点都也不没]))")
 # A bare "12号" is as often a house, bus or line number as a day: only a month or a year makes it a date.
 _DATE = re.compile(
     r"(?:\d{1,4}\s*年\s*)?\d{1,2}\s*月\s*\d{1,2}\s*[日号]|\d{1,4}\s*[年月日]"
@@ -545,7 +552,8 @@ _DATE = re.compile(
     r"|(?:January|February|March|April|May|"
     r"June|July|August|September|October|November|December)\s+\d{1,2}\b"
 )
-_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&.-]*[A-Za-z0-9]\b|\b[A-Z]\b")
+# Capitalised words, and words with a capital inside ("iPad", "eBay"): names.
+_CAPITALISED = re.compile(r"\b[A-Z][A-Za-z0-9'&.-]*[A-Za-z0-9]\b|\b[A-Z]\b|\b[a-z]+[A-Z][A-Za-z0-9]*\b")
 _EN_WORD = re.compile(r"[a-z][a-z']+")
 # Capitalised words that open sentences or name time, not a value.
 _NOT_NAMES = frozenset(
@@ -613,6 +621,14 @@ _COURTESY = re.compile(
     r"|thank you|thanks|sorry|of course|sure thing)\b",
     re.IGNORECASE,
 )
+# Whom a greeting or thanks is said to ("你好，朋友！", "谢谢你，AI伴侣。", "Thanks, Evan!"): the listener, no fact
+# about the speaker. A few characters up to the clause's end; "你好，我叫郝明" introduces the speaker and stays.
+_VOCATIVE = re.compile(
+    r"(?P<greeting>你好|您好|嗨|哈喽|早上好|晚上好|晚安|再见|谢谢你?|感谢你?|多谢)[啊呀呢哦吖]?[，,\s]*"
+    r"(?![我咱])[^\s，,。.！!？?、]{1,4}(?=[，,。.！!？?]|$)"
+    r"|\b(?P<english>[Hh]i|[Hh]ello|[Hh]ey|[Tt]hanks|[Tt]hank you|[Bb]ye)[,\s]+(?!I\b)[A-Z][\w'-]*(?=[,.!?]|$)",
+    re.MULTILINE,
+)
 # A speaker label at the start of a line: "用户：", "Alice:", "User 1:", "[Bob]", "【客服】". Short, and no sentence
 # inside it (no clause punctuation, at most three words).
 _LABEL = re.compile(
@@ -671,16 +687,23 @@ class FactCues:
     past: bool
     # A change word other than one that only says "now" (``TIME_ONLY_CHANGE``).
     strong_change: bool = False
+    # A change word other than those that only say "now" or that something began (``BEGIN_WORDS``).
+    firm_change: bool = False
     # Ends a sentence in 了: a new state, evidence of change where a value differs too.
     settled: bool = False
     # The first name the text gives (a person's, in its own words): who a sentence without a kin word is about.
     lead_name: str = ""
     # Says something is not done (不/没/not/never …).
     negated: bool = False
+    # The slots whose cue word follows a negation closely ("不怎么运动", "I don't drink"): what is not done.
+    negated_slots: frozenset[str] = frozenset()
     # The change words found ("搬到", "moved").
     change_words: frozenset[str] = frozenset()
     # Who says it, from a speaker label ("用户：", "Alice:", "[Bob]"), lower-case; "" when the text has none.
     speaker: str = ""
+    # What a transcript's other speakers name (things and values): an exchange restates only one where they name
+    # mostly the same, since two exchanges that share the user's words are still two things said.
+    replies: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -690,6 +713,10 @@ class Thresholds:
     update_min_similarity: float = 0.82
     restatement_min_similarity: float = 0.95
     restatement_min_overlap: float = 0.3
+    # Two texts about the same relative (the same kin word), the new one with a change word, and nothing else in
+    # common: as near as this, the change is of the older fact ("我爸开了十年的捷达" / "我爸今年换了辆比亚迪汉": no word
+    # for a car in the first). Below it, a relative's other facts sit (her school, his age, a favourite dish).
+    kin_change_min_similarity: float = 0.93
 
 
 def _has_any(text: str, words: tuple[str, ...]) -> bool:
@@ -721,7 +748,9 @@ def fact_cues(text: str) -> FactCues:
     A transcript is read as what its first speaker says (``speech_of``), without the labels; courtesy formulae
     ("不客气", "no problem") are not read at all: they say nothing about anyone's facts."""
     speaker, said = speech_of(unicodedata.normalize("NFKC", text))
-    normal = _COURTESY.sub(" ", said)
+    replies = replies_of(unicodedata.normalize("NFKC", text)) if speaker else ""
+    replied = fact_cues(replies) if replies else None
+    normal = _COURTESY.sub(" ", _VOCATIVE.sub(_greeting_only, said))
     lower = normal.lower()
     for phrase in NEUTRAL_PHRASES:  # a cue word inside these speaks of something else
         lower = lower.replace(phrase, " ")
@@ -736,7 +765,9 @@ def fact_cues(text: str) -> FactCues:
     kin = frozenset({*_han_kin(normal), *(_KIN_EN[word] for word in words if word in _KIN_EN)})
     dates = frozenset(_NOISE.sub("", match.group(0).lower()) for match in _DATE.finditer(normal))
     values.update(_NUMBER.findall(bare))
-    values.update(_HAN_NUMERAL.findall(normal))
+    values.update(
+        match.group(0) for match in _HAN_NUMERAL.finditer(normal) if not _ARTICLE.match(normal, match.start())
+    )
     names = [
         (match.start(), match.group(0)) for match in _CAPITALISED.finditer(bare) if match.group(0) not in _NOT_NAMES
     ]
@@ -767,7 +798,8 @@ def fact_cues(text: str) -> FactCues:
     values -= {date for date in dates}
     changes = {word for word in CHANGE_WORDS if word in normal}
     changes.update(word for word, needle in zip(CHANGE_WORDS_EN, _CHANGE_NEEDLES, strict=True) if needle in padded)
-    strong_change = bool(changes - TIME_ONLY_CHANGE) or bool(_STOPPED.search(normal) or _STOPPED_EN.search(lower))
+    stopped = bool(_STOPPED.search(normal) or _STOPPED_EN.search(lower))
+    strong_change = bool(changes - TIME_ONLY_CHANGE) or stopped
     return FactCues(
         slots=slots,
         cue_words=cue_words,
@@ -782,10 +814,13 @@ def fact_cues(text: str) -> FactCues:
         ),
         past=_has_any(normal, PAST_WORDS) or _has_any(padded, _PAST_NEEDLES),
         strong_change=strong_change,
+        firm_change=bool(changes - TIME_ONLY_CHANGE - BEGIN_WORDS) or stopped,
         settled=bool(_SETTLED.search(normal)),
         lead_name=min(names)[1].lower() if names else "",
         speaker=speaker,
+        replies=replied.things | replied.values if replied else frozenset(),
         negated=bool(_NEGATED.search(lower)),
+        negated_slots=_negated_slots(lower, cue_words),
         change_words=frozenset(changes),
     )
 
@@ -795,19 +830,43 @@ def speech_of(text: str) -> tuple[str, str]:
 
     Labels are who speaks, not what is said: left as words they are a noun, a name or a subject two turns share
     ("用户", "AI"). A transcript's later speakers answer, ask or advise (an assistant's reply, the other person in a
-    chat); what they say is no fact about the first speaker, so only the first speaker's lines are read. A single
-    label counts only where it reads as a speaker (a role, a bracketed or capitalised name, a short Chinese name):
+    chat); what they say is no fact about the first speaker, so only the first speaker's lines are read. A label
+    counts only where it reads as a speaker (a role, a bracketed or capitalised name, a short Chinese name):
     "手机号：138…" or a form ("地址：…\n电话：…") keeps its words."""
-    labels = [(match, _label_name(match)) for match in _LABEL.finditer(text)]
-    if not labels or not all(_speaker_like(match) for match, _ in labels):
+    turns = _turns(text)
+    if not turns:
         return "", text
-    first = labels[0][1]
-    parts: list[str] = [text[: labels[0][0].start()]] if labels[0][0].start() else []
-    for index, (match, name) in enumerate(labels):
-        end = labels[index + 1][0].start() if index + 1 < len(labels) else len(text)
-        if name == first:
-            parts.append(text[match.end() : end])
-    return first, "\n".join(part.strip() for part in parts)
+    first = turns[0][0]
+    said = "\n".join(line for speaker, line in turns if speaker == first)
+    for listener in {speaker for speaker, _ in turns} - {first}:
+        said = _listener_mention(listener).sub(" ", said)
+    return first, said
+
+
+@functools.lru_cache(maxsize=256)
+def _listener_mention(label: str) -> re.Pattern[str]:
+    """How the first speaker names another speaker of the transcript: its label as a word, with the Chinese words
+    written onto it ("AI伴侣", "AI助手"). Whom one speaks to is not a fact about oneself ("谢谢你，AI伴侣")."""
+    return re.compile(r"(?<![A-Za-z0-9])" + re.escape(label) + r"(?![A-Za-z0-9])[\u4e00-\u9fff]{0,2}", re.IGNORECASE)
+
+
+def replies_of(text: str) -> str:
+    """What a transcript's other speakers say (all but ``speech_of``'s speaker), "" for a text that is none."""
+    turns = _turns(text)
+    return "\n".join(said for speaker, said in turns if speaker != turns[0][0]) if turns else ""
+
+
+def _turns(text: str) -> list[tuple[str, str]]:
+    """(speaker, what is said) of each labelled part of a transcript, text before the first label counting as the
+    first speaker's; [] when some label does not read as a speaker (then the text is no transcript)."""
+    labels = list(_LABEL.finditer(text))
+    if not labels or not all(_speaker_like(match) for match in labels):
+        return []
+    ends = [match.start() for match in labels[1:]] + [len(text)]
+    turns = [(_label_name(match), text[match.end() : end].strip()) for match, end in zip(labels, ends, strict=True)]
+    if text[: labels[0].start()].strip():
+        turns.insert(0, (turns[0][0], text[: labels[0].start()].strip()))
+    return turns
 
 
 def _label_name(match: re.Match[str]) -> str:
@@ -816,18 +875,39 @@ def _label_name(match: re.Match[str]) -> str:
 
 def _speaker_like(match: re.Match[str]) -> bool:
     """A label that names a speaker: a role, a bracketed name, a capitalised name or "User 1", or two to four
-    Chinese characters that jieba does not know as a common word."""
+    Chinese characters that jieba does not know as a common word; never a field of a fact ("Phone:", "地址：")."""
     if match.group("bracketed"):
         return True
     label = match.group("plain").strip()
-    if label.lower() in _ROLE_LABELS or _NAME_LABEL.fullmatch(label):
+    if label.lower() in _ROLE_LABELS:
+        return True
+    words = label.lower().split()
+    if any(cue in label if not english else cue in words for cue, _, english in _CUES):
+        return False
+    if _NAME_LABEL.fullmatch(label):
         return True
     if not (2 <= len(label) <= 4 and all("\u4e00" <= char <= "\u9fff" for char in label)):
         return False
-    if any(cue in label for cue, _, english in _CUES if not english):
-        return False
     tag = _word_tags().get(label)
     return tag is None or tag.startswith("nr")
+
+
+def _negated_slots(lower: str, cue_words: frozenset[str]) -> frozenset[str]:
+    """The slots of ``cue_words`` that some negation just before one of their cues says are not done: a few
+    characters before a Chinese cue ("不怎么运动"), a few words before an English one ("don't really drink")."""
+    negated: set[str] = set()
+    for cue in cue_words:
+        reach = 12 if cue.isascii() else 4
+        for match in re.finditer(re.escape(cue), lower):
+            if _NEGATED.search(lower[max(0, match.start() - reach) : match.start()]):
+                negated.update(slot for slot, cues in SLOT_CUES.items() if cue in cues)
+                break
+    return frozenset(negated)
+
+
+def _greeting_only(match: re.Match[str]) -> str:
+    """The greeting of a ``_VOCATIVE`` match without whom it is said to."""
+    return f" {match.group('greeting') or match.group('english')} "
 
 
 def _han_kin(text: str) -> set[str]:
@@ -935,7 +1015,8 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
             (new.values | new.nouns, old.values | old.nouns),
         )
     )
-    if similarity >= thresholds.restatement_min_similarity and same_values:
+    same_replies = _overlap(new.replies, old.replies) >= thresholds.restatement_min_overlap
+    if similarity >= thresholds.restatement_min_similarity and same_values and same_replies:
         if (
             _overlap(new.things, old.things) >= thresholds.restatement_min_overlap
             and new.strong_change == old.strong_change
@@ -944,6 +1025,10 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         if not new.change:
             return Decision.MAYBE_DUPLICATE
     shared_slots = new.slots & old.slots
+    # A change told of the same relative, very near the older fact: the meaning ties them where no word does.
+    kin_change = (
+        bool(new.kin) and new.kin == old.kin and new.firm_change and similarity >= thresholds.kin_change_min_similarity
+    )
     # What the two are about: a slot both speak of, or else a thing or a name both name ("吉他", "keto", "Kiwi"),
     # other than the name that made them about the same person.
     if (
@@ -953,13 +1038,15 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
             shared_slots
             or new.things & old.things
             or _shared_names(new, old, but=new.lead_name if new.kin != old.kin else "")
+            or kin_change
         )
     ):
         return Decision.ADD
     # A slot in common ties two texts about oneself's home, work, partner or number; any other slot needs a thing
-    # in common too, or an old "not doing" that the new text changes ("我平时不怎么运动" / "我开始晨跑了").
-    started = bool(shared_slots) and old.negated and (new.strong_change or new.settled) and not new.negated
-    if not anchor(new, old) and not started and (new.kin or old.kin or not shared_slots & SELF_SLOTS):
+    # in common too, or an old "not doing" of that slot that the new text changes ("我平时不怎么运动" / "我开始晨跑了";
+    # "感觉总是不集中" does not say one does not like something).
+    started = bool(shared_slots & old.negated_slots) and (new.strong_change or new.settled) and not new.negated
+    if not (anchor(new, old) or started or kin_change) and (new.kin or old.kin or not shared_slots & SELF_SLOTS):
         return Decision.ADD
     if old.dates:
         return Decision.ADD  # a dated event stays what it was; two dated events are two events
@@ -969,15 +1056,16 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         and not _covered(new.values, old.values)
         and not _covered(old.values, new.values)
     )
-    # A word that only says "now" (现在, 已经, now) is evidence of change only with a value that differs: "我现在感觉
-    # 好多了" after "我感觉很累" tells a mood, not that a fact was replaced.
+    # A word that only says "now" (现在, 已经, these days) or that something began (开始) is weak evidence: without a
+    # value that differs it needs two things in common ("favorite" and "food"), not one ("我现在感觉好多了" after
+    # "我感觉很累" tells a mood), or an old "not doing" it ends.
     if (
-        new.strong_change
+        (new.firm_change or started or new.change and anchor(new, old) >= 2)
         and (values_differ or not old.change)
         or new.change
         and values_differ
         or values_differ
-        and (new.settled or shared_slots & SINGLE_VALUED_SLOTS)
+        and (new.settled and anchor(new, old) >= 2 or shared_slots & SINGLE_VALUED_SLOTS)
     ):
         return Decision.UPDATE
     if values_differ:

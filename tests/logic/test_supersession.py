@@ -313,10 +313,32 @@ def test_a_move_told_of_something_else_is_not_the_home_a_move_replaces() -> None
         ),
         # Two speakers are two subjects: Bob's move is not Alice's.
         ("Alice: I live in Paris.", "Bob: I moved to Berlin last month."),
+        # "现在" with one word in common, and that word names nothing in particular: a mood, not a replaced fact.
+        ("我最近工作压力很大，感觉很累。", "我现在感觉好多了。"),
+        # "不能" says cannot, not stopped; "一个" is an article, not an amount.
+        ("我昨天看了一个很好看的电影。", "我不能理解那个电影的结局。"),
+        ("我给你提个建议吧，多读书。", "谢谢你的建议，我已经在读了。"),
+        # Something begun is added to one's life, not put in place of what one likes or of the week's work.
+        ("我喜欢晴朗温暖的天气。", "最近我开始学习射击，我很喜欢。"),
+        ("我最近工作上压力很大。", "今天是星期一，工作又开始了。"),
+        ("I like reading mystery novels.", "I started learning to swim and I like it."),
+        # What the old text says is not done is its mood, not the liking the new text begins; "还不错" is no "not".
+        ("我很喜欢看书，但最近总是静不下心。", "最近我开始追一部电视剧，很喜欢里面的演员。"),
+        ("今天去了一家新开的面馆，味道还不错，你喜欢吃面吗？", "最近我开始学游泳，你喜欢什么运动？"),
+        # Whom a thanks is said to ("AI伴侣") is no partner of the speaker's.
+        ("用户：谢谢你，AI伴侣，我去公园散步了。\nAI：好", "用户：谢谢你，AI伴侣，我现在感觉好多了。\nAI：加油"),
     ],
 )
 def test_transcript_labels_and_courtesy_supersede_nothing(old: str, new: str) -> None:
     assert decision(old, new, 0.9) is Decision.ADD
+
+
+def test_a_new_state_naming_another_name_with_one_word_in_common_is_only_unsure() -> None:
+    """A sentence ending in 了 and a name the other lacks, with only "喜欢" in common: a reviewer decides."""
+    assert (
+        decision("我喜欢巴赫的组曲，也爱听肖邦。", "今天终于看了《肖申克的救赎》，我很喜欢了。")
+        is Decision.MAYBE_UPDATE
+    )
 
 
 @pytest.mark.parametrize(
@@ -343,7 +365,33 @@ def test_a_transcript_turn_still_updates_the_same_speakers_fact(old: str, new: s
         ("User 1: I have a cat\nUser 2: me too", "user 1", "I have a cat"),
         ("地址：北京朝阳区\n电话：13812345678", "", "地址：北京朝阳区\n电话：13812345678"),
         ("我的手机号：13812345678", "", "我的手机号：13812345678"),
+        ("Name: Bob\nPhone: 13812345678", "", "Name: Bob\nPhone: 13812345678"),
     ],
 )
 def test_speech_of_reads_the_first_speakers_lines_without_labels(text: str, speaker: str, said: str) -> None:
     assert speech_of(text) == (speaker, said)
+
+
+def test_a_change_of_the_same_relative_very_near_the_old_fact_updates_it_without_a_word_in_common() -> None:
+    """No word ties "Volvo" to "Tesla"; the same relative, a change word and the meaning's nearness do. Farther
+    off, about oneself, or about another relative, nothing is replaced."""
+    old, new = "My uncle has driven the same old Volvo for years.", "My uncle switched to a Tesla this spring."
+    assert decision(old, new, 0.94) is Decision.UPDATE
+    assert decision(old, new, 0.90) is Decision.ADD
+    assert decision("I have driven the same old Volvo for years.", "I switched to a Tesla this spring.", 0.94) is (
+        Decision.ADD
+    )
+    assert decision("My aunt has driven the same old Volvo for years.", new, 0.94) is Decision.ADD
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # A negation and a clause-final 了 with the object between say "no longer".
+        ("我表哥在工地上搬砖。", "表哥不干工地了，去学厨师。"),
+        # A word with a capital inside is a name, so the device differs from the old one.
+        ("I listen to music on my iPod.", "I listen to music on my iPhone these days."),
+    ],
+)
+def test_no_longer_with_an_object_and_inner_capital_names_are_read(old: str, new: str) -> None:
+    assert decision(old, new, 0.93) is Decision.UPDATE
