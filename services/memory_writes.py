@@ -23,7 +23,7 @@ import numpy as np
 from .errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.merge import merge_texts
-from .logic.text import compose_embedding_text, keyword_title
+from .logic.text import compose_embedding_text, keyword_title, title_frames_vector
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
 from .storage.keyword_rows import KeywordRow, deferred_keyword_rows_plan, presegment
@@ -156,6 +156,7 @@ class PendingUpsert:
     vector: np.ndarray | None
     allow_merge: bool
     future: asyncio.Future
+    title_shared: bool = False  # how ``vector`` was framed (``storage.shared_titles``)
 
 
 def partition_of(draft: MemoryDraft) -> str:
@@ -250,7 +251,7 @@ async def _write_batch(runtime: BookuRuntime, batch: list[PendingUpsert]) -> lis
     # After COMMIT (a rolled-back record must leave no staged vector) and still under the lock.
     for job, record in written:
         if job.vector is not None:
-            runtime.vector_sync.stage(record, job.vector)
+            runtime.vector_sync.stage({**record, "title_shared": job.title_shared}, job.vector)
     return outcomes
 
 
@@ -364,7 +365,11 @@ class MemoryWriter:
         could be computed). Concurrent calls are group-committed (see ``_drain_upsert_queue``).
         """
         self.ensure_may_author("写入记忆")
-        text = compose_embedding_text(draft.title, draft.content)
+        # Counting the store's rows with this title costs a read, so only for a title that would frame the vector.
+        title_shared = title_frames_vector(draft.title, draft.content) and await self.rt.records.title_is_shared(
+            self.scope.writable_store_key, draft.title, adding=1
+        )
+        text = compose_embedding_text(draft.title, draft.content, title_shared=title_shared)
         vector: np.ndarray | None = None
         degraded = ""
         if self.rt.embedding_available():
@@ -375,7 +380,9 @@ class MemoryWriter:
         else:
             degraded = self.rt.degraded_reason()
 
-        job = PendingUpsert(self, draft, vector, allow_merge, asyncio.get_running_loop().create_future())
+        job = PendingUpsert(
+            self, draft, vector, allow_merge, asyncio.get_running_loop().create_future(), title_shared=title_shared
+        )
         self.rt.pending_upserts.append(job)
         if self.rt.upsert_task is None:
             self.rt.upsert_task = asyncio.create_task(_drain_upsert_queue(self.rt), name="booku-upsert-batch")

@@ -65,8 +65,10 @@ class StagedVector:
 
 
 def embedding_text(record: dict[str, Any]) -> str:
-    """The exact text whose passage embedding represents a record."""
-    return compose_embedding_text(record.get("title", ""), record.get("content", ""))
+    """The exact text whose passage embedding represents a record (``title_shared`` as ``vector_sources`` reads it)."""
+    return compose_embedding_text(
+        record.get("title", ""), record.get("content", ""), title_shared=bool(record.get("title_shared"))
+    )
 
 
 class VectorSync:
