@@ -16,11 +16,12 @@ from collections.abc import Iterable
 from ..logic.text import SHARED_TITLE_MIN
 from .write_plans import PlanStatement, WritePlan
 
-# Counting stops at the line: the index on (store_key, title) (migration 0017) finds the first rows, and a title on
-# thousands of turns costs no more to check than one on ten.
+# Counting stops one row past the line (a crossing is the count landing exactly on it): the index on
+# (store_key, title) (migration 0017) finds the first rows, and a title on thousands of turns costs no more to check
+# than one on ten.
 _COUNT_SQL = (
     "SELECT COUNT(*) FROM (SELECT 1 FROM booku_memory_records WHERE store_key = ? AND title = ? LIMIT "
-    f"{SHARED_TITLE_MIN})"
+    f"{SHARED_TITLE_MIN + 1})"
 )
 
 

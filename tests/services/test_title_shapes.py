@@ -12,7 +12,9 @@ import numpy as np
 
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
 from booku_memory.services.logic.text import SHARED_TITLE_MIN, compose_embedding_text, extract_title
-from booku_memory.services.scope import Scope
+from booku_memory.services.scope import SHARED_STORE, Scope
+from booku_memory.services.storage.shared_titles import title_crossing_plan
+from booku_memory.services.storage.write_plans import run_plan
 
 from .memory_support import MEMORY_SERVICE, TRIPLET, Probe, open_store
 
@@ -173,8 +175,14 @@ async def test_a_title_crossing_the_shared_line_reframes_every_memory_carrying_i
         _assert_vectors(await _stored_vectors(handle, [topic]), ["# 李四\n高中同桌，现在住在杭州"])
         await handle.reindex()
         _assert_vectors(await _stored_vectors(handle, ids), untitled[:SHARED_TITLE_MIN])
-        # Removing one for good makes the title rare again: the others get it back.
-        await svc.delete_memories(memory_ids=[ids[-1]], hard=True)
+        # Past the line a write re-embeds only itself, not the whole series again.
+        extra = (await svc.upsert_memory("第十次聊天：今天聊到了园艺", title=SPEAKER))["id"]
+        await handle.runtime.flush_vectors()
+        async with handle.runtime.db.transaction() as conn:
+            await run_plan(conn, title_crossing_plan(SHARED_STORE, SPEAKER, 0.0, added=True))
+        assert await Probe(handle.runtime).pending() == 0
+        # Removing memories for good makes the title rare again: the others get it back.
+        await svc.delete_memories(memory_ids=[extra, ids[-1]], hard=True)
         _assert_vectors(await _stored_vectors(handle, ids[:-1]), titled[: SHARED_TITLE_MIN - 1])
 
 
