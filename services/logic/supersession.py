@@ -493,7 +493,37 @@ PAST_WORDS: tuple[str, ...] = ("以前", "曾经", "小时候", "当年", "那�
 PAST_WORDS_EN: tuple[str, ...] = ("used to", "when i was", "as a kid", "as a child", "back then", "years ago")
 
 # Nouns that name nothing in particular: two texts sharing them are not about the same thing.
-_GENERIC_NOUNS = frozenset({"人", "事", "事情", "东西", "时候", "地方", "时间", "样子", "情况", "问题", "方面", "部分"})
+_GENERIC_NOUNS = frozenset(
+    {
+        "人",
+        "事",
+        "事情",
+        "东西",
+        "时候",
+        "地方",
+        "时间",
+        "样子",
+        "情况",
+        "问题",
+        "方面",
+        "部分",
+        "感觉",
+        "感受",
+        "建议",
+        "方法",
+        "办法",
+        "想法",
+        "意思",
+        "计划",
+        "有点",
+        "会儿",
+    }
+)
+# Characters that are words of their own (pronouns, adverbs, auxiliaries): a word jieba does not know that holds one
+# is two such words it glued together ("我该", "很受", "再用"), not a name; a noun that opens with a pronoun
+# ("我会") is the same mistake.
+_FUNCTION_CHARS = frozenset("我你您他她它咱这那很会再不也就都还要该着了的是在有能可把被让给上过得些")
+_PRONOUNS = frozenset("我你您他她它咱")
 # A text that says something is not done ("不怎么运动", "I don't drink"): a later "started" replaces it.
 _NEGATED = re.compile(r"不|没|从不|\b(?:not|never|don't|doesn't|didn't|no)\b")
 
@@ -576,6 +606,44 @@ times once twice""".split()
 )
 _NOISE = re.compile(r"[\s\W_]+", re.UNICODE)
 
+# Courtesy and filler formulae: "不用谢" is no "不用" (a change), "no problem" no negation, "谢谢" no thing named.
+_COURTESY = re.compile(
+    r"不用谢|不用客气|不客气|别客气|不谢|没关系|没事儿?|没问题|不好意思|对不起|不用担心|别担心|谢谢你?|多谢|感谢你?"
+    r"|\b(?:no problem|no worries|you're welcome|you are welcome|not at all|don't mention it|never mind"
+    r"|thank you|thanks|sorry|of course|sure thing)\b",
+    re.IGNORECASE,
+)
+# A speaker label at the start of a line: "用户：", "Alice:", "User 1:", "[Bob]", "【客服】". Short, and no sentence
+# inside it (no clause punctuation, at most three words).
+_LABEL = re.compile(
+    r"^[ \t]*(?:[\[【<](?P<bracketed>[^\]】>\n]{1,24})[\]】>][ \t]*[:：]?"
+    r"|(?P<plain>[^\s:：，。,.!?！？;；\[【][^:：，。,.!?！？;；\n]{0,23}?)[ \t]*[:：])[ \t]*",
+    re.MULTILINE,
+)
+# Labels that name a role, not a person: a text with one of them is a transcript line even alone.
+_ROLE_LABELS = frozenset(
+    {
+        "用户",
+        "我",
+        "ai",
+        "助手",
+        "机器人",
+        "客服",
+        "系统",
+        "问",
+        "答",
+        "user",
+        "assistant",
+        "bot",
+        "system",
+        "human",
+        "me",
+        "q",
+        "a",
+    }
+)
+_NAME_LABEL = re.compile(r"[A-Z][\w'.-]*(?: [A-Z0-9][\w'.-]*)?|[A-Za-z]+ ?\d{1,2}")
+
 
 class Decision(StrEnum):
     """What a new memory is to one older memory."""
@@ -611,6 +679,8 @@ class FactCues:
     negated: bool = False
     # The change words found ("搬到", "moved").
     change_words: frozenset[str] = frozenset()
+    # Who says it, from a speaker label ("用户：", "Alice:", "[Bob]"), lower-case; "" when the text has none.
+    speaker: str = ""
 
 
 @dataclass(frozen=True)
@@ -646,8 +716,12 @@ _PAST_NEEDLES = tuple(_english_needle(cue) for cue in PAST_WORDS_EN)
 @functools.lru_cache(maxsize=8192)
 def fact_cues(text: str) -> FactCues:
     """The cues of ``text`` (cached: a write compares its text with up to eight neighbours, and a neighbour's text
-    is read again by the next writes near it)."""
-    normal = unicodedata.normalize("NFKC", text)
+    is read again by the next writes near it).
+
+    A transcript is read as what its first speaker says (``speech_of``), without the labels; courtesy formulae
+    ("不客气", "no problem") are not read at all: they say nothing about anyone's facts."""
+    speaker, said = speech_of(unicodedata.normalize("NFKC", text))
+    normal = _COURTESY.sub(" ", said)
     lower = normal.lower()
     for phrase in NEUTRAL_PHRASES:  # a cue word inside these speaks of something else
         lower = lower.replace(phrase, " ")
@@ -671,9 +745,11 @@ def fact_cues(text: str) -> FactCues:
     tags = _word_tags()
     nouns: set[str] = set()
     for token in tokenize(bare):
-        if not "\u4e00" <= token[0] <= "\u9fff" or token in _KIN_WORDS:  # kin words are the subject
-            continue
+        if not "\u4e00" <= token[0] <= "\u9fff" or token in _KIN_WORDS or token[0] in _PRONOUNS:
+            continue  # kin words are the subject
         tag = tags.get(token)
+        if tag is None and _FUNCTION_CHARS.intersection(token):
+            continue
         if len(token) >= 2 and (tag is None or tag in _PROPER_TAGS):
             values.add(token)
             if tag is None or tag.startswith("nr"):
@@ -708,9 +784,50 @@ def fact_cues(text: str) -> FactCues:
         strong_change=strong_change,
         settled=bool(_SETTLED.search(normal)),
         lead_name=min(names)[1].lower() if names else "",
+        speaker=speaker,
         negated=bool(_NEGATED.search(lower)),
         change_words=frozenset(changes),
     )
+
+
+def speech_of(text: str) -> tuple[str, str]:
+    """(speaker, what the speaker says) of a text that may be a transcript.
+
+    Labels are who speaks, not what is said: left as words they are a noun, a name or a subject two turns share
+    ("用户", "AI"). A transcript's later speakers answer, ask or advise (an assistant's reply, the other person in a
+    chat); what they say is no fact about the first speaker, so only the first speaker's lines are read. A single
+    label counts only where it reads as a speaker (a role, a bracketed or capitalised name, a short Chinese name):
+    "手机号：138…" or a form ("地址：…\n电话：…") keeps its words."""
+    labels = [(match, _label_name(match)) for match in _LABEL.finditer(text)]
+    if not labels or not all(_speaker_like(match) for match, _ in labels):
+        return "", text
+    first = labels[0][1]
+    parts: list[str] = [text[: labels[0][0].start()]] if labels[0][0].start() else []
+    for index, (match, name) in enumerate(labels):
+        end = labels[index + 1][0].start() if index + 1 < len(labels) else len(text)
+        if name == first:
+            parts.append(text[match.end() : end])
+    return first, "\n".join(part.strip() for part in parts)
+
+
+def _label_name(match: re.Match[str]) -> str:
+    return (match.group("bracketed") or match.group("plain")).strip().lower()
+
+
+def _speaker_like(match: re.Match[str]) -> bool:
+    """A label that names a speaker: a role, a bracketed name, a capitalised name or "User 1", or two to four
+    Chinese characters that jieba does not know as a common word."""
+    if match.group("bracketed"):
+        return True
+    label = match.group("plain").strip()
+    if label.lower() in _ROLE_LABELS or _NAME_LABEL.fullmatch(label):
+        return True
+    if not (2 <= len(label) <= 4 and all("\u4e00" <= char <= "\u9fff" for char in label)):
+        return False
+    if any(cue in label for cue, _, english in _CUES if not english):
+        return False
+    tag = _word_tags().get(label)
+    return tag is None or tag.startswith("nr")
 
 
 def _han_kin(text: str) -> set[str]:
@@ -752,7 +869,9 @@ def _covered(values: frozenset[str], others: frozenset[str]) -> bool:
 
 def _same_subject(new: FactCues, old: FactCues) -> bool:
     """The same kin or role words, or the same person named first ("My friend Oscar is single" / "Oscar has a
-    girlfriend now")."""
+    girlfriend now"); never two different speakers ("Alice: I moved" is not about Bob's "I")."""
+    if new.speaker and old.speaker and new.speaker != old.speaker:
+        return False
     return new.kin == old.kin or bool(new.kin & old.kin) or (bool(new.lead_name) and new.lead_name == old.lead_name)
 
 
@@ -850,9 +969,13 @@ def decide(new: FactCues, old: FactCues, similarity: float, thresholds: Threshol
         and not _covered(new.values, old.values)
         and not _covered(old.values, new.values)
     )
+    # A word that only says "now" (现在, 已经, now) is evidence of change only with a value that differs: "我现在感觉
+    # 好多了" after "我感觉很累" tells a mood, not that a fact was replaced.
     if (
-        new.change
+        new.strong_change
         and (values_differ or not old.change)
+        or new.change
+        and values_differ
         or values_differ
         and (new.settled or shared_slots & SINGLE_VALUED_SLOTS)
     ):

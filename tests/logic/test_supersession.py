@@ -14,6 +14,7 @@ from booku_memory.services.logic.supersession import (
     best_supersession,
     decide,
     fact_cues,
+    speech_of,
     without_now_words,
 )
 
@@ -296,3 +297,53 @@ def test_a_move_told_of_something_else_is_not_the_home_a_move_replaces() -> None
     commute = ("commute", fact_cues("我现在六点半就得出门，因为单位搬远了。"), 0.90)
     home = ("home", fact_cues("我住在南京鼓楼区。"), 0.905)
     assert best_supersession(new, [commute, home]) == ("home", Decision.UPDATE)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # Courtesy is not change: "不用谢" / "不用太担心" / "没关系" carry no "不用" that stops anything.
+        ("用户：我上周去了杭州玩。\nAI：杭州很美，西湖去了吗？", "用户：谢谢你的建议。\nAI：不用谢，祝你工作顺利！"),
+        ("用户：我养了一只猫。\nAI：猫很可爱。", "用户：我最近工作压力很大。\nAI：不用太担心，注意休息。"),
+        ("用户：我今天去了图书馆。\nAI：看了什么书？", "用户：谢谢！\nAI：没关系，不用谢。"),
+        # Labels are not content: "User" / "Assistant" are no things the two turns share.
+        (
+            "User: I went hiking last weekend.\nAssistant: Sounds fun!",
+            "User: thanks for the tips\nAssistant: No problem, you're welcome!",
+        ),
+        # Two speakers are two subjects: Bob's move is not Alice's.
+        ("Alice: I live in Paris.", "Bob: I moved to Berlin last month."),
+    ],
+)
+def test_transcript_labels_and_courtesy_supersede_nothing(old: str, new: str) -> None:
+    assert decision(old, new, 0.9) is Decision.ADD
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # The assistant's words are not the user's facts: its "上海也很好" no longer hides the user's move.
+        ("用户：我住在北京朝阳区。\nAI：朝阳区挺方便的。", "用户：我上个月搬到上海浦东了。\nAI：不客气，上海也很好。"),
+        ("Alice: I live in Paris.", "Alice: I moved to Berlin last month."),
+        ("[Carol] I work at Google.", "[Carol] I quit Google and joined Stripe."),
+        # A field label that is no speaker keeps its words.
+        ("手机号：13812345678", "我换号了，新手机号：15987654321"),
+    ],
+)
+def test_a_transcript_turn_still_updates_the_same_speakers_fact(old: str, new: str) -> None:
+    assert decision(old, new, 0.9) is Decision.UPDATE
+
+
+@pytest.mark.parametrize(
+    ("text", "speaker", "said"),
+    [
+        ("用户：我最近去了厦门\nAI：厦门很美", "用户", "我最近去了厦门"),
+        ("Q: where do you live?\nA: in Rome", "q", "where do you live?"),
+        ("[Bob] I live in Rome\n[Ann] nice", "bob", "I live in Rome"),
+        ("User 1: I have a cat\nUser 2: me too", "user 1", "I have a cat"),
+        ("地址：北京朝阳区\n电话：13812345678", "", "地址：北京朝阳区\n电话：13812345678"),
+        ("我的手机号：13812345678", "", "我的手机号：13812345678"),
+    ],
+)
+def test_speech_of_reads_the_first_speakers_lines_without_labels(text: str, speaker: str, said: str) -> None:
+    assert speech_of(text) == (speaker, said)

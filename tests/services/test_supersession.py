@@ -284,3 +284,26 @@ async def test_two_dated_turns_in_nearly_the_same_words_stay_two_memories(tmp_pa
     assert second["mode"] == "created" and second["id"] != first["id"]  # two turns, each said on its day
     assert same["mode"] == "merged" and same["id"] == first["id"]  # the exact same words said again
     assert again["mode"] == "merged" and again["id"] == told["id"]  # an undated fact told again
+
+
+TRANSCRIPT = [
+    "用户：我上周去了杭州玩，西湖特别美。\nAI：杭州很不错，你还去了哪些地方？",
+    "用户：我养了一只橘猫，叫年糕。\nAI：年糕这个名字真可爱！",
+    "用户：谢谢你的建议。\nAI：不用谢，祝你工作顺利！",
+    "用户：最近我在思考换工作的问题。\nAI：换工作要慎重，不用太着急。",
+    "用户：我今天去图书馆借了两本书。\nAI：不客气，看完可以和我聊聊。",
+    "用户：我现在感觉好多了，谢谢。\nAI：没关系，有事随时找我。",
+    "User: I went hiking last weekend.\nAssistant: Sounds fun! Where did you go?",
+    "User: thanks for the tips\nAssistant: No problem, you're welcome!",
+]
+
+
+async def test_an_undated_transcript_supersedes_nothing(tmp_path: Path, e5) -> None:
+    """Chat turns written as a client without event times writes them: speaker labels and courtesy ("不用谢", "no
+    problem") tie no turn to another, so every turn stays current."""
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        written = [await svc.upsert_memory(text) for text in TRANSCRIPT]
+        items = [(await svc.get_memory_detail(memory_id=result["id"]))["item"] for result in written]
+    assert [result.get("superseded", []) for result in written] == [[]] * len(TRANSCRIPT)
+    assert [item["metadata"]["superseded_by"] for item in items] == [""] * len(TRANSCRIPT)
