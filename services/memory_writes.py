@@ -23,7 +23,7 @@ import numpy as np
 from .errors import EmbeddingUnavailableError, NotFoundError, ValidationError
 from .logic.blas import single_threaded_blas
 from .logic.merge import merge_texts
-from .logic.text import compose_embedding_text, keyword_title, title_frames_vector
+from .logic.text import compose_embedding_text, keyword_title
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
 from .storage.keyword_rows import KeywordRow, deferred_keyword_rows_plan, presegment
@@ -365,10 +365,10 @@ class MemoryWriter:
         could be computed). Concurrent calls are group-committed (see ``_drain_upsert_queue``).
         """
         self.ensure_may_author("写入记忆")
-        # Counting the store's rows with this title costs a read, so only for a title that would frame the vector.
-        title_shared = title_frames_vector(draft.title, draft.content) and await self.rt.records.title_is_shared(
-            self.scope.writable_store_key, draft.title, adding=1
-        )
+        # What the vector drain last read from SQLite (no read here: concurrent writes must reach the embedder in the
+        # same tick to share one call). A stale answer (the write that makes a title shared, another process's
+        # writes) costs one re-embedding: the drain frames every record from SQLite and re-embeds a mismatch.
+        title_shared = (self.scope.writable_store_key, draft.title) in self.rt.vector_sync.shared_titles
         text = compose_embedding_text(draft.title, draft.content, title_shared=title_shared)
         vector: np.ndarray | None = None
         degraded = ""

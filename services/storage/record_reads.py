@@ -20,7 +20,7 @@ from .record_columns import CANDIDATE_COLUMNS, CANDIDATE_KEYS, decode_candidate
 from .record_filter import RecordFilter, escape_like
 from .record_rows import columns_plan, read_record_plan, row_to_record, tags_plan
 from .rows import CandidateRow, RecordRow
-from .shared_titles import shared_titles_plan, title_is_shared_plan
+from .shared_titles import shared_titles_plan
 from .write_plans import PlanStatement, WritePlan, run_plan, run_plan_here
 
 # What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
@@ -223,11 +223,6 @@ class RecordReads:
             record["is_deleted"] = bool(record["is_deleted"])
             record["title_shared"] = (record["store_key"], record["title"]) in shared
         return found
-
-    async def title_is_shared(self, store_key: str, title: str, *, adding: int = 0) -> bool:
-        """True when ``title`` is on at least ``SHARED_TITLE_MIN`` records of ``store_key`` (``shared_titles``),
-        counting ``adding`` records about to be written with it."""
-        return await run_plan(self.db.reader, title_is_shared_plan(store_key, title, adding=adding))
 
     async def _columns(
         self, memory_ids: Iterable[str], columns: Sequence[str], *, include_deleted: bool = False

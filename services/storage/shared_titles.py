@@ -25,21 +25,15 @@ _COUNT_SQL = (
 )
 
 
-def title_is_shared_plan(store_key: str, title: str, *, adding: int = 0) -> WritePlan[bool]:
-    """True when ``title`` is on at least ``SHARED_TITLE_MIN`` rows of ``store_key``, counting ``adding`` rows about
-    to be written with it (a writer framing its vector before its insert)."""
-    if not title:
-        return False
-    rows = yield PlanStatement(_COUNT_SQL, [store_key, title], fetch=True)
-    return int(rows[0][0]) + adding >= SHARED_TITLE_MIN
-
-
 def shared_titles_plan(pairs: Iterable[tuple[str, str]]) -> WritePlan[set[tuple[str, str]]]:
-    """The ``(store_key, title)`` pairs of ``pairs`` whose title is shared (``title_is_shared_plan``); one bounded
-    count per distinct pair, all in the caller's hop."""
+    """The ``(store_key, title)`` pairs of ``pairs`` whose title is on at least ``SHARED_TITLE_MIN`` rows of their
+    store; one bounded count per distinct non-empty pair, all in the caller's hop."""
     shared: set[tuple[str, str]] = set()
     for store_key, title in dict.fromkeys(pairs):
-        if (yield from title_is_shared_plan(store_key, title)):
+        if not title:
+            continue
+        rows = yield PlanStatement(_COUNT_SQL, [store_key, title], fetch=True)
+        if int(rows[0][0]) >= SHARED_TITLE_MIN:
             shared.add((store_key, title))
     return shared
 
