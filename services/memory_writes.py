@@ -156,6 +156,7 @@ class PendingUpsert:
     vector: np.ndarray | None
     allow_merge: bool
     future: asyncio.Future
+    title_shared: bool = False  # how ``vector`` was framed (``storage.shared_titles``)
 
 
 def partition_of(draft: MemoryDraft) -> str:
@@ -250,7 +251,7 @@ async def _write_batch(runtime: BookuRuntime, batch: list[PendingUpsert]) -> lis
     # After COMMIT (a rolled-back record must leave no staged vector) and still under the lock.
     for job, record in written:
         if job.vector is not None:
-            runtime.vector_sync.stage(record, job.vector)
+            runtime.vector_sync.stage({**record, "title_shared": job.title_shared}, job.vector)
     return outcomes
 
 
@@ -364,7 +365,11 @@ class MemoryWriter:
         could be computed). Concurrent calls are group-committed (see ``_drain_upsert_queue``).
         """
         self.ensure_may_author("写入记忆")
-        text = compose_embedding_text(draft.title, draft.content)
+        # What the vector drain last read from SQLite (no read here: concurrent writes must reach the embedder in the
+        # same tick to share one call). A stale answer (the write that makes a title shared, another process's
+        # writes) costs one re-embedding: the drain frames every record from SQLite and re-embeds a mismatch.
+        title_shared = (self.scope.writable_store_key, draft.title) in self.rt.vector_sync.shared_titles
+        text = compose_embedding_text(draft.title, draft.content, title_shared=title_shared)
         vector: np.ndarray | None = None
         degraded = ""
         if self.rt.embedding_available():
@@ -375,7 +380,9 @@ class MemoryWriter:
         else:
             degraded = self.rt.degraded_reason()
 
-        job = PendingUpsert(self, draft, vector, allow_merge, asyncio.get_running_loop().create_future())
+        job = PendingUpsert(
+            self, draft, vector, allow_merge, asyncio.get_running_loop().create_future(), title_shared=title_shared
+        )
         self.rt.pending_upserts.append(job)
         if self.rt.upsert_task is None:
             self.rt.upsert_task = asyncio.create_task(_drain_upsert_queue(self.rt), name="booku-upsert-batch")

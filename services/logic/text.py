@@ -11,6 +11,12 @@ from .segmentation import query_terms
 from .time_anchor import without_time_expressions
 
 UNTITLED = "未命名记忆"
+# How many memories of one store may carry one title before it stops framing their vectors (``compose_embedding_text``).
+# Why: a title on many memories of a store labels a series (the speaker's name on every turn of a chat, a log's
+# name), not the topic of one memory; framing every vector with it pulls them toward each other and away from the
+# questions about any one of them. A topic a user titles a handful of memories with ("李四") stays below the line.
+# The keyword route needs no such line: its IDF already discounts a word that many memories hold.
+SHARED_TITLE_MIN = 10
 TITLE_MAX_CHARS = 80
 SNIPPET_MAX_CHARS = 280
 ELLIPSIS = "..."
@@ -75,9 +81,10 @@ def title_adds_information(title: str | None, body: str | None) -> bool:
     return len(distinct) >= (2 if undated != clean_title else 1)
 
 
-def compose_embedding_text(title: str | None, body: str | None) -> str:
+def compose_embedding_text(title: str | None, body: str | None, *, title_shared: bool = False) -> str:
     """Frame a memory the way it is embedded: ``"# <title>\n<body>"``, the title being the guess from the body's
-    first line (``extract_title``) when the given one adds nothing (``title_adds_information``).
+    first line (``extract_title``) when the given one adds nothing (``title_adds_information``) or is shared by many
+    memories of its store (``title_shared``, see ``SHARED_TITLE_MIN``).
 
     The title line gives the embedding the topic even when the body is a bare list or a fragment. Every path that
     embeds a memory or a chunk (writes, the vector outbox and reindex, knowledge, companion similarities) frames it
@@ -87,11 +94,20 @@ def compose_embedding_text(title: str | None, body: str | None) -> str:
     clean_title = (title or "").strip()
     clean_body = (body or "").strip()
     if clean_title and clean_body:
-        guess = extract_title(clean_body)
-        if clean_title != guess and not title_adds_information(clean_title, clean_body):
-            clean_title = guess
+        if title_shared or not title_frames_vector(clean_title, clean_body):
+            clean_title = extract_title(clean_body)
         return f"# {clean_title}\n{clean_body}"
     return clean_title or clean_body
+
+
+def title_frames_vector(title: str | None, body: str | None) -> bool:
+    """True when ``title`` would head the embedded text unless it is shared by many memories of its store: it is not
+    the guess from the body's first line and it adds information (``title_adds_information``)."""
+    clean_title = (title or "").strip()
+    clean_body = (body or "").strip()
+    if not clean_title or not clean_body or clean_title == extract_title(clean_body):
+        return False
+    return title_adds_information(clean_title, clean_body)
 
 
 def make_snippet(body: str | None, limit: int = SNIPPET_MAX_CHARS) -> tuple[str, bool]:

@@ -65,8 +65,10 @@ class StagedVector:
 
 
 def embedding_text(record: dict[str, Any]) -> str:
-    """The exact text whose passage embedding represents a record."""
-    return compose_embedding_text(record.get("title", ""), record.get("content", ""))
+    """The exact text whose passage embedding represents a record (``title_shared`` as ``vector_sources`` reads it)."""
+    return compose_embedding_text(
+        record.get("title", ""), record.get("content", ""), title_shared=bool(record.get("title_shared"))
+    )
 
 
 class VectorSync:
@@ -94,6 +96,9 @@ class VectorSync:
         # The staged vectors stacked in staging order (``_staged_rows``): rows [:len(self._rows)] of the buffer.
         self._rows: list[tuple[str, StagedVector]] = []
         self._row_buffer = np.zeros((0, 0), dtype=np.float32)
+        # (store_key, title) pairs the last drains found shared (``shared_titles``): how writers frame a new vector
+        # without a read of their own; the drain re-embeds whatever a stale answer framed wrongly.
+        self.shared_titles: set[tuple[str, str]] = set()
 
     def stage(self, record: dict[str, Any], vector: np.ndarray) -> None:
         """Stage a just-committed record's vector (call after COMMIT: a rolled-back record must leave no trace)."""
@@ -268,6 +273,9 @@ class VectorSync:
         for row in rows:
             by_memory[row["memory_id"]].append(row)
         records = await self.records.vector_sources(by_memory)
+        for source in records.values():
+            pair = (source["store_key"], source["title"])
+            (self.shared_titles.add if source["title_shared"] else self.shared_titles.discard)(pair)
 
         removals: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
         wanted: list[tuple[dict[str, Any], str]] = []

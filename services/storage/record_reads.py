@@ -20,6 +20,7 @@ from .record_columns import CANDIDATE_COLUMNS, CANDIDATE_KEYS, decode_candidate
 from .record_filter import RecordFilter, escape_like
 from .record_rows import columns_plan, read_record_plan, row_to_record, tags_plan
 from .rows import CandidateRow, RecordRow
+from .shared_titles import shared_titles_plan
 from .write_plans import PlanStatement, WritePlan, run_plan, run_plan_here
 
 # What a write's merge decision reads of each neighbour (``RecordRepository.merge_candidates_plan``): the eligibility
@@ -208,14 +209,19 @@ class RecordReads:
         return found
 
     async def vector_sources(self, memory_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
-        """``VECTOR_SOURCE_COLUMNS`` of each record by id, deleted ones included (``is_deleted`` as a bool).
+        """``VECTOR_SOURCE_COLUMNS`` of each record by id, deleted ones included (``is_deleted`` as a bool), plus
+        ``title_shared``: whether its title is shared by many records of its store (``shared_titles``).
 
         Why not ``get_many``: the vector drain settles every write's outbox row, and decoding every column and the
         tags of each record was a share of the write path's cost; ``tier_of`` and the embedded text need these.
         """
         found = await self._columns(memory_ids, VECTOR_SOURCE_COLUMNS, include_deleted=True)
+        shared = await run_plan(
+            self.db.reader, shared_titles_plan((r["store_key"], r["title"]) for r in found.values())
+        )
         for record in found.values():
             record["is_deleted"] = bool(record["is_deleted"])
+            record["title_shared"] = (record["store_key"], record["title"]) in shared
         return found
 
     async def _columns(

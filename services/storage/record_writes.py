@@ -31,6 +31,7 @@ from .record_rows import (
     row_to_record,
     snapshot_of,
 )
+from .shared_titles import title_crossing_plan
 from .write_plans import (
     PlanStatement,
     WritePlan,
@@ -125,6 +126,7 @@ class RecordWrites(RecordReads):
         stored = yield from self._insert_row_plan(values, record, keyword_rows)
         yield from self._revision_plan(stored, action, ctx, note, now, before=None)
         yield _outbox_statement(stored["memory_id"], stored["store_key"], "upsert", now)
+        yield from title_crossing_plan(stored["store_key"], stored["title"], now, added=True)
         return stored
 
     def _insert_row_plan(
@@ -229,6 +231,9 @@ class RecordWrites(RecordReads):
             yield _outbox_statement(memory_id, before["store_key"], "upsert", now)
             if before["store_key"] != after["store_key"]:
                 yield _outbox_statement(memory_id, after["store_key"], "upsert", now)
+        if (before["store_key"], before["title"]) != (after["store_key"], after["title"]):
+            yield from title_crossing_plan(before["store_key"], before["title"], now, added=False)
+            yield from title_crossing_plan(after["store_key"], after["title"], now, added=True)
         return after
 
     async def hard_delete(
@@ -250,6 +255,7 @@ class RecordWrites(RecordReads):
             yield PlanStatement("DELETE FROM booku_memory_tags WHERE memory_id = ?", [record["memory_id"]])
             yield PlanStatement("DELETE FROM booku_memory_records WHERE memory_id = ?", [record["memory_id"]])
             yield _outbox_statement(record["memory_id"], record["store_key"], "delete", now)
+            yield from title_crossing_plan(record["store_key"], record["title"], now, added=False)
 
     async def bump_activation(self, memory_ids: Sequence[str], *, now: float | None = None) -> int:
         """Count one activation of each live record of ``memory_ids``: one UPDATE for all of them (the reference did
@@ -346,6 +352,7 @@ class RecordWrites(RecordReads):
                 many=True,
             )
         yield _outbox_statement(stored["memory_id"], stored["store_key"], "upsert", now)
+        yield from title_crossing_plan(stored["store_key"], stored["title"], now, added=True)
         return True
 
     async def enqueue_all_vectors(self, conn: aiosqlite.Connection) -> int:

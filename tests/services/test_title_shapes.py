@@ -11,7 +11,10 @@ from zoneinfo import ZoneInfo
 import numpy as np
 
 from booku_memory.services.embedding.deterministic import DeterministicTestEmbedder
-from booku_memory.services.logic.text import compose_embedding_text, extract_title
+from booku_memory.services.logic.text import SHARED_TITLE_MIN, compose_embedding_text, extract_title
+from booku_memory.services.scope import SHARED_STORE, Scope
+from booku_memory.services.storage.shared_titles import title_crossing_plan
+from booku_memory.services.storage.write_plans import run_plan
 
 from .memory_support import MEMORY_SERVICE, TRIPLET, Probe, open_store
 
@@ -58,6 +61,7 @@ async def _ranked_contents(path: Path, e5, title_of) -> list[list[str]]:
         svc = handle.get_service(MEMORY_SERVICE)
         for turn, (day, text) in enumerate(CHAT):
             await svc.upsert_memory(text, title=title_of(day, text), event_start_at=said_at(day, turn))
+        await handle.runtime.flush_vectors()  # the vectors a title's crossing re-frames, as a moment later
         answers = [
             await svc.retrieve_memories(question, top_k=5, min_score=0, record_activation=False)
             for question in QUESTIONS
@@ -129,3 +133,66 @@ async def test_every_path_that_embeds_a_memory_frames_it_by_the_same_rule(tmp_pa
     async with open_store(tmp_path / "imported") as handle:
         await handle.import_jsonl(tmp_path / "export.jsonl")
         await stored(handle, upserted)
+
+
+async def test_a_speaker_name_on_every_turn_ranks_as_no_title(tmp_path: Path, e5) -> None:
+    # The name is not in the turns, so each title alone would add information; on every turn of the store it
+    # labels the chat, not one turn's topic.
+    assert len(CHAT) >= SHARED_TITLE_MIN and all("小明" not in text for _, text in CHAT)
+    untitled = await _ranked_contents(tmp_path / "untitled", e5, lambda day, text: None)
+    named = await _ranked_contents(tmp_path / "named", e5, lambda day, text: "小明")
+    assert named == untitled
+
+
+SPEAKER = "王小明"
+TURNS = [
+    f"第{i}次聊天：今天聊到了{topic}" for i, topic in enumerate("天气 电影 猫 跑步 咖啡 旅行 音乐 书 工作 家人".split())
+]
+
+
+async def _stored_vectors(handle, ids: list[str]) -> list[np.ndarray]:
+    probe = Probe(handle.runtime)
+    await handle.runtime.flush_vectors()
+    return [await probe.vector(memory_id) for memory_id in ids]
+
+
+def _assert_vectors(found: list[np.ndarray], texts: list[str]) -> None:
+    for vector, text in zip(found, texts, strict=True):
+        np.testing.assert_allclose(vector, _vector(text), atol=1e-6)
+
+
+async def test_a_title_crossing_the_shared_line_reframes_every_memory_carrying_it(tmp_path: Path) -> None:
+    titled = [f"# {SPEAKER}\n{body}" for body in TURNS]
+    untitled = [compose_embedding_text(extract_title(body), body) for body in TURNS]  # as if written untitled
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        ids = [(await svc.upsert_memory(body, title=SPEAKER))["id"] for body in TURNS[: SHARED_TITLE_MIN - 1]]
+        topic = (await svc.upsert_memory(TOPIC[1], title=TOPIC[0]))["id"]
+        _assert_vectors(await _stored_vectors(handle, ids), titled[: SHARED_TITLE_MIN - 1])
+        ids.append((await svc.upsert_memory(TURNS[SHARED_TITLE_MIN - 1], title=SPEAKER))["id"])
+        # The write that makes the title common re-frames the memories written with it before.
+        _assert_vectors(await _stored_vectors(handle, ids), untitled[:SHARED_TITLE_MIN])
+        _assert_vectors(await _stored_vectors(handle, [topic]), ["# 李四\n高中同桌，现在住在杭州"])
+        await handle.reindex()
+        _assert_vectors(await _stored_vectors(handle, ids), untitled[:SHARED_TITLE_MIN])
+        # Past the line a write re-embeds only itself, not the whole series again.
+        extra = (await svc.upsert_memory("第十次聊天：今天聊到了园艺", title=SPEAKER))["id"]
+        await handle.runtime.flush_vectors()
+        async with handle.runtime.db.transaction() as conn:
+            await run_plan(conn, title_crossing_plan(SHARED_STORE, SPEAKER, 0.0, added=True))
+        assert await Probe(handle.runtime).pending() == 0
+        # Removing memories for good makes the title rare again: the others get it back.
+        await svc.delete_memories(memory_ids=[extra, ids[-1]], hard=True)
+        _assert_vectors(await _stored_vectors(handle, ids[:-1]), titled[: SHARED_TITLE_MIN - 1])
+
+
+async def test_a_title_counts_only_in_its_own_store(tmp_path: Path) -> None:
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        other = handle.runtime.memory_service(
+            Scope(owner_uid="bob", readable_store_keys=("bob",), writable_store_key="bob")
+        )
+        for body in TURNS[: SHARED_TITLE_MIN - 1]:
+            await other.upsert_memory(body, title=SPEAKER)
+        memory_id = (await svc.upsert_memory(TURNS[0], title=SPEAKER))["id"]
+        _assert_vectors(await _stored_vectors(handle, [memory_id]), [f"# {SPEAKER}\n{TURNS[0]}"])
