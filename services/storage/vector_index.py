@@ -123,6 +123,15 @@ class VectorHit:
     embedding: np.ndarray | None
 
 
+DEFAULT_EF_SEARCH = 400
+"""HNSW candidates a query walks (``vector.ef_search``).
+
+Why this many: a retrieval asks for a pool of 50 or more neighbours, and with a search list barely larger than the
+pool the approximate search in a big store misses many of the exact nearest, most often the memories written last,
+which a crowded graph links to least. The cost grows slowly with the list; a collection smaller than it is searched
+almost exhaustively, which is cheap at that size."""
+
+
 def tier_of(record: dict[str, Any]) -> str | None:
     """Which partition a record's vector belongs to, or None when it must not be searchable."""
     if record.get("is_deleted"):
@@ -141,9 +150,16 @@ class VectorIndex:
     """Thin async facade over a Chroma client (embedded PersistentClient or HttpClient)."""
 
     def __init__(
-        self, *, path: Path | None = None, http_host: str | None = None, http_port: int = 8000, http_ssl: bool = False
+        self,
+        *,
+        path: Path | None = None,
+        http_host: str | None = None,
+        http_port: int = 8000,
+        http_ssl: bool = False,
+        ef_search: int = DEFAULT_EF_SEARCH,
     ) -> None:
         self._path = path
+        self.ef_search = ef_search
         self._http = (http_host, http_port, http_ssl) if http_host else None
         self._client: Any = None
         self._collections: dict[str, Any] = {}
@@ -354,7 +370,7 @@ class VectorIndex:
             col = self._client.get_or_create_collection(
                 name,
                 embedding_function=None,
-                configuration={"hnsw": {"space": "cosine", "ef_search": 64}},
+                configuration={"hnsw": {"space": "cosine", "ef_search": self.ef_search}},
                 metadata={
                     "model_id": self.model_id or "",
                     "dimension": int(self.dimension or 0),
@@ -367,8 +383,19 @@ class VectorIndex:
                 col = self._client.get_collection(name, embedding_function=None)
             except Exception:  # chroma raises NotFoundError/ValueError depending on backend
                 return None
+        self._apply_ef_search(col)
         self._collections[name] = col
         return col
+
+    def _apply_ef_search(self, col: Any) -> None:
+        """Give an existing collection this index's ``ef_search`` when it was created with another one.
+
+        Why here: Chroma keeps the value in the collection's stored configuration and reads it when it loads the
+        HNSW segment, so it must change before the first query of this process loads it; stores made before the
+        setting existed, or under another value, follow the configuration from their next open."""
+        hnsw = (col.configuration_json or {}).get("hnsw") or {}
+        if hnsw.get("ef_search") != self.ef_search:
+            col.modify(configuration={"hnsw": {"ef_search": self.ef_search}})
 
     async def warm_up(self) -> int:
         """Open every booku collection ahead of the first query that needs it.
@@ -383,7 +410,9 @@ class VectorIndex:
 
         def open_one(name: str) -> None:
             if name not in self._collections:
-                self._collections[name] = self._client.get_collection(name, embedding_function=None)
+                col = self._client.get_collection(name, embedding_function=None)
+                self._apply_ef_search(col)
+                self._collections[name] = col
 
         for name in names:
             await self._run(open_one, name)
