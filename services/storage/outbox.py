@@ -275,7 +275,10 @@ class VectorSync:
         records = await self.records.vector_sources(by_memory)
         for source in records.values():
             pair = (source["store_key"], source["title"])
-            (self.shared_titles.add if source["title_shared"] else self.shared_titles.discard)(pair)
+            if source["title_shared"]:
+                self.shared_titles.add(pair)
+            else:
+                self.shared_titles.discard(pair)
 
         removals: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
         wanted: list[tuple[dict[str, Any], str]] = []
