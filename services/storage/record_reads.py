@@ -49,6 +49,16 @@ def _find_person_query(
     return f"SELECT r.memory_id FROM booku_memory_records r WHERE {where} ORDER BY r.updated_at DESC LIMIT 1", params
 
 
+def superseded_of_sql(count: int) -> str:
+    """The live records that name one of ``count`` ids as their successor (``RecordReads.superseded_of``). The
+    condition of migration 0014's partial index is repeated: SQLite uses a partial index only when the query
+    implies its condition, and an ``IN`` list does not, so without it every retrieval scanned the whole table."""
+    return (
+        f"SELECT memory_id, superseded_by FROM booku_memory_records WHERE superseded_by IN ({placeholders(count)}) "
+        "AND superseded_by != '' AND is_deleted = 0 ORDER BY superseded_at, rid"
+    )
+
+
 def _with_keyword(where: str, params: list[Any], keyword: str) -> tuple[str, list[Any]]:
     """``where`` narrowed to records whose title, content or id contains ``keyword`` literally (listings, counts)."""
     pattern = f"%{escape_like(keyword)}%"
@@ -194,16 +204,13 @@ class RecordReads:
 
     async def superseded_of(self, memory_ids: Iterable[str], *, conn=None) -> dict[str, list[str]]:
         """The reverse of ``superseded_by``: id → the ids of the live memories it replaced, oldest first, for each
-        of ``memory_ids`` that replaced any. Read through the partial index of migration 0014."""
+        of ``memory_ids`` that replaced any. Read through the partial index of migration 0014
+        (``superseded_of_sql``)."""
         ids = list(dict.fromkeys(memory_ids))
         found: dict[str, list[str]] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            rows = await (conn or self.db.reader).execute_fetchall(
-                f"SELECT memory_id, superseded_by FROM booku_memory_records WHERE superseded_by IN "
-                f"({placeholders(len(chunk))}) AND is_deleted = 0 ORDER BY superseded_at, rid",
-                chunk,
-            )
+            rows = await (conn or self.db.reader).execute_fetchall(superseded_of_sql(len(chunk)), chunk)
             for memory_id, successor in rows:
                 found.setdefault(successor, []).append(memory_id)
         return found

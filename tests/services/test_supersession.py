@@ -15,6 +15,7 @@ import pytest
 from booku_memory.services.errors import NotFoundError, ValidationError
 from booku_memory.services.evidence.unsure_pairs import UnsurePairs, resolve_unsure_pair
 from booku_memory.services.portability import export_jsonl, import_jsonl
+from booku_memory.services.storage.record_reads import superseded_of_sql
 
 from .memory_support import MEMORY_SERVICE, open_store
 
@@ -307,3 +308,14 @@ async def test_an_undated_transcript_supersedes_nothing(tmp_path: Path, e5) -> N
         items = [(await svc.get_memory_detail(memory_id=result["id"]))["item"] for result in written]
     assert [result.get("superseded", []) for result in written] == [[]] * len(TRANSCRIPT)
     assert [item["metadata"]["superseded_by"] for item in items] == [""] * len(TRANSCRIPT)
+
+
+async def test_the_reverse_link_is_read_through_its_index_not_a_table_scan(tmp_path: Path) -> None:
+    """Every retrieval reads ``supersedes`` of its results: over a big store a scan cost a hundred milliseconds."""
+    async with open_store(tmp_path) as handle:
+        await handle.get_service(MEMORY_SERVICE).upsert_memory("我喜欢周末去钓鱼。")
+        db_path = handle.runtime.db.path
+    with sqlite3.connect(db_path) as conn:
+        plan = conn.execute("EXPLAIN QUERY PLAN " + superseded_of_sql(3), ["a", "b", "c"]).fetchall()
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "idx_records_superseded_by" in details and "SCAN booku_memory_records" not in details
