@@ -63,7 +63,7 @@ from .logic.segmentation import (
 )
 from .logic.shape import TextShape
 from .logic.speaker import content_coverage, plan_speaker_lift, speaker_lift
-from .logic.supersession import asks_about_the_past, says_now, without_now_words
+from .logic.supersession import asks_about_the_past, asks_when_it_happened, says_now, without_now_words
 from .logic.tags import CandidateTags, TagTriplet, stored_tags
 from .logic.time_anchor import ZONE_SLACK_SECONDS, Anchor, parse_time_anchors, time_matches, time_windows
 from .memory_fields import record_item
@@ -116,6 +116,8 @@ class RetrievalState:
     query_vec: np.ndarray | None = None
     keyword_hits: dict[str, float] = field(default_factory=dict)  # id → BM25 of the keyword route
     time_ids: list[str] = field(default_factory=list)  # the time route's memories the keyword route missed
+    # memories written next to a strong hit that no route returned: they rank by their neighbours alone
+    context_ids: list[str] = field(default_factory=list)
     candidates: dict[str, CandidateRow] = field(default_factory=dict)  # slim rows of every route's hits
     dense: dict[str, float] = field(default_factory=dict)  # id → cosine plus tag bonus
     searched_vec: np.ndarray | None = None  # the unit vector the vector hits' cosines are to (reshaped by pass 2)
@@ -133,13 +135,13 @@ class RetrievalState:
         return [*self.keyword_hits, *self.time_ids]
 
     def ranked_candidates(self) -> dict[str, CandidateRow]:
-        """The rows of every route's hits, in route order (vector, keyword, time)."""
-        ranked = dict.fromkeys([*self.dense, *self.keyword_hits, *self.time_ids])
+        """The rows of every route's hits, in route order (vector, keyword, time), then the context memories."""
+        ranked = dict.fromkeys([*self.dense, *self.keyword_hits, *self.time_ids, *self.context_ids])
         return {memory_id: row for memory_id in ranked if (row := self.candidates.get(memory_id)) is not None}
 
     def routed_rows(self) -> dict[str, CandidateRow]:
-        """``candidates`` narrowed to the routes' hits, in the order they were read."""
-        ranked = set(self.dense).union(self.keyword_hits, self.time_ids)
+        """``candidates`` narrowed to the ranked memories, in the order they were read."""
+        ranked = set(self.dense).union(self.keyword_hits, self.time_ids, self.context_ids)
         return {memory_id: row for memory_id, row in self.candidates.items() if memory_id in ranked}
 
     def content_heads(self) -> dict[str, str | None]:
@@ -266,6 +268,7 @@ class MemorySearch:
         await self._score_by_meaning(state, pass1)
         await self._read_route_candidates(state)
         await self._read_time_matches(state)
+        await self._read_write_neighbours(state)
         fused = self._fuse(state)
         fused = await self._settle_keyword_challenge(fused, state.search_terms, state.reliability, state.fusion)
         fused = await self._lift_speakers(fused, query_text, state.search_terms, state.content_heads(), state.fusion)
@@ -379,6 +382,44 @@ class MemorySearch:
         if not state.candidates and state.sql_hit_ids:
             state.candidates = await self.rt.records.candidates(state.sql_hit_ids, with_tags=False)
 
+    async def _read_write_neighbours(self, state: RetrievalState) -> None:
+        """The memories written next to the best ``limit`` candidates that no route returned (``context_ids``).
+
+        Why: a candidate rises toward a strong hit written beside it (``logic.neighbours``): the answer turn after
+        the turn that repeats the question's words. In a small store both are usually among the routes' candidates;
+        among many other memories the answer, which shares neither the question's words nor much of its meaning, is
+        seldom one of them, and a neighbour outside the candidates cannot be lifted. They enter the fusion with no
+        route score, so they rank by their neighbours (and their time and shape) alone. Only when the vector route
+        answered: without it (no model, or the model is down) the candidates are exactly the memories that hold the
+        query's words, and a memory that holds none of them would be returned on its position alone."""
+        radius = state.fusion.neighbour_radius
+        if radius < 1 or not state.candidates or not state.dense:
+            return
+        rows = state.ranked_candidates()
+        # The strong hits by the routes and the date alone: the lifts and the shape prior only reorder them.
+        by_routes = fuse_routes(
+            state.dense,
+            state.keyword_hits,
+            keyword_reliability=state.reliability,
+            params=state.fusion,
+            time_matches=state.time_matches,
+            limit=state.limit,
+        )
+        seeds = [
+            (row["store_key"], row["bucket"], int(row["rid"]))
+            for hit in by_routes
+            if (row := rows.get(hit.id)) is not None
+        ]
+        found = await self.rt.records.written_beside(seeds, radius, state.flt, exclude=rows)
+        if not found:
+            return
+        unread = [memory_id for memory_id in found if memory_id not in state.candidates]
+        if unread:
+            state.candidates.update(await self.rt.records.candidates(unread, with_tags=False))
+        state.context_ids = [memory_id for memory_id in found if memory_id in state.candidates]
+        if state.anchors:
+            await self._read_time_matches(state)
+
     def _fuse(self, state: RetrievalState) -> list[FusedHit]:
         """The routes fused (``logic.fusion.fuse_routes``) with the date, write-order and text-shape steps.
 
@@ -402,6 +443,7 @@ class MemorySearch:
             time_matches=state.time_matches,
             answers=state.answers,
             shapes=shapes,
+            context=state.context_ids,
         )
 
     async def _read_time_matches(self, state: RetrievalState) -> None:
@@ -416,7 +458,11 @@ class MemorySearch:
 
     @staticmethod
     def _order_by_currency(state: RetrievalState, fused: list[FusedHit]) -> list[FusedHit]:
-        """A memory a later one replaced stands below it, or above it when the question asks about the past."""
+        """A memory a later one replaced stands below it, or above it when the question asks about the past; a
+        question that asks when something happened, with no word for now or before, keeps the fused order."""
+        past, now = asks_about_the_past(state.query_text), says_now(state.all_terms)
+        if not (past or now) and asks_when_it_happened(state.query_text):
+            return fused
         successor_of = {
             memory_id: row["superseded_by"]
             for memory_id, row in state.routed_rows().items()
@@ -424,9 +470,7 @@ class MemorySearch:
         }
         if not successor_of:
             return fused
-        return order_by_currency(
-            fused, successor_of, past=asks_about_the_past(state.query_text), now=says_now(state.all_terms)
-        )
+        return order_by_currency(fused, successor_of, past=past, now=now)
 
     async def _drop_irrelevant(
         self, state: RetrievalState, fused: list[FusedHit], min_score: float | None
@@ -450,7 +494,8 @@ class MemorySearch:
             if memory_id in state.embeddings:
                 matrix[row] = state.embeddings[memory_id]
         scores = np.array([hit.score for hit in fused], dtype=np.float64)
-        found_in_sql = set(state.time_ids)  # found in SQL like keyword hits: eligible even without a vector
+        # found in SQL like keyword hits: eligible even without a vector
+        found_in_sql = {*state.time_ids, *state.context_ids}
         keep = select_distinct(
             scores,
             matrix,

@@ -32,7 +32,8 @@ Method (per query):
    With ``answers`` (``neighbours.answers_to_questions``), the memory written right after one that ends with a
    question then rises to ``answer_margin`` below that question (``neighbours.answer_lift``): the question carries
    the query's words, the answer carries what the query asks for, so the two end up next to each other.
-   Both lifts are the ``neighbour`` part.
+   Both lifts are the ``neighbour`` part. Memories written next to the best candidates that no route returned may
+   take part too (``context``): at both routes' floors, only these lifts can raise them.
 6. With ``shapes`` (``shape.TextShape`` per candidate), each candidate gains
    ``length_weight · ln(min(length, length_cap)) − question_penalty · λ_r² · question_share`` (``shape.length_prior``
    and ``shape.question_prior``, λ_r = the query's keyword reliability): statements that say more rise, memories
@@ -152,6 +153,7 @@ def fuse_routes(
     time_matches: Mapping[str, float] | None = None,
     answers: Mapping[str, str] | None = None,
     shapes: Mapping[str, TextShape] | None = None,
+    context: Sequence[str] = (),
 ) -> list[FusedHit]:
     """Fuse the two routes' hits into one list, best first (method in the module docstring).
 
@@ -162,6 +164,8 @@ def fuse_routes(
     (``time_anchor.time_matches``); ``None`` or empty skips that part. ``answers``: answer id → the id of the
     question it follows (``neighbours.answers_to_questions``); ``None`` skips step 5. ``shapes``: id → the
     candidate's ``shape.TextShape``; ``None`` skips step 6 (a candidate missing from it gets no prior).
+    ``context``: ids no route returned that take part all the same, at both routes' floors (memories written next
+    to a strong hit, which only the lifts of step 5 can raise).
     Non-finite scores are ignored. Ties are broken by cosine, then by first appearance (dense first). Returns at
     most ``limit`` hits.
     """
@@ -174,7 +178,7 @@ def fuse_routes(
     else:
         weight = keyword_weight(keyword_reliability, params)
     order: dict[str, int] = {}
-    for key in [*dense_z, *keyword_z, *(time_matches or {})]:
+    for key in [*dense_z, *keyword_z, *(time_matches or {}), *context]:
         order.setdefault(key, len(order))
     time_of = time_matches or {}
     shape_of = shapes or {}

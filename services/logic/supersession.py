@@ -1117,6 +1117,27 @@ def says_now(terms: list[str]) -> bool:
     return any(term in NOW_WORDS for term in terms)
 
 
+_WHEN_IT_HAPPENED_EN = re.compile(
+    r"\b(?:when|what (?:day|date|month|year|time))\s+(?:did|was|were|had|has|have)\b|\bhow long ago\b", re.IGNORECASE
+)
+_WHEN_ZH = re.compile(r"什么时候|啥时候|哪天|哪一天|几号|哪年|哪一年|几月|多久以前|多久前")
+
+
+def asks_when_it_happened(query: str) -> bool:
+    """The question asks when something happened ("When did Caroline go to the support group?", "我哪天去的博物馆？"):
+    it asks for an event's time, not for what is true now, so which of a superseded memory and
+    its successor is current does not order the answers. A question about a schedule ("When is my piano lesson?",
+    "我什么时候上瑜伽课？") asks what holds now and is not one of these. Chinese: a time word with a completed action
+    after it (了, 过 or 的: "是哪天去的", "什么时候搬的家")."""
+    if _WHEN_IT_HAPPENED_EN.search(query):
+        return True
+    found = _WHEN_ZH.search(query)
+    if found is None:
+        return False
+    rest = query[found.end() :]
+    return any(mark in rest for mark in "了过的")
+
+
 def asks_about_the_past(query: str) -> bool:
     """The question asks how things were before (以前/原来/之前/搬家前/before/used to/previous …): a superseded
     memory is then the answer, not its successor."""

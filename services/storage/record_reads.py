@@ -59,6 +59,18 @@ def superseded_of_sql(count: int) -> str:
     )
 
 
+def written_beside_sql(seeds: Sequence[tuple[str, str, int]], radius: int, flt: RecordFilter) -> tuple[str, list[Any]]:
+    """The query of ``RecordReads.written_beside``: one rowid range per seed. ``NOT INDEXED`` keeps SQLite on the
+    rowid ranges: given the filter's store and bucket it would walk the whole store through their index instead."""
+    where, params = flt.where()
+    near = " OR ".join("(r.store_key = ? AND r.bucket = ? AND r.rid BETWEEN ? AND ?)" for _ in seeds)
+    bounds = [value for key, bucket, rid in seeds for value in (key, bucket, rid - radius, rid + radius)]
+    return (
+        f"SELECT r.memory_id FROM booku_memory_records r NOT INDEXED WHERE {where} AND ({near})",
+        [*params, *bounds],
+    )
+
+
 def _with_keyword(where: str, params: list[Any], keyword: str) -> tuple[str, list[Any]]:
     """``where`` narrowed to records whose title, content or id contains ``keyword`` literally (listings, counts)."""
     pattern = f"%{escape_like(keyword)}%"
@@ -147,6 +159,20 @@ class RecordReads:
         if tagged:
             yield from tags_plan(tagged)
         return cast("dict[str, CandidateRow]", found)
+
+    async def written_beside(
+        self, seeds: Sequence[tuple[str, str, int]], radius: int, flt: RecordFilter, *, exclude: Iterable[str] = ()
+    ) -> list[str]:
+        """The ids of the records that ``flt`` admits, written within ``radius`` positions (``rid``) of a seed in
+        the seed's partition (``(store_key, bucket, rid)``), ``exclude`` left out (``written_beside_sql``).
+
+        Why: retrieval lifts the memories written next to a strong hit (``logic.neighbours``), but only among the
+        routes' candidates, and in a big store the turn that answers a question is seldom one of them."""
+        if radius < 1 or not seeds:
+            return []
+        known = set(exclude)
+        rows = await self.db.fetch_all(*written_beside_sql(seeds, radius, flt))
+        return [row["memory_id"] for row in rows if row["memory_id"] not in known]
 
     async def rows_in_time_windows(
         self, windows: Sequence[tuple[float, float]], flt: RecordFilter, *, limit: int

@@ -11,6 +11,7 @@ from booku_memory.services.logic.fusion import FusedHit, order_by_currency
 from booku_memory.services.logic.supersession import (
     Decision,
     asks_about_the_past,
+    asks_when_it_happened,
     best_supersession,
     decide,
     fact_cues,
@@ -395,3 +396,21 @@ def test_a_change_of_the_same_relative_very_near_the_old_fact_updates_it_without
 )
 def test_no_longer_with_an_object_and_inner_capital_names_are_read(old: str, new: str) -> None:
     assert decision(old, new, 0.93) is Decision.UPDATE
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("When did Caroline go to the LGBTQ support group?", True),
+        ("What day did Melanie paint the sunset?", True),
+        ("How long ago did she move?", True),
+        ("我哪天去的博物馆？", True),
+        ("我什么时候去过杭州", True),
+        ("When is my piano lesson?", False),
+        ("When does the book club meet now?", False),
+        ("我现在什么时候上瑜伽课？", False),
+        ("我住在哪里？", False),
+    ],
+)
+def test_a_question_about_when_something_happened_is_told_from_a_schedule_question(query: str, expected: bool) -> None:
+    assert asks_when_it_happened(query) is expected

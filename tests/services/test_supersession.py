@@ -72,6 +72,17 @@ async def test_retrieval_puts_the_current_fact_first_and_the_old_one_first_for_t
     assert old["id"] not in ids(current_only) and new["id"] in ids(current_only)
 
 
+async def test_a_question_about_when_something_happened_keeps_the_ranking_order(tmp_path: Path, e5) -> None:
+    """ "When did …" asks for an event's time: the memory that matches it leads whether or not it was replaced."""
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        old, new = await write_move(svc)
+        when = (await svc.retrieve_memories("我是什么时候住在北京朝阳区的？", top_k=5))["results"]
+        plain = (await svc.retrieve_memories("我住在北京朝阳区吗？", top_k=5))["results"]
+    assert when[0]["id"] == old["id"] and not when[0]["score_parts"].get("currency")
+    assert plain[0]["id"] == new["id"]  # no word for when: the current fact leads
+
+
 async def test_a_fact_that_only_adds_supersedes_nothing(tmp_path: Path, e5) -> None:
     async with open_store(tmp_path, embedder=e5) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
