@@ -49,7 +49,9 @@ async def test_by_default_most_unrelated_lines_are_dropped_and_answers_stay(tmp_
                 found[floor] += ids[item["gold"]] in ranked
     assert returned[0] == [5] * len(floor_set["unrelated"])  # the knob off: top_k filled with unrelated lines
     assert sum(returned[None]) <= 0.5 * sum(returned[0])  # the default: most of them dropped
-    assert found[None] >= found[0] - 1  # and (nearly) every answer kept
+    # and (nearly) every answer kept: a tenth at most, which an answer found only as the neighbour of a strong hit can
+    # be (a plain write-order neighbour is relevant by its own cosine alone, ``logic.relevance``)
+    assert found[None] >= found[0] - max(1, len(floor_set["related"]) // 10)
 
 
 async def _seven(svc, texts: tuple[str, ...]) -> list[str]:
