@@ -417,8 +417,7 @@ class MemorySearch:
         if unread:
             state.candidates.update(await self.rt.records.candidates(unread, with_tags=False))
         state.context_ids = [memory_id for memory_id in found if memory_id in state.candidates]
-        if state.anchors:
-            await self._read_time_matches(state)
+        await self._read_time_matches(state, state.context_ids)
 
     def _fuse(self, state: RetrievalState) -> list[FusedHit]:
         """The routes fused (``logic.fusion.fuse_routes``) with the date, write-order and text-shape steps.
@@ -446,29 +445,36 @@ class MemorySearch:
             context=state.context_ids,
         )
 
-    async def _read_time_matches(self, state: RetrievalState) -> None:
-        """How well each ranked memory's time matches the dates the query names, weighed in its own time zone."""
-        dated = {memory_id: row for memory_id, row in state.ranked_candidates().items() if row["bucket"] == "memory"}
-        zones = await self.rt.records.time_zones(dated) if state.anchors else {}
-        state.time_matches = time_matches(
-            state.anchors,
-            {memory_id: {**row, "time_zone": zones.get(memory_id, "")} for memory_id, row in dated.items()},
-            state.zone,
+    async def _read_time_matches(self, state: RetrievalState, memory_ids: Sequence[str] | None = None) -> None:
+        """How well each ranked memory's time matches the dates the query names, weighed in its own time zone; only
+        ``memory_ids`` when given (the memories ranked since the last call), added to what is known."""
+        if not state.anchors:
+            return
+        ranked = state.ranked_candidates()
+        rows = ranked if memory_ids is None else {i: ranked[i] for i in memory_ids if i in ranked}
+        dated = {memory_id: row for memory_id, row in rows.items() if row["bucket"] == "memory"}
+        zones = await self.rt.records.time_zones(dated)
+        state.time_matches.update(
+            time_matches(
+                state.anchors,
+                {memory_id: {**row, "time_zone": zones.get(memory_id, "")} for memory_id, row in dated.items()},
+                state.zone,
+            )
         )
 
     @staticmethod
     def _order_by_currency(state: RetrievalState, fused: list[FusedHit]) -> list[FusedHit]:
         """A memory a later one replaced stands below it, or above it when the question asks about the past; a
         question that asks when something happened, with no word for now or before, keeps the fused order."""
-        past, now = asks_about_the_past(state.query_text), says_now(state.all_terms)
-        if not (past or now) and asks_when_it_happened(state.query_text):
-            return fused
         successor_of = {
             memory_id: row["superseded_by"]
             for memory_id, row in state.routed_rows().items()
             if row.get("superseded_by")
         }
         if not successor_of:
+            return fused
+        past, now = asks_about_the_past(state.query_text), says_now(state.all_terms)
+        if not (past or now) and asks_when_it_happened(state.query_text):
             return fused
         return order_by_currency(fused, successor_of, past=past, now=now)
 
