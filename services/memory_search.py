@@ -40,6 +40,7 @@ from .logic.epa import (
 from .logic.fusion import (
     FusedHit,
     FusionParams,
+    best_by_routes,
     fuse_routes,
     keyword_challenge,
     order_by_currency,
@@ -397,7 +398,7 @@ class MemorySearch:
             return
         rows = state.ranked_candidates()
         # The strong hits by the routes and the date alone: the lifts and the shape prior only reorder them.
-        by_routes = fuse_routes(
+        by_routes = best_by_routes(
             state.dense,
             state.keyword_hits,
             keyword_reliability=state.reliability,
@@ -407,8 +408,8 @@ class MemorySearch:
         )
         seeds = [
             (row["store_key"], row["bucket"], int(row["rid"]))
-            for hit in by_routes
-            if (row := rows.get(hit.id)) is not None
+            for memory_id in by_routes
+            if (row := rows.get(memory_id)) is not None
         ]
         found = await self.rt.records.written_beside(seeds, radius, state.flt, exclude=rows)
         if not found:
@@ -668,25 +669,34 @@ class MemorySearch:
                 state.dense[memory_id] = score
 
     async def _stored_vectors(self, state: RetrievalState, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """id → vector of ``ids`` (those with a candidate row), read from Chroma store by store, once per retrieval
-        (``state.stored_vectors``: the missed-hit scoring and the relevance floor ask for the same keyword hits). A
-        vector not readable yet (still staged by the write-behind flusher) is absent, like a missing one."""
+        """id → stored vector of ``ids`` (those with a candidate row), read once per retrieval
+        (``state.stored_vectors``: the missed-hit scoring and the relevance floor ask for the same keyword hits).
+
+        The vector the index holds is read from SQLite first (``SqliteEmbeddingCache.indexed_vectors``: the passage
+        vector of the text the drain indexed), and from Chroma, store by store, only for the rest (a text whose
+        cached vector was retracted). A vector not readable yet (still staged by the write-behind flusher) is
+        absent, like a missing one."""
+        unread = [
+            memory_id
+            for memory_id in dict.fromkeys(ids)
+            if memory_id in state.candidates and memory_id not in state.stored_vectors
+        ]
+        model, dimension = self.rt.vectors.model_id, self.rt.vectors.dimension
+        if unread and model and dimension:
+            state.stored_vectors.update(await self.rt.embedding_cache.indexed_vectors(unread, model, dimension))
         by_store: dict[str, list[str]] = {}
-        for memory_id in ids:
-            row = state.candidates.get(memory_id)
-            if row is not None:
-                by_store.setdefault(row["store_key"], []).append(memory_id)
+        for memory_id in unread:
+            if memory_id not in state.stored_vectors:
+                by_store.setdefault(state.candidates[memory_id]["store_key"], []).append(memory_id)
         for store_key, group in by_store.items():
-            unread = [memory_id for memory_id in group if memory_id not in state.stored_vectors]
-            found = await self.rt.vectors.get_embeddings(store_key, unread, tiers=state.tiers) if unread else {}
-            for memory_id in unread:
+            found = await self.rt.vectors.get_embeddings(store_key, group, tiers=state.tiers)
+            for memory_id in group:
                 vector = found.get(memory_id)
                 state.stored_vectors[memory_id] = None if vector is None else np.asarray(vector, dtype=np.float32)
         return {
             memory_id: vector
-            for group in by_store.values()
-            for memory_id in group
-            if (vector := state.stored_vectors[memory_id]) is not None
+            for memory_id in ids
+            if memory_id in state.candidates and (vector := state.stored_vectors.get(memory_id)) is not None
         }
 
     async def _first_pass(

@@ -142,6 +142,67 @@ def keyword_weight(keyword_reliability: float, params: FusionParams) -> float:
     return clamped_reliability(keyword_reliability) * ceiling
 
 
+@dataclass(frozen=True)
+class _RouteStanding:
+    """Steps 1–4 of the module docstring for every candidate: its vector, keyword and time parts (``parts``, in
+    first-appearance ``order``), the routes' z-scores and the keyword weight λ."""
+
+    order: dict[str, int]
+    parts: dict[str, tuple[float, float, float]]
+    dense_z: dict[str, float]
+    keyword_z: dict[str, float]
+    keyword_floor: float
+    weight: float
+
+
+def _route_standing(
+    dense: Mapping[str, float],
+    keyword: Mapping[str, float],
+    keyword_reliability: float,
+    params: FusionParams,
+    time_matches: Mapping[str, float] | None,
+    context: Sequence[str],
+) -> _RouteStanding:
+    dense_z, dense_floor = _standardise(dense)
+    keyword_z, keyword_floor = _standardise(keyword)
+    if not dense_z:
+        weight = 1.0
+    elif not keyword_z:
+        weight = 0.0
+    else:
+        weight = keyword_weight(keyword_reliability, params)
+    order: dict[str, int] = {}
+    for key in [*dense_z, *keyword_z, *(time_matches or {}), *context]:
+        order.setdefault(key, len(order))
+    time_of = time_matches or {}
+    parts: dict[str, tuple[float, float, float]] = {}
+    for key in order:
+        vector_part = (1.0 - weight) * (dense_z.get(key, dense_floor) - dense_floor) if dense_z else 0.0
+        keyword_part = weight * (keyword_z.get(key, keyword_floor) - keyword_floor) if keyword_z else 0.0
+        parts[key] = (vector_part, keyword_part, params.time_weight * time_of.get(key, 0.0))
+    return _RouteStanding(order, parts, dense_z, keyword_z, keyword_floor, weight)
+
+
+def best_by_routes(
+    dense: Mapping[str, float],
+    keyword: Mapping[str, float],
+    *,
+    keyword_reliability: float = 1.0,
+    params: FusionParams = FusionParams(),
+    time_matches: Mapping[str, float] | None = None,
+    limit: int,
+) -> list[str]:
+    """The ids of ``fuse_routes(dense, keyword, …, time_matches=…, limit=limit)`` (no lifts, no shapes), in that
+    order, without building its hits: retrieval picks the strong hits whose write neighbours it reads this way."""
+    standing = _route_standing(dense, keyword, keyword_reliability, params, time_matches, ())
+    cosine = {key: dense[key] for key in standing.dense_z}
+    ranked = sorted(
+        standing.order,
+        key=lambda key: (-sum(standing.parts[key]), -cosine.get(key, -math.inf), standing.order[key]),
+    )
+    return ranked[: max(0, limit)]
+
+
 def fuse_routes(
     dense: Mapping[str, float],
     keyword: Mapping[str, float],
@@ -169,24 +230,10 @@ def fuse_routes(
     Non-finite scores are ignored. Ties are broken by cosine, then by first appearance (dense first). Returns at
     most ``limit`` hits.
     """
-    dense_z, dense_floor = _standardise(dense)
-    keyword_z, keyword_floor = _standardise(keyword)
-    if not dense_z:
-        weight = 1.0
-    elif not keyword_z:
-        weight = 0.0
-    else:
-        weight = keyword_weight(keyword_reliability, params)
-    order: dict[str, int] = {}
-    for key in [*dense_z, *keyword_z, *(time_matches or {}), *context]:
-        order.setdefault(key, len(order))
-    time_of = time_matches or {}
+    standing = _route_standing(dense, keyword, keyword_reliability, params, time_matches, context)
+    order, route_parts, weight = standing.order, standing.parts, standing.weight
+    dense_z, keyword_z, keyword_floor = standing.dense_z, standing.keyword_z, standing.keyword_floor
     shape_of = shapes or {}
-    route_parts: dict[str, tuple[float, float, float]] = {}
-    for key in order:
-        vector_part = (1.0 - weight) * (dense_z.get(key, dense_floor) - dense_floor) if dense_z else 0.0
-        keyword_part = weight * (keyword_z.get(key, keyword_floor) - keyword_floor) if keyword_z else 0.0
-        route_parts[key] = (vector_part, keyword_part, params.time_weight * time_of.get(key, 0.0))
     lifts: dict[str, float] = {}
     if neighbours:
         lifts = neighbour_lift(

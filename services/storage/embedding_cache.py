@@ -85,6 +85,31 @@ class SqliteEmbeddingCache:
                 found[row["text_hash"]] = np.frombuffer(row["vector"], dtype=np.float32, count=row["dimension"]).copy()
         return found
 
+    async def indexed_vectors(self, memory_ids: Sequence[str], model: str, dimension: int) -> dict[str, np.ndarray]:
+        """``{memory_id: unit vector}`` of the records whose indexed text (``embedded_text_hash``, set when the
+        vector drain stored its vector) has a ``model`` passage vector of ``dimension`` here: the very vector the
+        vector index holds for them. Records never flushed, or whose row is gone, are absent.
+
+        Why: ranking needs the stored vectors of the memories the keyword, time and context steps found, and a
+        read by id from Chroma costs a fixed overhead plus a Python float per dimension; these rows sit beside the
+        records in SQLite and are read by index in one query."""
+        found: dict[str, np.ndarray] = {}
+        ids = list(dict.fromkeys(memory_ids))
+        for start in range(0, len(ids), LOOKUP_CHUNK):
+            chunk = ids[start : start + LOOKUP_CHUNK]
+            rows = await self.db.fetch_all(
+                "SELECT r.memory_id, c.vector FROM booku_memory_records r "
+                "JOIN booku_embedding_cache c ON c.text_hash = r.embedded_text_hash "
+                "AND c.mode = 'passage' AND c.model = ? AND c.dimension = ? "
+                f"WHERE r.memory_id IN ({placeholders(len(chunk))}) AND r.embedded_text_hash != ''",
+                [model, dimension, *chunk],
+            )
+            for row in rows:
+                vector = np.frombuffer(row["vector"], dtype=np.float32)
+                norm = float(np.linalg.norm(vector))
+                found[row["memory_id"]] = vector / norm if norm > 0 else vector.copy()
+        return found
+
     async def put_many(self, model: str, mode: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
         """Store ``(text_hash, vector)`` pairs in one transaction, replacing the vector of a key that exists."""
         if not items:

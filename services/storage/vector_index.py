@@ -499,8 +499,8 @@ class VectorIndex:
                     res = col.query(query_embeddings=matrix, n_results=limit, include=include)
                     for row, ids in enumerate(res["ids"]):
                         similarities = [1.0 - float(distance) for distance in res["distances"][row]]
-                        if with_embeddings and res.get("embeddings") is not None:
-                            embs = [np.asarray(emb, dtype=np.float32) for emb in res["embeddings"][row]]
+                        if with_embeddings and res.get("embeddings") is not None and len(ids):
+                            embs = list(np.asarray(res["embeddings"][row], dtype=np.float32))
                         else:
                             embs = [None] * len(ids)
                         for memory_id, similarity, emb in zip(ids, similarities, embs):

@@ -1,10 +1,12 @@
 import math
+import random
 
 import pytest
 
 from booku_memory.services.logic.fusion import (
     LEAD_MARGIN,
     FusionParams,
+    best_by_routes,
     fuse_routes,
     keyword_challenge,
     keyword_weight,
@@ -108,6 +110,26 @@ def test_time_weight_zero_changes_nothing():
         DENSE, KEYWORD, keyword_reliability=0.5, params=FusionParams(time_weight=0.0), time_matches={"d": 1.0}
     )
     assert _ids(off) == _ids(plain)
+
+
+def test_best_by_routes_is_the_order_of_fuse_routes_without_lifts():
+    """Retrieval picks the hits whose write neighbours it reads with ``best_by_routes``: the same ids, in the same
+    order, as the fused ranking of the routes and the date, ties (equal scores, equal cosines) included."""
+    rng = random.Random(7)
+    for case in range(200):
+        dense = {f"d{i}": round(rng.uniform(0.6, 0.9), 2) for i in range(rng.randrange(0, 30))}
+        keyword = {
+            rng.choice([*dense, f"k{i}"]) if dense else f"k{i}": float(rng.randrange(1, 6))
+            for i in range(rng.randrange(0, 20))
+        }
+        pool = sorted({*dense, *keyword, "t"})
+        times = {key: rng.choice([0.5, 1.0]) for key in rng.sample(pool, k=rng.randrange(0, min(4, len(pool) + 1)))}
+        reliability = rng.choice([0.0, 0.3, 1.0])
+        limit = rng.randrange(1, 15)
+        fused = fuse_routes(dense, keyword, keyword_reliability=reliability, time_matches=times, limit=limit)
+        assert best_by_routes(dense, keyword, keyword_reliability=reliability, time_matches=times, limit=limit) == _ids(
+            fused
+        ), case
 
 
 # Dense prefers "a"; the keyword route is sure about "k" (1.7 standard deviations ahead of its runner-up "a").

@@ -11,6 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .memory_support import MEMORY_SERVICE, open_store, write_turns
 
 CHAT = [
@@ -50,3 +52,70 @@ async def test_a_keyword_hit_missed_by_the_vector_search_gets_its_cosine(tmp_pat
     # the vector search did return.
     assert top["score_parts"]["cosine"] > max(item["score_parts"]["cosine"] for item in result["results"][1:])
     assert top["score_parts"]["vector"] > max(item["score_parts"]["vector"] for item in result["results"][1:])
+
+
+def count_reads_by_id(runtime: Any) -> list[list[str]]:
+    """Record every read of stored vectors by id from the vector index (``VectorIndex.get_embeddings``)."""
+    calls: list[list[str]] = []
+    get_embeddings = runtime.vectors.get_embeddings
+
+    async def counted(store_key: str, ids: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(list(ids))
+        return await get_embeddings(store_key, ids, *args, **kwargs)
+
+    runtime.vectors.get_embeddings = counted
+    return calls
+
+
+async def test_the_missed_hit_is_scored_with_the_vector_the_index_holds_read_from_sqlite(tmp_path: Path) -> None:
+    """The stored vector comes from SQLite (the passage vector of the text the drain indexed), the very vector
+    Chroma holds, so retrieval asks Chroma for none by id."""
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        await write_turns(svc, CHAT)
+        target = (await svc.upsert_memory(TARGET))["id"]
+    async with open_store(tmp_path) as handle:
+        rt = handle.runtime
+        held = await rt.vectors.get_embeddings("shared", [target], tiers=["live"])
+        from_sqlite = await rt.embedding_cache.indexed_vectors([target], rt.vectors.model_id, rt.vectors.dimension)
+        assert np.allclose(from_sqlite[target], held[target], atol=1e-6)
+        hide_from_vector_search(rt, target)
+        reads = count_reads_by_id(rt)
+        result = await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUERY, top_k=3)
+    assert result["results"][0]["id"] == target
+    assert reads == []
+
+
+async def test_without_its_cached_vector_the_missed_hit_is_read_from_the_index(tmp_path: Path) -> None:
+    """A text whose cached vector is gone (retracted) is read from Chroma instead, and ranks the same."""
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        await write_turns(svc, CHAT)
+        target = (await svc.upsert_memory(TARGET))["id"]
+    async with open_store(tmp_path) as handle:
+        rt = handle.runtime
+        async with rt.db.transaction() as conn:
+            await conn.execute(
+                "DELETE FROM booku_embedding_cache WHERE text_hash = "
+                "(SELECT embedded_text_hash FROM booku_memory_records WHERE memory_id = ?)",
+                [target],
+            )
+        hide_from_vector_search(rt, target)
+        reads = count_reads_by_id(rt)
+        result = await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUERY, top_k=3)
+    assert result["results"][0]["id"] == target
+    assert any(target in ids for ids in reads)
+
+
+async def test_a_vector_not_flushed_yet_is_not_read_from_sqlite(tmp_path: Path) -> None:
+    """Until the drain stores a memory's vector in the index, SQLite gives none for it either: both sources agree
+    on what the index holds."""
+    async with open_store(tmp_path) as handle:
+        rt = handle.runtime
+        svc = handle.get_service(MEMORY_SERVICE)
+        await write_turns(svc, CHAT)
+        await rt.settle_deferred_vectors()
+        first = (await rt.db.fetch_one("SELECT memory_id FROM booku_memory_records LIMIT 1"))["memory_id"]
+        target = (await svc.upsert_memory(TARGET))["id"]
+        found = await rt.embedding_cache.indexed_vectors([first, target], rt.vectors.model_id, rt.vectors.dimension)
+        assert first in found and target not in found
