@@ -104,10 +104,12 @@ class SqliteEmbeddingCache:
                 f"WHERE r.memory_id IN ({placeholders(len(chunk))}) AND r.embedded_text_hash != ''",
                 [model, dimension, *chunk],
             )
-            for row in rows:
-                vector = np.frombuffer(row["vector"], dtype=np.float32)
-                norm = float(np.linalg.norm(vector))
-                found[row["memory_id"]] = vector / norm if norm > 0 else vector.copy()
+            if not rows:
+                continue
+            matrix = np.frombuffer(b"".join(row["vector"] for row in rows), dtype=np.float32).reshape(len(rows), -1)
+            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+            matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+            found.update(zip((row["memory_id"] for row in rows), matrix))
         return found
 
     async def put_many(self, model: str, mode: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
