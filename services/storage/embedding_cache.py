@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -88,7 +89,8 @@ class SqliteEmbeddingCache:
     async def indexed_vectors(self, memory_ids: Sequence[str], model: str, dimension: int) -> dict[str, np.ndarray]:
         """``{memory_id: unit vector}`` of the records whose indexed text (``embedded_text_hash``, set when the
         vector drain stored its vector) has a ``model`` passage vector of ``dimension`` here: the very vector the
-        vector index holds for them. Records never flushed, or whose row is gone, are absent.
+        vector index holds for them. Records never flushed, or whose row is gone, are absent; so is every record
+        when the cache cannot be read.
 
         Why: ranking needs the stored vectors of the memories the keyword, time and context steps found, and a
         read by id from Chroma costs a fixed overhead plus a Python float per dimension; these rows sit beside the
@@ -97,13 +99,17 @@ class SqliteEmbeddingCache:
         ids = list(dict.fromkeys(memory_ids))
         for start in range(0, len(ids), LOOKUP_CHUNK):
             chunk = ids[start : start + LOOKUP_CHUNK]
-            rows = await self.db.fetch_all(
-                "SELECT r.memory_id, c.vector FROM booku_memory_records r "
-                "JOIN booku_embedding_cache c ON c.text_hash = r.embedded_text_hash "
-                "AND c.mode = 'passage' AND c.model = ? AND c.dimension = ? "
-                f"WHERE r.memory_id IN ({placeholders(len(chunk))}) AND r.embedded_text_hash != ''",
-                [model, dimension, *chunk],
-            )
+            try:
+                rows = await self.db.fetch_all(
+                    "SELECT r.memory_id, c.vector FROM booku_memory_records r "
+                    "JOIN booku_embedding_cache c ON c.text_hash = r.embedded_text_hash "
+                    "AND c.mode = 'passage' AND c.model = ? AND c.dimension = ? "
+                    f"WHERE r.memory_id IN ({placeholders(len(chunk))}) AND r.embedded_text_hash != ''",
+                    [model, dimension, *chunk],
+                )
+            except sqlite3.DatabaseError:  # the cache never fails a read: the caller asks the vector index instead
+                logger.warning("读取嵌入缓存中的向量失败，改为从向量索引读取", exc_info=True)
+                return found
             if not rows:
                 continue
             matrix = np.frombuffer(b"".join(row["vector"] for row in rows), dtype=np.float32).reshape(len(rows), -1)

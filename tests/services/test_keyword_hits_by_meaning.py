@@ -119,3 +119,23 @@ async def test_a_vector_not_flushed_yet_is_not_read_from_sqlite(tmp_path: Path) 
         target = (await svc.upsert_memory(TARGET))["id"]
         found = await rt.embedding_cache.indexed_vectors([first, target], rt.vectors.model_id, rt.vectors.dimension)
         assert first in found and target not in found
+
+
+async def test_an_unreadable_embedding_cache_leaves_the_index_to_answer(tmp_path: Path) -> None:
+    """The embedding cache is an optimisation: when its table cannot be read, the stored vectors come from Chroma
+    and the retrieval ranks as before."""
+    async with open_store(tmp_path) as handle:
+        svc = handle.get_service(MEMORY_SERVICE)
+        await write_turns(svc, CHAT)
+        target = (await svc.upsert_memory(TARGET))["id"]
+    async with open_store(tmp_path) as handle:
+        rt = handle.runtime
+        async with rt.db.transaction() as conn:
+            await conn.execute("ALTER TABLE booku_embedding_cache RENAME TO booku_embedding_cache_elsewhere")
+        hide_from_vector_search(rt, target)
+        reads = count_reads_by_id(rt)
+        result = await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUERY, top_k=3)
+        async with rt.db.transaction() as conn:
+            await conn.execute("ALTER TABLE booku_embedding_cache_elsewhere RENAME TO booku_embedding_cache")
+    assert result["results"][0]["id"] == target
+    assert any(target in ids for ids in reads)
