@@ -38,14 +38,25 @@ def hide_from_vector_search(runtime: Any, memory_id: str) -> None:
     runtime.vectors.query_many = missing
 
 
-async def test_a_keyword_hit_missed_by_the_vector_search_gets_its_cosine(tmp_path: Path) -> None:
-    async with open_store(tmp_path) as handle:
+async def store_chat_with_target(path: Path) -> str:
+    """Write the chat, then the target memory, and close the store (so every vector is flushed); the target's id."""
+    async with open_store(path) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
         await write_turns(svc, CHAT)
-        target = (await svc.upsert_memory(TARGET))["id"]
+        return (await svc.upsert_memory(TARGET))["id"]
+
+
+async def retrieve_with_the_target_missed(handle: Any, target: str) -> tuple[dict[str, Any], list[list[str]]]:
+    """The query's result while the vector search misses ``target``, and the reads of stored vectors from Chroma."""
+    hide_from_vector_search(handle.runtime, target)
+    reads = count_reads_by_id(handle.runtime)
+    return await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUERY, top_k=3), reads
+
+
+async def test_a_keyword_hit_missed_by_the_vector_search_gets_its_cosine(tmp_path: Path) -> None:
+    target = await store_chat_with_target(tmp_path)
     async with open_store(tmp_path) as handle:  # reopened: every vector is in the index, none still staged
-        hide_from_vector_search(handle.runtime, target)
-        result = await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUERY, top_k=3)
+        result, _ = await retrieve_with_the_target_missed(handle, target)
     top = result["results"][0]
     assert top["id"] == target
     # Its meaning counts: nearest to the query, it stands above the vector route's floor, and above every memory
@@ -70,28 +81,20 @@ def count_reads_by_id(runtime: Any) -> list[list[str]]:
 async def test_the_missed_hit_is_scored_with_the_vector_the_index_holds_read_from_sqlite(tmp_path: Path) -> None:
     """The stored vector comes from SQLite (the passage vector of the text the drain indexed), the very vector
     Chroma holds, so retrieval asks Chroma for none by id."""
-    async with open_store(tmp_path) as handle:
-        svc = handle.get_service(MEMORY_SERVICE)
-        await write_turns(svc, CHAT)
-        target = (await svc.upsert_memory(TARGET))["id"]
+    target = await store_chat_with_target(tmp_path)
     async with open_store(tmp_path) as handle:
         rt = handle.runtime
         held = await rt.vectors.get_embeddings("shared", [target], tiers=["live"])
         from_sqlite = await rt.embedding_cache.indexed_vectors([target], rt.vectors.model_id, rt.vectors.dimension)
         assert np.allclose(from_sqlite[target], held[target], atol=1e-6)
-        hide_from_vector_search(rt, target)
-        reads = count_reads_by_id(rt)
-        result = await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUERY, top_k=3)
+        result, reads = await retrieve_with_the_target_missed(handle, target)
     assert result["results"][0]["id"] == target
     assert reads == []
 
 
 async def test_without_its_cached_vector_the_missed_hit_is_read_from_the_index(tmp_path: Path) -> None:
     """A text whose cached vector is gone (retracted) is read from Chroma instead, and ranks the same."""
-    async with open_store(tmp_path) as handle:
-        svc = handle.get_service(MEMORY_SERVICE)
-        await write_turns(svc, CHAT)
-        target = (await svc.upsert_memory(TARGET))["id"]
+    target = await store_chat_with_target(tmp_path)
     async with open_store(tmp_path) as handle:
         rt = handle.runtime
         async with rt.db.transaction() as conn:
@@ -100,9 +103,7 @@ async def test_without_its_cached_vector_the_missed_hit_is_read_from_the_index(t
                 "(SELECT embedded_text_hash FROM booku_memory_records WHERE memory_id = ?)",
                 [target],
             )
-        hide_from_vector_search(rt, target)
-        reads = count_reads_by_id(rt)
-        result = await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUERY, top_k=3)
+        result, reads = await retrieve_with_the_target_missed(handle, target)
     assert result["results"][0]["id"] == target
     assert any(target in ids for ids in reads)
 
@@ -124,17 +125,12 @@ async def test_a_vector_not_flushed_yet_is_not_read_from_sqlite(tmp_path: Path) 
 async def test_an_unreadable_embedding_cache_leaves_the_index_to_answer(tmp_path: Path) -> None:
     """The embedding cache is an optimisation: when its table cannot be read, the stored vectors come from Chroma
     and the retrieval ranks as before."""
-    async with open_store(tmp_path) as handle:
-        svc = handle.get_service(MEMORY_SERVICE)
-        await write_turns(svc, CHAT)
-        target = (await svc.upsert_memory(TARGET))["id"]
+    target = await store_chat_with_target(tmp_path)
     async with open_store(tmp_path) as handle:
         rt = handle.runtime
         async with rt.db.transaction() as conn:
             await conn.execute("ALTER TABLE booku_embedding_cache RENAME TO booku_embedding_cache_elsewhere")
-        hide_from_vector_search(rt, target)
-        reads = count_reads_by_id(rt)
-        result = await handle.get_service(MEMORY_SERVICE).retrieve_memories(QUERY, top_k=3)
+        result, reads = await retrieve_with_the_target_missed(handle, target)
         async with rt.db.transaction() as conn:
             await conn.execute("ALTER TABLE booku_embedding_cache_elsewhere RENAME TO booku_embedding_cache")
     assert result["results"][0]["id"] == target
