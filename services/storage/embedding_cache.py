@@ -88,9 +88,9 @@ class SqliteEmbeddingCache:
 
     async def indexed_vectors(self, memory_ids: Sequence[str], model: str, dimension: int) -> dict[str, np.ndarray]:
         """``{memory_id: unit vector}`` of the records whose indexed text (``embedded_text_hash``, set when the
-        vector drain stored its vector) has a ``model`` passage vector of ``dimension`` here: the very vector the
-        vector index holds for them. Records never flushed, or whose row is gone, are absent; so is every record
-        when the cache cannot be read.
+        vector drain stored its vector) has a ``model`` passage vector of ``dimension`` here: the vector the drain
+        last stored in the vector index for them. Records never flushed, or whose row is gone, are absent; so is
+        every record when the cache cannot be read.
 
         Why: ranking needs the stored vectors of the memories the keyword, time and context steps found, and a
         read by id from Chroma costs a fixed overhead plus a Python float per dimension; these rows sit beside the
