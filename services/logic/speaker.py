@@ -211,8 +211,11 @@ def speaker_lift(
     rivals = _rivals(hits, speakers) if coverage else []
     lifted: list[FusedHit] = []
     for hit in hits[1:]:
+        if hit.id not in speakers:
+            lifted.append(hit)
+            continue
         cap = _ceiling(hit, rivals, coverage, ceiling) if rivals and coverage else ceiling
-        lift = max(0.0, min(weight, cap - hit.score)) if hit.id in speakers else 0.0
+        lift = max(0.0, min(weight, cap - hit.score))
         lifted.append(
             hit
             if lift == 0.0
