@@ -110,8 +110,12 @@ async def test_corrupted_index_at_start_is_moved_aside_and_rebuilt(tmp_path: Pat
     async with _open(data) as memory:
         ids = await _seed(memory.get_service(MEMORY_SERVICE))
         vector_dir = memory.runtime.vectors.path
-    with open(vector_dir / CHROMA_SQLITE_FILE, "r+b") as handle:
-        handle.write(os.urandom(4096))
+    # The header page is overwritten, and so is the write-ahead log's header when Chroma's closing has not folded
+    # the log back yet (a loaded machine): a log left intact would still hold the first page and mask the damage.
+    for damaged in (vector_dir / CHROMA_SQLITE_FILE, vector_dir / f"{CHROMA_SQLITE_FILE}-wal"):
+        if damaged.exists():
+            with open(damaged, "r+b") as handle:
+                handle.write(os.urandom(4096))
 
     async with _open(data) as memory:
         runtime, service = memory.runtime, memory.get_service(MEMORY_SERVICE)
