@@ -451,8 +451,11 @@ class MemorySearch:
         ``memory_ids`` when given (the memories ranked since the last call), added to what is known."""
         if not state.anchors:
             return
-        ranked = state.ranked_candidates()
-        rows = ranked if memory_ids is None else {i: ranked[i] for i in memory_ids if i in ranked}
+        rows = (
+            state.ranked_candidates()
+            if memory_ids is None
+            else {i: row for i in memory_ids if (row := state.candidates.get(i)) is not None}
+        )
         dated = {memory_id: row for memory_id, row in rows.items() if row["bucket"] == "memory"}
         zones = await self.rt.records.time_zones(dated)
         state.time_matches.update(

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..embedding.base import l2_normalise
 from .database import Database, RiderRows, placeholders
 
 logger = logging.getLogger(__name__)
@@ -113,9 +114,7 @@ class SqliteEmbeddingCache:
             if not rows:
                 continue
             matrix = np.frombuffer(b"".join(row["vector"] for row in rows), dtype=np.float32).reshape(len(rows), -1)
-            norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-            matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-            found.update(zip((row["memory_id"] for row in rows), matrix))
+            found.update(zip((row["memory_id"] for row in rows), l2_normalise(matrix)))
         return found
 
     async def put_many(self, model: str, mode: str, items: Sequence[tuple[str, np.ndarray]]) -> None:
