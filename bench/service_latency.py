@@ -289,6 +289,7 @@ async def measure(
     embed_queries: int,
     memory_keywords: bool = True,
     memory_candidates: bool = True,
+    memory_vectors: bool = True,
 ) -> dict[str, Any]:
     """Latency of ``retrieve_memories`` on the cached store, route breakdown, query-embedding time, peak RSS."""
     directory = store_dir(size)
@@ -298,7 +299,7 @@ async def measure(
     if missing:
         raise SystemExit(f"{len(missing)} latency queries have no precomputed vector; run without --phase first")
     result: dict[str, Any] = {"size": size, "top_k": top_k, "queries": len(chosen)}
-    config = route_config(memory_keywords, memory_candidates)
+    config = route_config(memory_keywords, memory_candidates, memory_vectors)
     async with booku_memory.open(directory, config=config, embedder=embedder) as memory:
         svc = memory.get_service(MEMORY_SERVICE)
         rt = memory.runtime
@@ -310,6 +311,8 @@ async def measure(
         loaded = rt.records.memory_keywords._loaded
         held = loaded.candidates if loaded is not None and memory_candidates else None
         result["candidate_rows"] = f"{len(held):,} in memory" if held is not None else "SQL"
+        vectors = loaded.vectors if loaded is not None and memory_vectors else None
+        result["stored_vectors"] = f"{len(vectors):,} in memory" if vectors is not None else "SQLite"
         result["rss_after_open_mb"] = round(rss_mb(), 1)
         timer = RouteTimer(rt)
         for text, _ in chosen[:20]:  # warm-up: Chroma loads the HNSW segment, SQLite fills its page cache
@@ -373,12 +376,16 @@ async def measure(
     return result
 
 
-def route_config(memory_keywords: bool, memory_candidates: bool = True) -> dict[str, Any]:
-    """The bench config with the keyword route chosen by ``--keyword-index`` and where the candidates' rows come
-    from by ``--candidate-rows``."""
+def route_config(memory_keywords: bool, memory_candidates: bool = True, memory_vectors: bool = True) -> dict[str, Any]:
+    """The bench config with the keyword route chosen by ``--keyword-index``, where the candidates' rows come from
+    by ``--candidate-rows`` and the stored vectors by ``--stored-vectors``."""
     return {
         **BENCH_CONFIG,
-        "retrieval": {"in_memory_keyword_index": memory_keywords, "in_memory_candidates": memory_candidates},
+        "retrieval": {
+            "in_memory_keyword_index": memory_keywords,
+            "in_memory_candidates": memory_candidates,
+            "in_memory_vectors": memory_vectors,
+        },
     }
 
 
@@ -521,6 +528,8 @@ def child(phase: str, size: int, args: argparse.Namespace) -> dict[str, Any]:
         args.keyword_index,
         "--candidate-rows",
         args.candidate_rows,
+        "--stored-vectors",
+        args.stored_vectors,
     ]
     subprocess.run(command, check=True)
     result = json.loads(out.read_text(encoding="utf-8"))
@@ -624,6 +633,7 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
             m.get("keyword_index", "FTS5"),
             m.get("keyword_index_load_s", "—"),
             m.get("candidate_rows", "SQL"),
+            m.get("stored_vectors", "SQLite"),
             m["rss_after_open_mb"],
             m["rss_after_queries_mb"],
             m["peak_rss_mb"],
@@ -638,6 +648,7 @@ def print_retrieve_report(measured: dict[int, dict[str, Any]], args: argparse.Na
                 "keyword index",
                 "its load after start-up s",
                 "candidate rows",
+                "stored vectors",
                 "RSS after open MB",
                 "RSS after queries MB",
                 "peak RSS MB (incl. model)",
@@ -737,6 +748,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="where the timed calls read their candidates' rows: the copy the keyword index holds "
         "(the default config) or SQL (retrieval.in_memory_candidates = false)",
     )
+    parser.add_argument(
+        "--stored-vectors",
+        choices=("memory", "sql"),
+        default="memory",
+        help="where the timed calls read stored vectors: the copy the keyword index holds (the default config) "
+        "or SQLite, with Chroma handing over its hits' vectors (retrieval.in_memory_vectors = false)",
+    )
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached stores")
     parser.add_argument("--skip-writes", action="store_true")
     parser.add_argument(
@@ -765,6 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.embed_queries,
                     args.keyword_index == "memory",
                     args.candidate_rows == "memory",
+                    args.stored_vectors == "memory",
                 )
             )
         else:

@@ -108,6 +108,14 @@ class RetrievalSection:
             "CPU per plain call at 100k memories, ~4 with tags); false = read them in SQL"
         },
     )
+    in_memory_vectors: bool = field(
+        default=True,
+        metadata={
+            "doc": "with the in-memory candidate rows, also keep each memory's stored vector (4 bytes per dimension: "
+            "~150 MB per 100k memories at 384 dimensions), so ranking reads them without SQL or the vector index; "
+            "false = read them from SQLite"
+        },
+    )
     snippet_chars: int = bounded(280, 40, 4000)
     max_query_chars: int = bounded(
         2000,

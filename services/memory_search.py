@@ -675,8 +675,9 @@ class MemorySearch:
         """id → stored vector of ``ids`` (those with a candidate row), read once per retrieval
         (``state.stored_vectors``: the missed-hit scoring and the relevance floor ask for the same keyword hits).
 
-        The vector the index holds is read from SQLite first (``SqliteEmbeddingCache.indexed_vectors``: the passage
-        vector of the text the drain indexed), and from Chroma, store by store, only for the rest (a text whose
+        The vector the index holds (the passage vector of the text the drain indexed) is taken from the copy held
+        in memory (``MemoryKeywordIndex.held_vectors``), else read from SQLite
+        (``SqliteEmbeddingCache.indexed_vectors``), and from Chroma, store by store, only for the rest (a text whose
         cached vector was retracted). A vector not readable yet (still staged by the write-behind flusher) is
         absent, like a missing one."""
         unread = [
@@ -685,10 +686,16 @@ class MemorySearch:
             if memory_id in state.candidates and memory_id not in state.stored_vectors
         ]
         model, dimension = self.rt.vectors.model_id, self.rt.vectors.dimension
-        if unread and model and dimension:
-            state.stored_vectors.update(await self.rt.embedding_cache.indexed_vectors(unread, model, dimension))
+        held = self.rt.records.memory_keywords.held_vectors(unread, model, dimension) if unread else None
+        if held is not None:
+            found, not_held = held
+            state.stored_vectors.update(found)
+        else:
+            not_held = unread
+        if not_held and model and dimension:
+            state.stored_vectors.update(await self.rt.embedding_cache.indexed_vectors(not_held, model, dimension))
         by_store: dict[str, list[str]] = {}
-        for memory_id in unread:
+        for memory_id in not_held:
             if memory_id not in state.stored_vectors:
                 by_store.setdefault(state.candidates[memory_id]["store_key"], []).append(memory_id)
         for store_key, group in by_store.items():
@@ -716,6 +723,7 @@ class MemorySearch:
                 tiers=tiers,
                 limit=max(pool, self.rt.config.write_conflict.top_n),
                 with_embeddings=True,
+                index_embeddings=not self._vectors_held(),
             )
         except EmbeddingUnavailableError as exc:  # the model, or the vector index (a subclass), is down
             return None, [], str(exc)
@@ -735,7 +743,7 @@ class MemorySearch:
                 [*vector_ids, *state.sql_hit_ids], with_tags=with_tags, tags_only_for=vector_ids
             )
         )
-        pass1 = [h for h in pass1 if h.memory_id in candidates and h.embedding is not None]
+        pass1 = [h for h in await self._with_stored_vectors(state, pass1) if h.embedding is not None]
         evidence = (
             np.stack([h.embedding for h in pass1 if h.embedding is not None])
             if pass1
@@ -798,6 +806,7 @@ class MemorySearch:
             tiers=state.tiers,
             limit=state.pool,
             with_embeddings=True,
+            index_embeddings=not self._vectors_held(),
         )
         state.searched_vec = reshaped.vector / max(float(np.linalg.norm(reshaped.vector)), 1e-12)
         # Hits new to this pass, or keyword candidates read without tags, need their tags now; so do the keyword
@@ -815,7 +824,24 @@ class MemorySearch:
             # As of the first read a few milliseconds ago: one moment for every candidate of this retrieval, and
             # no hop to the reader on the critical path unless some are not held.
             state.candidates.update(await self.rt.records.candidates(fresh, with_tags=True, as_of_last_read=True))
-        return hits
+        return await self._with_stored_vectors(state, hits)
+
+    def _vectors_held(self) -> bool:
+        """Whether stored vectors are held in memory for the vector index's model: its hits are then read
+        without their vectors, which ``_with_stored_vectors`` takes from that copy."""
+        return self.rt.records.memory_keywords.holds_vectors(self.rt.vectors.model_id, self.rt.vectors.dimension)
+
+    async def _with_stored_vectors(self, state: RetrievalState, hits: list[VectorHit]) -> list[VectorHit]:
+        """``hits`` with a candidate row, each with its vector: the vector index's or the staged one it came with,
+        else the stored one (``_stored_vectors``; None when there is none)."""
+        hits = [hit for hit in hits if hit.memory_id in state.candidates]
+        unread = [hit.memory_id for hit in hits if hit.embedding is None]
+        if not unread:
+            return hits
+        vectors = await self._stored_vectors(state, unread)
+        return [
+            hit if hit.embedding is not None else replace(hit, embedding=vectors.get(hit.memory_id)) for hit in hits
+        ]
 
     @staticmethod
     def _passes(record: CandidateRow, flt: RecordFilter) -> bool:

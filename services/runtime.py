@@ -141,6 +141,7 @@ class BookuRuntime:
             posting_budget=self.config.retrieval.keyword_posting_budget,
             in_memory_keywords=self.config.retrieval.in_memory_keyword_index,
             in_memory_candidates=self.config.retrieval.in_memory_candidates,
+            in_memory_vectors=self.config.retrieval.in_memory_vectors,
         )
         # Where a query's dates are read and in which zone new memories keep their times (``time_zone``).
         self.time_zone = deployment_zone(self.config.retrieval.timezone)
@@ -161,6 +162,7 @@ class BookuRuntime:
         else:
             self.vectors = VectorIndex(path=self._resolve(self.config.storage.vector_path), ef_search=vector.ef_search)
         self.vector_sync = VectorSync(self.db, self.records, self.vectors, lambda: self if self.embedder else None)
+        self.records.memory_keywords.vector_model = self._bound_vector_model
         self.index_recovery = IndexRecovery(self)
         self.vectors.on_failure = self.index_recovery.report_failure
         self.write_lock = asyncio.Lock()
@@ -203,9 +205,6 @@ class BookuRuntime:
         rebuilt = await self.records.rebuild_keyword_index_if_requested()
         if rebuilt is not None:
             logger.info("关键词索引已按新结构重建：%d 条记忆", rebuilt)
-        # Keyword searches take the FTS5 route until the in-memory copy of the index is loaded (seconds for a
-        # large store, in a thread of its own; a small store is loaded before start-up returns).
-        await self.records.memory_keywords.start()
         inner = self._given_embedder or build_embedder(self.config.embedding, host_request_fn=self._host_embed_fn)
         if inner is not None:
             # Cache rows from the embedder ride in the next write transaction (the upsert that embedded the text).
@@ -221,6 +220,10 @@ class BookuRuntime:
             if check_model:
                 rebuild_reason = await self.index_recovery.check_index() or rebuild_reason
         self._check_model = check_model
+        # Keyword searches take the FTS5 route until the in-memory copy of the index is loaded (seconds for a
+        # large store, in a thread of its own; a small store is loaded before start-up returns). It holds the
+        # stored vectors of the model bound just above (a model bound later has them loaded when first asked).
+        await self.records.memory_keywords.start()
         from .storage.documents import DocumentRepository
 
         self.documents = DocumentRepository(self.db, self.records)
@@ -325,6 +328,11 @@ class BookuRuntime:
         self.embedder_error = ""
         return matrix
 
+    def _bound_vector_model(self) -> tuple[str, int] | None:
+        """The vector index's (model, dimension) once bound, else None."""
+        model, dimension = self.vectors.model_id, self.vectors.dimension
+        return (model, int(dimension)) if model and dimension else None
+
     async def sync_vectors(self) -> Any:
         """Apply pending vector work (after every write, at start-up and from the maintenance loop).
 
@@ -411,16 +419,21 @@ class BookuRuntime:
         tiers: Sequence[str],
         limit: int,
         with_embeddings: bool = False,
+        index_embeddings: bool | None = None,
     ) -> list[VectorHit]:
         """Nearest neighbours across the chosen partitions, best first, including vectors not yet flushed.
 
         Same arguments and result as ``VectorIndex.query``; every vector read of memories goes through here so a
         memory is findable the moment ``upsert_memory`` returns (see ``VectorSync.merge_staged``).
+        ``index_embeddings``: whether the vector index hands over its hits' vectors (default ``with_embeddings``);
+        False with ``with_embeddings`` leaves them None for a caller that reads them elsewhere
+        (``MemorySearch._stored_vectors``), while the hits not flushed yet keep theirs.
         """
         captured = dict(self.vector_sync.staged)
         removal_seq = self.vector_sync.removal_seq
+        from_index = with_embeddings if index_embeddings is None else index_embeddings
         hits = await self.vectors.query(
-            vector, store_keys=store_keys, tiers=tiers, limit=limit, with_embeddings=with_embeddings
+            vector, store_keys=store_keys, tiers=tiers, limit=limit, with_embeddings=from_index
         )
         return self.vector_sync.merge_staged(
             [vector],

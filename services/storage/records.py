@@ -19,16 +19,25 @@ class RecordRepository(RecordSearch, RecordWrites, KeywordMaintenance):
     """All SQL touching ``booku_memory_records`` and its satellites."""
 
     def __init__(
-        self, db: Database, *, posting_budget: int, in_memory_keywords: bool = False, in_memory_candidates: bool = True
+        self,
+        db: Database,
+        *,
+        posting_budget: int,
+        in_memory_keywords: bool = False,
+        in_memory_candidates: bool = True,
+        in_memory_vectors: bool = True,
     ) -> None:
         """``posting_budget``: the keyword planner's (``retrieval.keyword_posting_budget``), for the FTS5 route;
         ``in_memory_keywords``: rank keyword hits from the in-memory index once loaded
         (``retrieval.in_memory_keyword_index``, ``storage.mirrors.keyword_mirror``); ``in_memory_candidates``: with it,
         read candidate rows from its copy of them (``retrieval.in_memory_candidates``,
-        ``storage.mirrors.candidate_rows``)."""
+        ``storage.mirrors.candidate_rows``); ``in_memory_vectors``: with those, read stored vectors from its copy of
+        them (``retrieval.in_memory_vectors``, ``storage.mirrors.stored_vectors``)."""
         self.db = db
         # The deployment's zone name (``services.time_zone``), kept with every new record; the runtime sets it.
         self.write_zone = ""
         self.keyword_planner = KeywordPlanner(db, posting_budget=posting_budget)
         self.scoped_statistics = ScopedKeywordStatistics(db)
-        self.memory_keywords = MemoryKeywordIndex(db, enabled=in_memory_keywords, keep_candidates=in_memory_candidates)
+        self.memory_keywords = MemoryKeywordIndex(
+            db, enabled=in_memory_keywords, keep_candidates=in_memory_candidates, keep_vectors=in_memory_vectors
+        )

@@ -4,6 +4,9 @@ In a big store Chroma's HNSW search can miss a memory that is in fact the neares
 reach it); the keyword route still finds it by its words. Retrieval then reads that memory's stored vector and
 scores it by exact cosine (``MemorySearch._score_by_meaning``) instead of leaving it at the vector route's floor.
 The miss is simulated by dropping the memory from the vector index's answers, as an HNSW miss would.
+
+The stored vector comes from the copy held in memory (``storage.mirrors.stored_vectors``), else from SQLite, else
+from Chroma: the tests of the later sources switch the copy off (``retrieval.in_memory_vectors``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,9 @@ async def store_chat_with_target(path: Path) -> str:
         return (await svc.upsert_memory(TARGET))["id"]
 
 
+VECTORS_NOT_HELD = {"retrieval": {"in_memory_vectors": False}}
+
+
 async def retrieve_with_the_target_missed(handle: Any, target: str) -> tuple[dict[str, Any], list[list[str]]]:
     """The query's result while the vector search misses ``target``, and the reads of stored vectors from Chroma."""
     hide_from_vector_search(handle.runtime, target)
@@ -82,7 +88,7 @@ async def test_the_missed_hit_is_scored_with_the_vector_the_index_holds_read_fro
     """The stored vector comes from SQLite (the passage vector of the text the drain indexed), the very vector
     Chroma holds, so retrieval asks Chroma for none by id."""
     target = await store_chat_with_target(tmp_path)
-    async with open_store(tmp_path) as handle:
+    async with open_store(tmp_path, config=VECTORS_NOT_HELD) as handle:
         rt = handle.runtime
         held = await rt.vectors.get_embeddings("shared", [target], tiers=["live"])
         from_sqlite = await rt.embedding_cache.indexed_vectors([target], rt.vectors.model_id, rt.vectors.dimension)
@@ -95,7 +101,7 @@ async def test_the_missed_hit_is_scored_with_the_vector_the_index_holds_read_fro
 async def test_without_its_cached_vector_the_missed_hit_is_read_from_the_index(tmp_path: Path) -> None:
     """A text whose cached vector is gone (retracted) is read from Chroma instead, and ranks the same."""
     target = await store_chat_with_target(tmp_path)
-    async with open_store(tmp_path) as handle:
+    async with open_store(tmp_path, config=VECTORS_NOT_HELD) as handle:
         rt = handle.runtime
         async with rt.db.transaction() as conn:
             await conn.execute(
@@ -126,7 +132,7 @@ async def test_an_unreadable_embedding_cache_leaves_the_index_to_answer(tmp_path
     """The embedding cache is an optimisation: when its table cannot be read, the stored vectors come from Chroma
     and the retrieval ranks as before."""
     target = await store_chat_with_target(tmp_path)
-    async with open_store(tmp_path) as handle:
+    async with open_store(tmp_path, config=VECTORS_NOT_HELD) as handle:
         rt = handle.runtime
         async with rt.db.transaction() as conn:
             await conn.execute("ALTER TABLE booku_embedding_cache RENAME TO booku_embedding_cache_elsewhere")

@@ -72,7 +72,7 @@ def fts_scores(path, terms: list[str]) -> dict[int, float]:
 def index_from_table(path) -> KeywordIndex:
     conn = sqlite3.connect(path)
     try:
-        return KeywordIndex.build(row[:5] for row in conn.execute(keyword_mirror.ROWS_SQL).fetchall())
+        return KeywordIndex.build(row[:5] for row in conn.execute(*keyword_mirror.rows_sql(None)).fetchall())
     finally:
         conn.close()
 
@@ -81,7 +81,7 @@ def assert_same_states(states, path) -> None:
     """``states`` (``RecordStates``) holds each keyword row's record as the table does."""
     conn = sqlite3.connect(path)
     try:
-        rows = conn.execute(keyword_mirror.ROWS_SQL).fetchall()
+        rows = conn.execute(*keyword_mirror.rows_sql(None)).fetchall()
     finally:
         conn.close()
     assert states.memory_ids == {row[0]: row[5] for row in rows if row[5] is not None}

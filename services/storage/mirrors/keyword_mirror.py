@@ -37,12 +37,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..database import Database, aiosqlite_core, placeholders
 from ..record_columns import ALL_TAGS_SQL, candidate_columns, tags_sql
 from ..rows import CandidateRow
 from .bm25_postings import KeywordIndex, KeywordRowText, KeywordTop
 from .candidate_rows import CandidateRows
 from .record_states import RecordStates, RowStateTest
+from .stored_vectors import StoredVectors
 
 logger = logging.getLogger(__name__)
 
@@ -58,14 +61,20 @@ LOAD_BEFORE_START_ROWS = 5_000
 # Journal entries kept when trimming (``trim_journal_sql``): a runtime more than this many changes behind reloads.
 JOURNAL_KEEP = 20_000
 # Each keyword row (``KeywordRowText``, the first five columns) with its record's state (``RecordState``, the next
-# four; NULLs when the row has no record), then the record's candidate row (``record_columns.CANDIDATE_KEYS``).
-ROWS_SQL = (
+# four; NULLs when the row has no record), then the record's candidate row (``record_columns.CANDIDATE_KEYS``), then
+# its stored vector (``stored_vectors``; NULL when none, or when vectors are not kept).
+_ROWS_COLUMNS = (
     "SELECT f.rowid, f.title, f.content, f.tags, f.store, r.memory_id, r.bucket, r.status, r.is_deleted, "
-    f"{', '.join(candidate_columns('r.'))} "
-    "FROM booku_memory_fts f LEFT JOIN booku_memory_records r ON r.rid = f.rowid"
+    f"{', '.join(candidate_columns('r.'))}"
+)
+_ROWS_FROM = "FROM booku_memory_fts f LEFT JOIN booku_memory_records r ON r.rid = f.rowid"
+_VECTOR_JOIN = (
+    "LEFT JOIN booku_embedding_cache c ON c.text_hash = r.embedded_text_hash AND c.mode = 'passage' "
+    "AND c.model = ? AND c.dimension = ?"
 )
 _TEXT, _STATE = slice(0, 5), slice(5, 9)
-_CANDIDATE = slice(9, None)
+_CANDIDATE = slice(9, -1)
+_VECTOR = -1
 _IS_DELETED = 8
 LAST_SEQ_SQL = f"SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'), 0)"
 PENDING_SQL = (
@@ -82,7 +91,16 @@ class _Loaded:
     index: KeywordIndex
     states: RecordStates
     candidates: CandidateRows | None  # None when not kept (``MemoryKeywordIndex.keep_candidates``)
+    vectors: StoredVectors | None  # None when not kept (``MemoryKeywordIndex.keep_vectors``)
     applied_seq: int  # the last journal entry the index reflects
+
+
+def rows_sql(vectors: StoredVectors | None) -> tuple[str, list[Any]]:
+    """The statement reading keyword rows with their records (and stored vectors when ``vectors`` are kept), and
+    its parameters; a caller narrows it with a WHERE on ``f.rowid``."""
+    if vectors is None:
+        return f"{_ROWS_COLUMNS}, NULL {_ROWS_FROM}", []
+    return f"{_ROWS_COLUMNS}, c.vector {_ROWS_FROM} {_VECTOR_JOIN}", [vectors.model, vectors.dimension]
 
 
 @dataclass
@@ -101,48 +119,57 @@ class _Stale(Exception):
     """The index cannot be brought up to date from the journal: reload it."""
 
 
-def _hold_record(
-    rid: int, row: tuple[Any, ...] | None, states: RecordStates, candidates: CandidateRows | None
-) -> str | None:
-    """Hold the record of keyword row ``rid`` (its ``ROWS_SQL`` row, or None when the row is gone) in ``states``
-    and ``candidates``; returns its memory id when ``candidates`` now holds it (a live record)."""
-    previous_id = states.memory_ids.get(rid)
-    states.set(rid, None if row is None else row[_STATE])
-    if candidates is None:
+def _hold_record(rid: int, row: tuple[Any, ...] | None, loaded: _Loaded) -> str | None:
+    """Hold the record of keyword row ``rid`` (its ``rows_sql`` row, or None when the row is gone) in ``loaded``'s
+    states, candidate rows and stored vectors; returns its memory id when the candidate rows now hold it (a live
+    record)."""
+    previous_id = loaded.states.memory_ids.get(rid)
+    loaded.states.set(rid, None if row is None else row[_STATE])
+    live_row = row if row is not None and row[5] is not None and not row[_IS_DELETED] else None
+    if loaded.vectors is not None:
+        loaded.vectors.set(previous_id, *((live_row[5], live_row[_VECTOR]) if live_row is not None else (None, None)))
+    if loaded.candidates is None:
         return None
-    live = row is not None and row[5] is not None and not row[_IS_DELETED]
-    return candidates.set(previous_id, row[_CANDIDATE] if row is not None and live else None)
+    return loaded.candidates.set(previous_id, live_row[_CANDIDATE] if live_row is not None else None)
 
 
-def _rows(
-    conn: sqlite3.Connection, cancelled: threading.Event, states: RecordStates, candidates: CandidateRows | None
-) -> Iterator[KeywordRowText]:
-    """The keyword rows' text, for ``KeywordIndex.build``; their records go to ``states`` and ``candidates`` on
-    the way."""
-    cursor = conn.execute(ROWS_SQL)
+def _rows(conn: sqlite3.Connection, cancelled: threading.Event, loaded: _Loaded) -> Iterator[KeywordRowText]:
+    """The keyword rows' text, for ``KeywordIndex.build``; their records go to ``loaded`` on the way."""
+    cursor = conn.execute(*rows_sql(loaded.vectors))
     while batch := cursor.fetchmany(1000):
         if cancelled.is_set():
             raise asyncio.CancelledError
         for row in batch:
-            _hold_record(row[0], row, states, candidates)
+            _hold_record(row[0], row, loaded)
             yield row[_TEXT]
 
 
-def load_index(path: Path, cancelled: threading.Event, *, keep_candidates: bool = True) -> _Loaded:
-    """Build the index (and, with ``keep_candidates``, the candidate rows) from a snapshot of the tables, on a
-    connection of its own (run in a worker thread)."""
+def load_index(
+    path: Path,
+    cancelled: threading.Event,
+    *,
+    keep_candidates: bool = True,
+    vector_model: tuple[str, int] | None = None,
+) -> _Loaded:
+    """Build the index (and, with ``keep_candidates``, the candidate rows; with ``vector_model``, the stored vectors
+    of that model and dimension) from a snapshot of the tables, on a connection of its own (run in a worker
+    thread)."""
     conn = sqlite3.connect(str(path), check_same_thread=False)
     try:
         conn.execute("PRAGMA query_only = 1")
         conn.execute("BEGIN")
-        applied = int(conn.execute(LAST_SEQ_SQL).fetchone()[0])
-        states = RecordStates()
-        candidates = CandidateRows() if keep_candidates else None
-        index = KeywordIndex.build(_rows(conn, cancelled, states, candidates))
-        if candidates is not None:
-            candidates.set_tags(candidates.memory_ids(), conn.execute(ALL_TAGS_SQL))
+        loaded = _Loaded(
+            KeywordIndex(),
+            RecordStates(),
+            CandidateRows() if keep_candidates else None,
+            StoredVectors(*vector_model) if vector_model is not None else None,
+            int(conn.execute(LAST_SEQ_SQL).fetchone()[0]),
+        )
+        loaded.index = KeywordIndex.build(_rows(conn, cancelled, loaded))
+        if loaded.candidates is not None:
+            loaded.candidates.set_tags(loaded.candidates.memory_ids(), conn.execute(ALL_TAGS_SQL))
         conn.execute("COMMIT")
-        return _Loaded(index, states, candidates, applied)
+        return loaded
     finally:
         conn.close()
 
@@ -167,15 +194,16 @@ def _apply_journal(raw: sqlite3.Connection, loaded: _Loaded) -> None:
         raise _Stale
     rids = list(dict.fromkeys(rid for _, rid in entries))
     current: dict[int, tuple] = {}
+    sql, params = rows_sql(loaded.vectors)
     for start in range(0, len(rids), 500):
         chunk = rids[start : start + 500]
-        for row in raw.execute(f"{ROWS_SQL} WHERE f.rowid IN ({placeholders(len(chunk))})", chunk):
+        for row in raw.execute(f"{sql} WHERE f.rowid IN ({placeholders(len(chunk))})", [*params, *chunk]):
             current[row[0]] = tuple(row)
     held: list[str] = []
     for rid in rids:
         row = current.get(rid)
         loaded.index.replace(rid, None if row is None else row[_TEXT])
-        if (memory_id := _hold_record(rid, row, loaded.states, loaded.candidates)) is not None:
+        if (memory_id := _hold_record(rid, row, loaded)) is not None:
             held.append(memory_id)
     if loaded.candidates is not None:
         for start in range(0, len(held), 500):
@@ -187,13 +215,19 @@ def _apply_journal(raw: sqlite3.Connection, loaded: _Loaded) -> None:
 class MemoryKeywordIndex:
     """The runtime's in-memory keyword index: loading, following the journal, searching (module docstring)."""
 
-    def __init__(self, db: Database, *, enabled: bool, keep_candidates: bool = True) -> None:
+    def __init__(self, db: Database, *, enabled: bool, keep_candidates: bool = True, keep_vectors: bool = True) -> None:
         """``keep_candidates``: hold the candidate rows too (``storage.mirrors.candidate_rows``,
         ``retrieval.in_memory_candidates``); may be switched off on a running runtime like ``enabled``, then back
-        on (a benchmark comparing the routes): candidate reads then take SQL, and the rows are kept meanwhile."""
+        on (a benchmark comparing the routes): candidate reads then take SQL, and the rows are kept meanwhile.
+        ``keep_vectors``: with the candidate rows, hold the stored vectors of ``vector_model()`` too
+        (``storage.mirrors.stored_vectors``, ``retrieval.in_memory_vectors``)."""
         self.db = db
         self.enabled = enabled
         self.keep_candidates = keep_candidates
+        self.keep_vectors = keep_vectors
+        # The vector index's (model, dimension) once bound, else None; the runtime sets it.
+        self.vector_model: Callable[[], tuple[str, int] | None] = lambda: None
+        self._vector_load_asked: tuple[str, int] | None = None
         self._loaded: _Loaded | None = None
         self._loading: asyncio.Task | None = None
         self._cancelled = threading.Event()
@@ -223,9 +257,14 @@ class MemoryKeywordIndex:
         self._loading = asyncio.create_task(self._load(), name="booku-keyword-index-load")
 
     async def _load(self) -> None:
+        keep_vectors = self.keep_candidates and self.keep_vectors
         try:
             loaded = await asyncio.to_thread(
-                load_index, self.db.path, self._cancelled, keep_candidates=self.keep_candidates
+                load_index,
+                self.db.path,
+                self._cancelled,
+                keep_candidates=self.keep_candidates,
+                vector_model=self.vector_model() if keep_vectors else None,
             )
         except asyncio.CancelledError:
             return
@@ -341,6 +380,35 @@ class MemoryKeywordIndex:
         if loaded is None or loaded.candidates is None or not (self.enabled and self.keep_candidates):
             return None
         return loaded
+
+    def holds_vectors(self, model: str | None, dimension: int | None) -> bool:
+        """Whether ``held_vectors`` answers for ``model`` at ``dimension`` (the vector index's)."""
+        return self._vectors_of(model, dimension) is not None
+
+    def held_vectors(
+        self, memory_ids: Sequence[str], model: str | None, dimension: int | None
+    ) -> tuple[dict[str, np.ndarray], list[str]] | None:
+        """The stored vectors held of ``memory_ids`` (``storage.mirrors.stored_vectors``) and the ids not held, as
+        of the last read (like ``held_candidates``: a retrieval reads its candidates, which follows the journal,
+        before it reads any vector); None when no vectors of ``model`` at ``dimension`` are held."""
+        vectors = self._vectors_of(model, dimension)
+        return None if vectors is None else vectors.lookup(memory_ids)
+
+    def _vectors_of(self, model: str | None, dimension: int | None) -> StoredVectors | None:
+        """The stored vectors held for ``model`` at ``dimension``, or None. When the index was loaded before the
+        vector index bound its model (a remote model learns its dimension from a first call), that model's
+        vectors are loaded once, in the background, with a reload of the whole index."""
+        loaded = self._loaded_with_candidates()
+        if loaded is None or not self.keep_vectors or not model or not dimension:
+            return None
+        if loaded.vectors is not None and loaded.vectors.holds(model, dimension):
+            return loaded.vectors
+        wanted = (model, dimension)
+        idle = self._loading is None or self._loading.done()
+        if idle and self._vector_load_asked != wanted and self.vector_model() == wanted:
+            self._vector_load_asked = wanted  # once: a load that fails is not retried on every read
+            self.start_loading()
+        return None
 
 
 def _candidates_here(
