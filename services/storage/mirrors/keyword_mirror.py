@@ -11,10 +11,14 @@
 * **Candidate rows.** With each live record it also keeps the columns ranking reads of it and its tags
   (``storage.mirrors.candidate_rows``, ``retrieval.in_memory_candidates``): ``RecordRepository.candidates`` is answered
   from them in one hop, after the journal is followed, and only the ids not held are read in SQL.
+* **Stored vectors.** With the candidate rows it also keeps each live record's stored vector
+  (``storage.mirrors.stored_vectors``, ``retrieval.in_memory_vectors``) of the vector index's model, read in the same
+  snapshot; ``held_vectors`` answers without a hop, as of the last read (a retrieval reads its candidates first).
 * **Following changes.** Every statement that writes or deletes a keyword row also appends its rid to
   ``booku_keyword_journal`` in the same transaction (``journal_plan``), and a trigger appends a record's rid when
   its bucket, status or deletion flag changes (migration 0012), or another column the candidate rows hold
-  (migration 0013; a change of text, tags or store rewrites the keyword row). Before each search or candidate
+  (migration 0013; a change of text, tags or store rewrites the keyword row), or the text its stored vector embeds
+  (migration 0018). Before each search or candidate
   read, on the reader connection's thread, the entries after the last applied seq are read and each named row is
   re-read from the tables: the index then holds what the committed tables hold, whichever connection or process
   wrote them. Applying an entry twice is harmless (it re-reads the row's current text and state).
@@ -22,8 +26,9 @@
   ``SYNC_LIMIT``, or a gap in the seqs (entries trimmed before this runtime read them) drops the index; searches
   use FTS5 until a reload in the background is done.
 
-The index is only touched on the reader connection's thread once loaded (searches and syncing are one hop there),
-so it needs no lock.
+The index is only written on the reader connection's thread once loaded (searches and syncing are one hop there),
+so it needs no lock; the held candidate rows and vectors are read from the event loop too, and each is replaced
+whole, so such a read sees a record's old or new row.
 """
 
 from __future__ import annotations
