@@ -61,6 +61,7 @@ async def test_the_held_vectors_are_those_sqlite_names_and_chroma_holds(tmp_path
         assert_same_vectors(got, await from_sqlite(rt, ids))
         in_chroma = await rt.vectors.get_embeddings("shared", ids, tiers=["live"])
         assert all(np.allclose(got[memory_id], in_chroma[memory_id], atol=1e-6) for memory_id in ids)
+        assert not got[ids[0]].flags.writeable  # shared by every retrieval: nobody may write into it
 
 
 async def test_a_retrieval_reads_no_stored_vector_from_sqlite_or_chroma_and_ranks_the_same(tmp_path: Path) -> None:

@@ -48,22 +48,20 @@ class StoredVectors:
         if blob is None or len(blob) != self.dimension * 4:
             self._vectors.pop(memory_id, None)
             return
-        # A read-only view of the row's bytes, no copy: loading a large store stays a pass over its rows.
-        self._vectors[memory_id] = np.frombuffer(blob, dtype=np.float32)
+        # Normalised once here, as ``SqliteEmbeddingCache.indexed_vectors`` normalises them, so a lookup is only
+        # dictionary reads; read-only, since every retrieval that reads it shares it.
+        vector = l2_normalise(np.frombuffer(blob, dtype=np.float32))[0]
+        vector.flags.writeable = False
+        self._vectors[memory_id] = vector
 
     def lookup(self, memory_ids: Iterable[str]) -> tuple[dict[str, np.ndarray], list[str]]:
-        """Unit vectors (new arrays, the caller's own) of the ``memory_ids`` held, normalised as
-        ``SqliteEmbeddingCache.indexed_vectors`` normalises them, and the ids not held, in order."""
-        held: list[str] = []
-        rows: list[np.ndarray] = []
+        """The unit vectors held of ``memory_ids`` (read-only, shared), and the ids not held, in order."""
+        found: dict[str, np.ndarray] = {}
         missing: list[str] = []
         for memory_id in dict.fromkeys(memory_ids):
             vector = self._vectors.get(memory_id)  # one read: the reader's thread may replace it meanwhile
             if vector is None:
                 missing.append(memory_id)
             else:
-                held.append(memory_id)
-                rows.append(vector)
-        if not held:
-            return {}, missing
-        return dict(zip(held, l2_normalise(np.stack(rows)))), missing
+                found[memory_id] = vector
+        return found, missing
