@@ -120,6 +120,17 @@ async def open_store(path: Path, *, embedder: Any = None, config: dict[str, Any]
 
 TRIPLET = {"core_tags": ["生活"], "diffusion_tags": ["日常"], "opposing_tags": ["工作"]}
 
+# Turns of a chat about unrelated everyday things, and one more that a question about mint answers.
+DAILY_CHAT = [
+    "用户说周末去香山爬山，早上六点出发，带了两瓶水。",
+    "用户每天早上喝一杯美式咖啡，不加糖也不加奶。",
+    "用户的猫叫小橘，是一只橘色的公猫，最爱吃鱼干。",
+    "用户在学吉他，已经会弹三个和弦了。",
+    "用户说公司楼下新开了一家面馆，牛肉面很好吃。",
+    "用户打算下个月去青岛看海，已经订好了火车票。",
+]
+MINT_TURN = "用户上周在阳台种了一盆薄荷，每天给薄荷浇水。"
+
 # Four memories on unrelated topics (they share only the word 用户), so neither route confuses them.
 CAT = ("小橘", "用户的猫叫小橘，是一只橘色的公猫，今年三岁，最爱吃鱼干。")
 HIKE = ("周末爬山", "用户喜欢周末去香山爬山，通常早上六点出发，带两瓶水。")

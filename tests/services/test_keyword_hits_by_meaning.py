@@ -16,17 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from .memory_support import MEMORY_SERVICE, open_store, write_turns
+from .memory_support import DAILY_CHAT, MEMORY_SERVICE, MINT_TURN, open_store, write_turns
 
-CHAT = [
-    "用户说周末去香山爬山，早上六点出发，带了两瓶水。",
-    "用户每天早上喝一杯美式咖啡，不加糖也不加奶。",
-    "用户的猫叫小橘，是一只橘色的公猫，最爱吃鱼干。",
-    "用户在学吉他，已经会弹三个和弦了。",
-    "用户说公司楼下新开了一家面馆，牛肉面很好吃。",
-    "用户打算下个月去青岛看海，已经订好了火车票。",
-]
-TARGET = "用户上周在阳台种了一盆薄荷，每天给薄荷浇水。"
+CHAT = DAILY_CHAT
+TARGET = MINT_TURN
 QUERY = "用户在阳台种的薄荷怎么样了？"
 
 
