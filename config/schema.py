@@ -111,9 +111,9 @@ class RetrievalSection:
     in_memory_vectors: bool = field(
         default=True,
         metadata={
-            "doc": "with the in-memory candidate rows, also keep each memory's stored vector (4 bytes per dimension: "
-            "~150 MB per 100k memories at 384 dimensions), so ranking reads them without SQL or the vector index; "
-            "false = read them from SQLite"
+            "doc": "with the in-memory candidate rows, also keep each memory's stored vector (4 bytes per dimension "
+            "and some overhead: ~175 MB per 100k memories at 384 dimensions), so ranking reads them without SQL or "
+            "the vector index; false = read them from SQLite"
         },
     )
     snippet_chars: int = bounded(280, 40, 4000)
