@@ -686,7 +686,7 @@ class MemorySearch:
             if memory_id in state.candidates and memory_id not in state.stored_vectors
         ]
         model, dimension = self.rt.vectors.model_id, self.rt.vectors.dimension
-        held = self.rt.records.memory_keywords.held_vectors(unread, model, dimension) if unread else None
+        held = self.rt.records.memory_keywords.held_vectors(unread) if unread else None
         if held is not None:
             found, not_held = held
             state.stored_vectors.update(found)
@@ -723,7 +723,7 @@ class MemorySearch:
                 tiers=tiers,
                 limit=max(pool, self.rt.config.write_conflict.top_n),
                 with_embeddings=True,
-                index_embeddings=not self._vectors_held(),
+                index_embeddings=not self.rt.records.memory_keywords.holds_vectors(),
             )
         except EmbeddingUnavailableError as exc:  # the model, or the vector index (a subclass), is down
             return None, [], str(exc)
@@ -806,7 +806,7 @@ class MemorySearch:
             tiers=state.tiers,
             limit=state.pool,
             with_embeddings=True,
-            index_embeddings=not self._vectors_held(),
+            index_embeddings=not self.rt.records.memory_keywords.holds_vectors(),
         )
         state.searched_vec = reshaped.vector / max(float(np.linalg.norm(reshaped.vector)), 1e-12)
         # Hits new to this pass, or keyword candidates read without tags, need their tags now; so do the keyword
@@ -825,11 +825,6 @@ class MemorySearch:
             # no hop to the reader on the critical path unless some are not held.
             state.candidates.update(await self.rt.records.candidates(fresh, with_tags=True, as_of_last_read=True))
         return await self._with_stored_vectors(state, hits)
-
-    def _vectors_held(self) -> bool:
-        """Whether stored vectors are held in memory for the vector index's model: its hits are then read
-        without their vectors, which ``_with_stored_vectors`` takes from that copy."""
-        return self.rt.records.memory_keywords.holds_vectors(self.rt.vectors.model_id, self.rt.vectors.dimension)
 
     async def _with_stored_vectors(self, state: RetrievalState, hits: list[VectorHit]) -> list[VectorHit]:
         """``hits`` with a candidate row, each with its vector: the vector index's or the staged one it came with,

@@ -18,8 +18,6 @@ import numpy as np
 
 from .memory_support import DAILY_CHAT, MEMORY_SERVICE, MINT_TURN, open_store, write_turns
 
-CHAT = DAILY_CHAT
-TARGET = MINT_TURN
 QUERY = "用户在阳台种的薄荷怎么样了？"
 
 
@@ -38,8 +36,8 @@ async def store_chat_with_target(path: Path) -> str:
     """Write the chat, then the target memory, and close the store (so every vector is flushed); the target's id."""
     async with open_store(path) as handle:
         svc = handle.get_service(MEMORY_SERVICE)
-        await write_turns(svc, CHAT)
-        return (await svc.upsert_memory(TARGET))["id"]
+        await write_turns(svc, DAILY_CHAT)
+        return (await svc.upsert_memory(MINT_TURN))["id"]
 
 
 VECTORS_NOT_HELD = {"retrieval": {"in_memory_vectors": False}}
@@ -113,10 +111,10 @@ async def test_a_vector_not_flushed_yet_is_not_read_from_sqlite(tmp_path: Path) 
     async with open_store(tmp_path) as handle:
         rt = handle.runtime
         svc = handle.get_service(MEMORY_SERVICE)
-        await write_turns(svc, CHAT)
+        await write_turns(svc, DAILY_CHAT)
         await rt.settle_deferred_vectors()
         first = (await rt.db.fetch_one("SELECT memory_id FROM booku_memory_records LIMIT 1"))["memory_id"]
-        target = (await svc.upsert_memory(TARGET))["id"]
+        target = (await svc.upsert_memory(MINT_TURN))["id"]
         found = await rt.embedding_cache.indexed_vectors([first, target], rt.vectors.model_id, rt.vectors.dimension)
         assert first in found and target not in found
 

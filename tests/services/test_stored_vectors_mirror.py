@@ -30,7 +30,7 @@ async def store_chat(path: Path) -> list[str]:
 async def held(rt: Any, ids: list[str]) -> dict[str, np.ndarray]:
     """The vectors held of ``ids`` after a read that follows the journal (as a retrieval's candidate read does)."""
     await rt.records.candidates(ids, with_tags=False)
-    answer = rt.records.memory_keywords.held_vectors(ids, rt.vectors.model_id, rt.vectors.dimension)
+    answer = rt.records.memory_keywords.held_vectors(ids)
     assert answer is not None, "no vectors held"
     return answer[0]
 
@@ -109,7 +109,7 @@ async def test_a_memory_not_flushed_yet_is_found_with_the_vector_it_was_staged_w
     async with open_store(tmp_path) as handle:
         rt = handle.runtime
         svc = handle.get_service(MEMORY_SERVICE)
-        assert rt.records.memory_keywords.holds_vectors(rt.vectors.model_id, rt.vectors.dimension)
+        assert rt.records.memory_keywords.holds_vectors()
         new_id = (await svc.upsert_memory("用户昨天买了一辆红色的自行车，打算骑车上班。"))["id"]
         assert new_id not in await held(rt, [*ids, new_id])  # staged: neither SQLite nor the copy has it yet
         result = await svc.retrieve_memories("用户买了什么颜色的自行车", top_k=3)
@@ -154,10 +154,9 @@ async def test_a_model_bound_after_the_load_has_its_vectors_loaded_when_first_as
     async with open_store(tmp_path) as handle:
         rt = handle.runtime
         mirror = rt.records.memory_keywords
-        model, dimension = rt.vectors.model_id, rt.vectors.dimension
         assert mirror._loaded is not None
         mirror._loaded.vectors = None  # as loaded before the model was bound
-        assert mirror.held_vectors(ids, model, dimension) is None  # asks for a load
+        assert mirror.held_vectors(ids) is None  # asks for a load
         assert await mirror.wait_ready()
         assert_same_vectors(await held(rt, ids), await from_sqlite(rt, ids))
 

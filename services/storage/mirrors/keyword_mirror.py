@@ -130,12 +130,13 @@ def _hold_record(rid: int, row: tuple[Any, ...] | None, loaded: _Loaded) -> str 
     record)."""
     previous_id = loaded.states.memory_ids.get(rid)
     loaded.states.set(rid, None if row is None else row[_STATE])
-    live_row = row if row is not None and row[5] is not None and not row[_IS_DELETED] else None
+    live = row if row is not None and row[5] is not None and not row[_IS_DELETED] else None
     if loaded.vectors is not None:
-        loaded.vectors.set(previous_id, *((live_row[5], live_row[_VECTOR]) if live_row is not None else (None, None)))
+        memory_id, vector = (live[5], live[_VECTOR]) if live is not None else (None, None)
+        loaded.vectors.set(previous_id, memory_id, vector)
     if loaded.candidates is None:
         return None
-    return loaded.candidates.set(previous_id, live_row[_CANDIDATE] if live_row is not None else None)
+    return loaded.candidates.set(previous_id, live[_CANDIDATE] if live is not None else None)
 
 
 def _rows(conn: sqlite3.Connection, cancelled: threading.Event, loaded: _Loaded) -> Iterator[KeywordRowText]:
@@ -386,31 +387,29 @@ class MemoryKeywordIndex:
             return None
         return loaded
 
-    def holds_vectors(self, model: str | None, dimension: int | None) -> bool:
-        """Whether ``held_vectors`` answers for ``model`` at ``dimension`` (the vector index's)."""
-        return self._vectors_of(model, dimension) is not None
+    def holds_vectors(self) -> bool:
+        """Whether ``held_vectors`` answers (for the vector index's model, ``vector_model()``)."""
+        return self._held_vectors() is not None
 
-    def held_vectors(
-        self, memory_ids: Sequence[str], model: str | None, dimension: int | None
-    ) -> tuple[dict[str, np.ndarray], list[str]] | None:
+    def held_vectors(self, memory_ids: Sequence[str]) -> tuple[dict[str, np.ndarray], list[str]] | None:
         """The stored vectors held of ``memory_ids`` (``storage.mirrors.stored_vectors``) and the ids not held, as
         of the last read (like ``held_candidates``: a retrieval reads its candidates, which follows the journal,
-        before it reads any vector); None when no vectors of ``model`` at ``dimension`` are held."""
-        vectors = self._vectors_of(model, dimension)
+        before it reads any vector); None when no vectors of the vector index's model are held."""
+        vectors = self._held_vectors()
         return None if vectors is None else vectors.lookup(memory_ids)
 
-    def _vectors_of(self, model: str | None, dimension: int | None) -> StoredVectors | None:
-        """The stored vectors held for ``model`` at ``dimension``, or None. When the index was loaded before the
-        vector index bound its model (a remote model learns its dimension from a first call), that model's
-        vectors are loaded once, in the background, with a reload of the whole index."""
+    def _held_vectors(self) -> StoredVectors | None:
+        """The stored vectors held for the vector index's model (``vector_model()``), or None. When the index was
+        loaded before the vector index bound its model (a remote model learns its dimension from a first call),
+        that model's vectors are loaded once, in the background, with a reload of the whole index."""
         loaded = self._loaded_with_candidates()
-        if loaded is None or not self.keep_vectors or not model or not dimension:
+        wanted = self.vector_model() if self.keep_vectors else None
+        if loaded is None or wanted is None:
             return None
-        if loaded.vectors is not None and loaded.vectors.holds(model, dimension):
+        if loaded.vectors is not None and loaded.vectors.holds(*wanted):
             return loaded.vectors
-        wanted = (model, dimension)
         idle = self._loading is None or self._loading.done()
-        if idle and self._vector_load_asked != wanted and self.vector_model() == wanted:
+        if idle and self._vector_load_asked != wanted:
             self._vector_load_asked = wanted  # once: a load that fails is not retried on every read
             self.start_loading()
         return None
