@@ -29,9 +29,12 @@ cached under ``bench/results/service_<size>/`` (git-ignored) with a ``build.json
 
 Building: ``--build import`` (default) writes the first memory through ``upsert_memory`` and the rest through the
 project's own bulk path, ``services.portability.import_jsonl`` (the ``import`` CLI): the same rows, tags, FTS5
-entries, revisions and outbox→Chroma vectors as a write, without the per-write novelty check. ``--build service``
-sends every memory through ``upsert_memory`` in concurrent batches; on this machine the write path manages about
-20 memories/s (see the write table), i.e. more than an hour for 100k, hence the default.
+entries, revisions and outbox→Chroma vectors as a write, without the per-write novelty check or the fact cues
+each write stores (``storage.fact_cue_store``). ``--build service`` sends every memory through ``upsert_memory`` in
+concurrent batches, as a bot or an archiver writes: about a minute for 10k on this machine, far longer for 100k
+(each neighbour query searches a larger index), hence the default. The write table measures a scratch copy of the
+smallest store, so the two builds give the first write near each imported memory (its cues read once) and the steady
+state of a store written through the service.
 
 Time: a first run embeds about 2,600 texts with the real model once (cached in ``bench/results/``) and builds the
 stores; measured on the project's 2-core machine while other jobs shared it, the 10k store took 54 s and the 100k
@@ -220,6 +223,7 @@ async def build_store(size: int, method: str, concurrency: int) -> dict[str, Any
             imported = await import_jsonl(rt, bulk, progress=throttled_progress(started, 15))
             bulk.unlink()
             modes["imported"] = imported["record"]
+        await rt.flush_vectors()  # the last writes' vectors, still staged for the next flush
         pending = await rt.vector_sync.pending_count()
         vectors = await rt.vectors.count(store_keys=rt.default_scope.readable_store_keys)
         records = await rt.db.fetch_value("SELECT COUNT(*) FROM booku_memory_records WHERE is_deleted = 0", (), 0)
@@ -395,13 +399,16 @@ def route_config(memory_keywords: bool, memory_candidates: bool = True, memory_v
 async def warm_up_writes(rt: Any, vector: np.ndarray) -> None:
     """Pay the once-per-process loads before the timed writes, without writing anything.
 
-    jieba loads its dictionary on first use (about 1 s, measured 0.7-1.0 s under load) and Chroma loads a
-    partition's HNSW index on its first query; both used to land on the first timed write, i.e. on the "one at a
+    jieba loads its dictionary on first use (about 1 s, measured 0.7-1.0 s under load), the supersession check its
+    part-of-speech tags, and Chroma loads a partition's HNSW index on its first query; these used to land on the
+    first timed write, i.e. on the "one at a
     time" row (~15 % of its 1,000 writes). The retrieve phase warms up for the same reason.
     """
+    from booku_memory.services.logic import supersession
     from booku_memory.services.logic.segmentation import segment_for_index
 
     segment_for_index("预热 warm-up")
+    supersession.warm_up()
     scope = rt.default_scope
     await rt.query_vectors(
         np.asarray(vector, dtype=np.float32), store_keys=[scope.writable_store_key], tiers=["live"], limit=1

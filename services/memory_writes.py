@@ -26,6 +26,7 @@ from .logic.merge import merge_texts
 from .logic.text import compose_embedding_text, keyword_title
 from .memory_fields import MemoryDraft, record_item
 from .scope import Scope
+from .storage.fact_cue_store import CueBook, cue_book_plan, store_cues_plan
 from .storage.keyword_rows import KeywordRow, deferred_keyword_rows_plan, presegment
 from .storage.record_filter import RecordFilter
 from .storage.rows import RecordRow
@@ -269,9 +270,12 @@ def _batch_plan(
     a record, with that record). The neighbours' rows are read first, inside the transaction (slim rows: the merge
     decision reads a few columns of each; its chosen target is re-read in full), and updated as the batch goes,
     so each write judges against the versions the earlier writes of its batch left. The keyword-index rows of the
-    writes that succeeded are written last, after every savepoint (``storage.keyword_rows.deferred_keyword_rows_plan``).
+    writes that succeeded are written last, after every savepoint (``storage.keyword_rows.deferred_keyword_rows_plan``),
+    and so are the fact cues the batch had to read (``storage.fact_cue_store``): the neighbours' stored cues are read
+    with their rows, so a write reads the text of a neighbour only once in its life.
     """
     records = (yield from runtime.records.merge_candidates_plan(neighbour_ids)) if neighbour_ids else {}
+    cues = yield from cue_book_plan(records)
     outcomes: list[Any] = []
     written: list[tuple[PendingUpsert, dict[str, Any]]] = []
     keyword_rows: list[KeywordRow] = []
@@ -286,7 +290,7 @@ def _batch_plan(
                 hits = _with_batch_neighbours(job, hits, written, limit=limit)
             rows_of_write: list[KeywordRow] = []
             try:
-                outcome = yield from job.writer._write_one_plan(job, hits, records, rows_of_write)
+                outcome = yield from job.writer._write_one_plan(job, hits, records, rows_of_write, cues)
             except Exception as exc:  # its savepoint rolled back whatever it wrote (see ``_write_one_plan``)
                 outcomes.append(exc)
                 continue
@@ -299,6 +303,7 @@ def _batch_plan(
                 written.append((job, outcome.record))
             outcomes.append(outcome)
     yield from deferred_keyword_rows_plan(keyword_rows)
+    yield from store_cues_plan(cues.rows_to_store(records))
     return outcomes, written
 
 
@@ -425,6 +430,7 @@ class MemoryWriter:
         hits: list[VectorHit],
         records: dict[str, dict[str, Any]],
         keyword_rows: list[KeywordRow],
+        cues: CueBook,
     ) -> WritePlan[WriteOutcome]:
         """One upsert of a batch, inside the batch's transaction: merge or update decision, then insert or merge.
 
@@ -444,7 +450,7 @@ class MemoryWriter:
                 draft.person_id,
                 dated=bool(draft.fields.get("event_start_at")),
             )
-            judgement = judge_write(self.rt.config.write_conflict, fact, vector, hits, records)
+            judgement = judge_write(self.rt.config.write_conflict, fact, vector, hits, records, cues_of=cues.of)
         target, novelty, replaces, unsure = judgement.target, judgement.novelty, judgement.replaces, judgement.unsure
         if job.allow_merge and draft.memory_type == "person" and draft.person_id:
             # Same layer only: a current fact merged into an archived person record would vanish from retrieval.

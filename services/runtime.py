@@ -20,6 +20,7 @@ from .embedding.factory import build_embedder
 from .errors import EmbeddingUnavailableError
 from .index_recovery import IndexRecovery
 from .logic.segmentation import warm_up as warm_up_segmentation
+from .logic.supersession import warm_up as warm_up_fact_reading
 from .ownership import Ownership
 from .scope import DEFAULT_SCOPE, Scope
 from .storage.audit import AuditLog
@@ -246,6 +247,7 @@ class BookuRuntime:
             self._maintenance_task = asyncio.create_task(self._maintenance_loop(), name="booku-maintenance")
             self.spawn(self.vectors.warm_up(), name="booku-vector-warmup")
             self.spawn(asyncio.to_thread(warm_up_segmentation), name="booku-segmentation-warmup")
+            self.spawn(asyncio.to_thread(warm_up_fact_reading), name="booku-fact-reading-warmup")
             # Chat-evidence upkeep and dreaming (stage A/B run only when [dreaming] is enabled).
             from .evidence.scheduler import DreamingScheduler
 

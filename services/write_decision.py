@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .logic.novelty import novelty_energy
-from .logic.supersession import Decision, Thresholds, best_supersession, decide, fact_cues, speech_of
+from .logic.supersession import Decision, FactCues, Thresholds, best_supersession, decide, fact_cues, speech_of
 from .storage.vector_index import VectorHit
 
 EXACT_DUPLICATE_SIMILARITY = 0.9999
@@ -81,13 +81,15 @@ def judge_write(
     *,
     may_merge: bool = True,
     merge_allowed: Callable[[dict[str, Any]], bool] | None = None,
+    cues_of: Callable[[str], FactCues] = fact_cues,
 ) -> WriteJudgement:
     """Decide a write against its neighbours (``hits`` best first, ``records`` their rows).
 
     A restatement of the most similar eligible neighbour merges into it (``may_merge=False``: never, as for a held
     moment, which stays its own memory); ``merge_allowed`` may refuse a particular target (a pinned core rule).
     Otherwise the write may supersede one neighbour it updates. The caller holds ``single_threaded_blas`` when it
-    judges many writes at once.
+    judges many writes at once. ``cues_of`` reads a text's cues (a group commit passes its ``CueBook``, which reads
+    stored ones back).
     """
     thresholds = thresholds_of(write_conflict)
     near = eligible(fact, hits, records)
@@ -100,20 +102,13 @@ def judge_write(
                 return WriteJudgement(target=target, novelty=0.0)
             # No novelty gate: with few neighbours the novelty of a restatement is 1 − cos², above the cutoff for
             # most paraphrases; the facts test (``logic.supersession.decide``) keeps different facts apart.
-            # Two dated memories are two events (what was said or done each time, "Thanks, bye!" said twice is two
-            # turns): only the exact same text merges; a restatement is a fact told again, not an event. So are two
-            # turns of a transcript, dated or not: a client archiving a chat live sends no event time, and merging
-            # a turn into one said days before would leave one memory where the chat had two moments.
-            two_events = (fact.dated and bool(target.get("event_start_at"))) or (
-                is_transcript(fact.content) and is_transcript(target["content"])
-            )
-            if best.similarity >= thresholds.restatement_min_similarity and not two_events:
-                decision = decide(fact_cues(fact.content), fact_cues(target["content"]), best.similarity, thresholds)
+            if best.similarity >= thresholds.restatement_min_similarity and not _two_events(fact, target):
+                decision = decide(cues_of(fact.content), cues_of(target["content"]), best.similarity, thresholds)
                 if decision is Decision.DUPLICATE:
                     return WriteJudgement(target=target, novelty=novelty)
                 if decision is Decision.MAYBE_DUPLICATE and not target["superseded_by"]:
                     unsure = (best.memory_id, decision.value)
-    found = _supersession(fact, near, records, thresholds)
+    found = _supersession(fact, near, records, thresholds, cues_of)
     if found is not None and found[1] is Decision.UPDATE:
         return WriteJudgement(novelty=novelty, replaces=found[0])
     if found is not None:
@@ -121,8 +116,22 @@ def judge_write(
     return WriteJudgement(novelty=novelty, unsure=unsure)
 
 
+def _two_events(fact: NewFact, target: dict[str, Any]) -> bool:
+    """Two dated memories are two events (what was said or done each time, "Thanks, bye!" said twice is two turns):
+    only the exact same text merges; a restatement is a fact told again, not an event. So are two turns of a
+    transcript, dated or not: a client archiving a chat live sends no event time, and merging a turn into one said
+    days before would leave one memory where the chat had two moments."""
+    return (fact.dated and bool(target.get("event_start_at"))) or (
+        is_transcript(fact.content) and is_transcript(target["content"])
+    )
+
+
 def _supersession(
-    fact: NewFact, near: list[VectorHit], records: dict[str, dict[str, Any]], thresholds: Thresholds
+    fact: NewFact,
+    near: list[VectorHit],
+    records: dict[str, dict[str, Any]],
+    thresholds: Thresholds,
+    cues_of: Callable[[str], FactCues],
 ) -> tuple[str, Decision] | None:
     """The current memory the write updates or may update: its id with ``UPDATE`` or ``MAYBE_UPDATE``, or None.
 
@@ -132,7 +141,7 @@ def _supersession(
     if thresholds.update_min_similarity >= 1.0:
         return None
     candidates = [
-        (h.memory_id, fact_cues(records[h.memory_id]["content"]), h.similarity)
+        (h.memory_id, cues_of(records[h.memory_id]["content"]), h.similarity)
         for h in near
         if h.similarity >= thresholds.update_min_similarity
         and not records[h.memory_id]["superseded_by"]
@@ -140,7 +149,7 @@ def _supersession(
     ]
     if not candidates:
         return None
-    return best_supersession(fact_cues(fact.content), candidates, thresholds)
+    return best_supersession(cues_of(fact.content), candidates, thresholds)
 
 
 def supersession_mark(successor: dict[str, Any]) -> tuple[dict[str, Any], str]:

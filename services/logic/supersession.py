@@ -734,6 +734,9 @@ _CUES: tuple[tuple[str, str, bool], ...] = tuple(
     for cues in SLOT_CUES.values()
     for cue in dict.fromkeys(cues)
 )
+# The same cues as one search: a label with a cue in it is a field of a fact ("地址：", "Phone:"), not a speaker.
+_HAN_CUE = re.compile("|".join(re.escape(cue) for cue, _, english in _CUES if not english))
+_EN_CUE_WORDS = frozenset(cue for cue, _, english in _CUES if english)
 _CHANGE_NEEDLES = tuple(_english_needle(cue) for cue in CHANGE_WORDS_EN)
 # Whole words: "too" is not "took".
 _ADDITIVE_EN = re.compile(r"\b(?:" + "|".join(map(re.escape, ADDITIVE_WORDS_EN)) + r")\b")
@@ -747,22 +750,76 @@ def fact_cues(text: str) -> FactCues:
 
     A transcript is read as what its first speaker says (``speech_of``), without the labels; courtesy formulae
     ("不客气", "no problem") are not read at all: they say nothing about anyone's facts."""
-    speaker, said = speech_of(unicodedata.normalize("NFKC", text))
-    replies = replies_of(unicodedata.normalize("NFKC", text)) if speaker else ""
-    replied = fact_cues(replies) if replies else None
+    speaker, normal, lower, replies = _read_speech(text)
+    padded = f" {lower} "
+    cue_words = frozenset(cue for cue, needle, english in _CUES if needle in (padded if english else normal))
+    slots = frozenset(slot for slot, cues in SLOT_CUES.items() if cue_words.intersection(cues))
+    named = _named(normal)
+    values, dates, names = named.values, named.dates, named.names
+    kin = frozenset({*_han_kin(normal), *(_KIN_EN[word] for word in named.words if word in _KIN_EN)})
+    changes = {word for word in CHANGE_WORDS if word in normal}
+    changes.update(word for word, needle in zip(CHANGE_WORDS_EN, _CHANGE_NEEDLES, strict=True) if needle in padded)
+    stopped = bool(_STOPPED.search(normal) or _STOPPED_EN.search(lower))
+    strong_change = bool(changes - TIME_ONLY_CHANGE) or stopped
+    return FactCues(
+        slots=slots,
+        cue_words=cue_words,
+        kin=kin,
+        values=frozenset(values),
+        dates=dates,
+        nouns=frozenset(named.nouns),
+        things=frozenset(named.things),
+        change=bool(changes) or strong_change,
+        additive=(
+            _has_any(normal, ADDITIVE_WORDS) or bool(_ADDITIVE_HAI.search(normal)) or bool(_ADDITIVE_EN.search(lower))
+        ),
+        past=_has_any(normal, PAST_WORDS) or _has_any(padded, _PAST_NEEDLES),
+        strong_change=strong_change,
+        firm_change=bool(changes - TIME_ONLY_CHANGE - BEGIN_WORDS) or stopped,
+        settled=bool(_SETTLED.search(normal)),
+        lead_name=min(names)[1].lower() if names else "",
+        speaker=speaker,
+        replies=_reply_words(replies) if replies else frozenset(),
+        negated=bool(_NEGATED.search(lower)),
+        negated_slots=_negated_slots(lower, cue_words),
+        change_words=frozenset(changes),
+    )
+
+
+def _read_speech(text: str) -> tuple[str, str, str, str]:
+    """(speaker, what the first speaker says as read, the same lower-cased, what the other speakers say) of
+    ``text``: NFKC-folded, without courtesy formulae, greetings' addressees and ``NEUTRAL_PHRASES``."""
+    normalised = unicodedata.normalize("NFKC", text)
+    turns = _turns(normalised)
+    speaker, said = _speech(turns, normalised)
+    replies = _replies(turns) if speaker else ""
     normal = _COURTESY.sub(" ", _VOCATIVE.sub(_greeting_only, said))
     lower = normal.lower()
     for phrase in NEUTRAL_PHRASES:  # a cue word inside these speaks of something else
         lower = lower.replace(phrase, " ")
         normal = normal.replace(phrase, " ")
-    padded = f" {lower} "
-    cue_words = frozenset(cue for cue, needle, english in _CUES if needle in (padded if english else normal))
-    slots = frozenset(slot for slot, cues in SLOT_CUES.items() if cue_words.intersection(cues))
+    return speaker, normal, lower, replies
+
+
+@dataclass
+class _Named:
+    """What a text names: values (identifiers, numbers, names), dates, names with where they stand, nouns, things
+    and its English words."""
+
+    values: set[str]
+    dates: frozenset[str]
+    names: list[tuple[int, str]]
+    nouns: set[str]
+    things: set[str]
+    words: set[str]
+
+
+def _named(normal: str) -> _Named:
+    """What ``normal`` (as ``_read_speech`` reads it) names."""
     # An identifier is one value: its parts are not numbers, names or words of their own.
     values: set[str] = {match.group(0).lower() for match in _IDENTIFIER.finditer(normal)}
     bare = _IDENTIFIER.sub(" ", normal)
     words = set(_EN_WORD.findall(bare.lower()))
-    kin = frozenset({*_han_kin(normal), *(_KIN_EN[word] for word in words if word in _KIN_EN)})
     dates = frozenset(_NOISE.sub("", match.group(0).lower()) for match in _DATE.finditer(normal))
     values.update(_NUMBER.findall(bare))
     values.update(
@@ -795,34 +852,14 @@ def fact_cues(text: str) -> FactCues:
         for word in words
         if word not in _EN_STOP and len(word) > 2 and word not in values and word not in _KIN_EN
     )
-    values -= {date for date in dates}
-    changes = {word for word in CHANGE_WORDS if word in normal}
-    changes.update(word for word, needle in zip(CHANGE_WORDS_EN, _CHANGE_NEEDLES, strict=True) if needle in padded)
-    stopped = bool(_STOPPED.search(normal) or _STOPPED_EN.search(lower))
-    strong_change = bool(changes - TIME_ONLY_CHANGE) or stopped
-    return FactCues(
-        slots=slots,
-        cue_words=cue_words,
-        kin=kin,
-        values=frozenset(values),
-        dates=dates,
-        nouns=frozenset(nouns),
-        things=frozenset(things),
-        change=bool(changes) or strong_change,
-        additive=(
-            _has_any(normal, ADDITIVE_WORDS) or bool(_ADDITIVE_HAI.search(normal)) or bool(_ADDITIVE_EN.search(lower))
-        ),
-        past=_has_any(normal, PAST_WORDS) or _has_any(padded, _PAST_NEEDLES),
-        strong_change=strong_change,
-        firm_change=bool(changes - TIME_ONLY_CHANGE - BEGIN_WORDS) or stopped,
-        settled=bool(_SETTLED.search(normal)),
-        lead_name=min(names)[1].lower() if names else "",
-        speaker=speaker,
-        replies=replied.things | replied.values if replied else frozenset(),
-        negated=bool(_NEGATED.search(lower)),
-        negated_slots=_negated_slots(lower, cue_words),
-        change_words=frozenset(changes),
-    )
+    values -= dates
+    return _Named(values, dates, names, nouns, things, words)
+
+
+def _reply_words(replies: str) -> frozenset[str]:
+    """The things and values a transcript's other speakers name (``FactCues.replies``)."""
+    named = _named(_read_speech(replies)[1])
+    return frozenset(named.things | named.values)
 
 
 def speech_of(text: str) -> tuple[str, str]:
@@ -833,7 +870,11 @@ def speech_of(text: str) -> tuple[str, str]:
     chat); what they say is no fact about the first speaker, so only the first speaker's lines are read. A label
     counts only where it reads as a speaker (a role, a bracketed or capitalised name, a short Chinese name):
     "手机号：138…" or a form ("地址：…\n电话：…") keeps its words."""
-    turns = _turns(text)
+    return _speech(_turns(text), text)
+
+
+def _speech(turns: list[tuple[str, str]], text: str) -> tuple[str, str]:
+    """``speech_of`` from the transcript's ``turns`` (``_turns``) of ``text``."""
     if not turns:
         return "", text
     first = turns[0][0]
@@ -850,9 +891,8 @@ def _listener_mention(label: str) -> re.Pattern[str]:
     return re.compile(r"(?<![A-Za-z0-9])" + re.escape(label) + r"(?![A-Za-z0-9])[\u4e00-\u9fff]{0,2}", re.IGNORECASE)
 
 
-def replies_of(text: str) -> str:
+def _replies(turns: list[tuple[str, str]]) -> str:
     """What a transcript's other speakers say (all but ``speech_of``'s speaker), "" for a text that is none."""
-    turns = _turns(text)
     return "\n".join(said for speaker, said in turns if speaker != turns[0][0]) if turns else ""
 
 
@@ -881,8 +921,7 @@ def _speaker_like(match: re.Match[str]) -> bool:
     label = match.group("plain").strip()
     if label.lower() in _ROLE_LABELS:
         return True
-    words = label.lower().split()
-    if any(cue in label if not english else cue in words for cue, _, english in _CUES):
+    if _HAN_CUE.search(label) or _EN_CUE_WORDS.intersection(label.lower().split()):
         return False
     if _NAME_LABEL.fullmatch(label):
         return True
@@ -918,6 +957,13 @@ def _han_kin(text: str) -> set[str]:
             found.add(kin)
             text = text.replace(alias, "\0")
     return found
+
+
+def warm_up() -> None:
+    """Load the part-of-speech dictionary the reading uses now rather than on the first write that meets a
+    neighbour (it takes about as long as jieba's own dictionary). The runtime calls this in a worker thread at start.
+    """
+    _word_tags()
 
 
 @functools.lru_cache(maxsize=1)
