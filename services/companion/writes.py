@@ -27,6 +27,8 @@ from ..logic.text import compose_embedding_text, extract_title, normalise_folder
 from ..logic.write_report import outdated_mark, write_outcome_sentence
 from ..memory_writes import merged_list
 from ..scope import Scope
+from ..storage.fact_cue_store import cue_book_plan
+from ..storage.write_plans import run_plan
 from ..write_decision import NewFact, WriteJudgement, judge_write, supersession_mark
 from . import fields as f
 from .decay_engine import record_score
@@ -350,6 +352,8 @@ class CompanionWriter:
         records = await self.rt.records.get_many([h.memory_id for h in hits])
         same_kind = {k: _row(r) for k, r in records.items() if r["bucket"] == "memory" and kind_of(r) == draft.kind}
         fact = NewFact(draft.content, self.folder_id, KINDS[draft.kind].memory_type)
+        # The neighbours' stored fact cues, as ``upsert_memory`` reads them; the ones missing are read here.
+        cues = await run_plan(self.rt.db.reader, cue_book_plan(same_kind))
         with single_threaded_blas():
             return judge_write(
                 wc,
@@ -359,6 +363,7 @@ class CompanionWriter:
                 same_kind,
                 may_merge=allow_merge,
                 merge_allowed=lambda r: not (r["pinned"] or r["protected"] or r["anchor"]),
+                cues_of=cues.of,
             )
 
     async def _write(

@@ -130,3 +130,27 @@ async def test_an_unsure_held_fact_goes_to_the_review_queue(companion, memory) -
     assert f"可能是它的更新：{old['id']}" in new["text"]
     assert (pair["old_memory_id"], pair["new_memory_id"]) == (old["id"], new["id"])
     assert (await memory.runtime.records.get(old["id"]))["superseded_by"] == ""
+
+
+async def test_hold_reads_the_neighbours_stored_fact_cues(companion, memory) -> None:
+    """Hold judges with the cues ``upsert_memory`` stores (``storage.fact_cue_store``): a stored reading of the old
+    home as the user's father's makes the move supersede nothing."""
+    from booku_memory.services.embedding.cached import text_hash
+    from booku_memory.services.logic.supersession import fact_cues
+    from booku_memory.services.storage.fact_cue_store import cues_to_json, reader_version
+
+    for text in BACKGROUND:
+        await companion.hold(text)
+    old = await companion.hold(OLD_HOME)
+    async with memory.runtime.db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO booku_fact_cues (memory_id, content_hash, reader, cues) VALUES (?, ?, ?, ?)",
+            [
+                old["id"],
+                text_hash(OLD_HOME),
+                reader_version(),
+                cues_to_json(fact_cues("我爸住在北京朝阳区，离公司不远。")),
+            ],
+        )
+    new = await companion.hold(NEW_HOME)
+    assert new["mode"] == "created" and "superseded" not in new
