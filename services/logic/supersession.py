@@ -745,8 +745,8 @@ _PAST_NEEDLES = tuple(_english_needle(cue) for cue in PAST_WORDS_EN)
 
 @functools.lru_cache(maxsize=8192)
 def fact_cues(text: str) -> FactCues:
-    """The cues of ``text`` (cached: a write compares its text with up to eight neighbours, and a neighbour's text
-    is read again by the next writes near it).
+    """The cues of ``text`` (cached in the process; ``storage.fact_cue_store`` keeps each memory's cues in SQLite,
+    so a neighbour's text is read once, not at every write that lands near it).
 
     A transcript is read as what its first speaker says (``speech_of``), without the labels; courtesy formulae
     ("不客气", "no problem") are not read at all: they say nothing about anyone's facts."""
