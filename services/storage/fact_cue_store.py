@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
+import inspect
 import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
-from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import jieba
@@ -43,11 +45,20 @@ _STORE = (
 def reader_version() -> str:
     """What reads the cues: the code of the reading and of the segmentation it uses, and jieba's dictionary.
 
-    Any change to them gives another version, so cues read by older code are never taken for current ones."""
+    Any change to them gives another version, so cues read by older code are never taken for current ones. A build
+    without the modules' source (frozen, bytecode only) falls back to the plugin's version."""
     digest = hashlib.sha256(jieba.__version__.encode())
     for module in (supersession, segmentation):
-        digest.update(Path(module.__file__ or "").read_bytes())
+        digest.update(_source_of(module))
     return digest.hexdigest()[:16]
+
+
+def _source_of(module: ModuleType) -> bytes:
+    try:
+        return inspect.getsource(module).encode()
+    except (OSError, TypeError):
+        plugin = importlib.import_module(module.__name__.split(".")[0])
+        return f"{module.__name__} {getattr(plugin, '__version__', '')}".encode()
 
 
 def cues_to_json(cues: FactCues) -> str:

@@ -6,6 +6,7 @@ is a real SQLite file, so what is checked is the row a later write, connection o
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,39 @@ def test_stored_cues_read_back_equal_to_a_fresh_reading(text: str) -> None:
 @pytest.mark.parametrize("stored", ["", "{", "[]", '{"slots": ["x"]}', '{"unknown": 1}', "null"])
 def test_a_row_that_is_no_reading_is_read_again(stored: str) -> None:
     assert cues_from_json(stored) is None
+
+
+def test_the_reader_version_follows_the_reading_code(monkeypatch: pytest.MonkeyPatch) -> None:
+    current = reader_version()
+    real_source = inspect.getsource
+
+    def edited(module: Any) -> str:
+        text = real_source(module)
+        return text + "\n# edited\n" if module is supersession else text
+
+    reader_version.cache_clear()
+    monkeypatch.setattr(inspect, "getsource", edited)
+    try:
+        assert reader_version() != current
+    finally:
+        reader_version.cache_clear()
+
+
+def test_without_source_the_reader_version_is_the_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    import booku_memory
+
+    def no_source(module: Any) -> str:
+        raise OSError("frozen build")
+
+    reader_version.cache_clear()
+    monkeypatch.setattr(inspect, "getsource", no_source)
+    try:
+        version = reader_version()
+        monkeypatch.setattr(booku_memory, "__version__", "9.9.9")
+        reader_version.cache_clear()
+        assert reader_version() != version
+    finally:
+        reader_version.cache_clear()
 
 
 async def _row(rt: Any, memory_id: str) -> dict[str, Any] | None:
