@@ -7,7 +7,8 @@ its content and on the reading code, so a write stores the cues it had to comput
 
 A stored row counts only while it was read from the memory's current content (``content_hash``) by the current
 reading code (``reader_version``); anything else is read again and replaced. The rows are derived: dropping the table
-loses only time, and a row goes with its memory (``ON DELETE CASCADE``).
+loses only time, and a row goes with its memory (``ON DELETE CASCADE``) and when its content changes (a trigger,
+migration 0020), so no reading of a text the memory no longer holds stays behind.
 """
 
 from __future__ import annotations

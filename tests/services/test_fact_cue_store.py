@@ -7,6 +7,7 @@ is a real SQLite file, so what is checked is the row a later write, connection o
 from __future__ import annotations
 
 import inspect
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -139,6 +140,15 @@ async def test_the_stored_row_is_what_the_decision_reads(tmp_path: Path, e5) -> 
         assert "superseded" not in new
 
 
+async def test_another_connections_edit_drops_the_row(tmp_path: Path, e5) -> None:
+    async with open_store(tmp_path, embedder=e5) as handle:
+        svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
+        old = await _write_background_and_old(svc)
+        with sqlite3.connect(rt.db.path) as other:
+            other.execute("UPDATE booku_memory_records SET content = ? WHERE memory_id = ?", ["我住在天津。", old["id"]])
+        assert await _row(rt, old["id"]) is None
+
+
 @pytest.mark.parametrize("stale", ["content", "reader"])
 async def test_a_row_of_other_content_or_older_reading_code_is_read_again_and_replaced(
     tmp_path: Path, e5, monkeypatch: pytest.MonkeyPatch, stale: str
@@ -169,6 +179,7 @@ async def test_an_edited_memory_is_read_from_its_new_text(tmp_path: Path, e5) ->
         old = await _write_background_and_old(svc)
         edited = "我住在北京海淀区，离公司不远。"
         await svc.update_memory_by_id(memory_id=old["id"], content=edited)
+        assert await _row(rt, old["id"]) is None  # no reading of the old text stays behind
         new = await svc.upsert_memory(NEW)
         assert new["superseded"] == [{"id": old["id"], "title": OLD}]
         row = await _row(rt, old["id"])
