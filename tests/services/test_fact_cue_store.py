@@ -145,7 +145,8 @@ async def test_another_connections_edit_drops_the_row(tmp_path: Path, e5) -> Non
         svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
         old = await _write_background_and_old(svc)
         with sqlite3.connect(rt.db.path) as other:
-            other.execute("UPDATE booku_memory_records SET content = ? WHERE memory_id = ?", ["我住在天津。", old["id"]])
+            edit = "UPDATE booku_memory_records SET content = ? WHERE memory_id = ?"
+            other.execute(edit, ["我住在天津。", old["id"]])
         assert await _row(rt, old["id"]) is None
 
 
