@@ -6,6 +6,7 @@ is a real SQLite file, so what is checked is the row a later write, connection o
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import sqlite3
 from collections.abc import Callable
@@ -144,7 +145,7 @@ async def test_another_connections_edit_drops_the_row(tmp_path: Path, e5) -> Non
     async with open_store(tmp_path, embedder=e5) as handle:
         svc, rt = handle.get_service(MEMORY_SERVICE), handle.runtime
         old = await _write_background_and_old(svc)
-        with sqlite3.connect(rt.db.path) as other:
+        with contextlib.closing(sqlite3.connect(rt.db.path)) as other, other:
             edit = "UPDATE booku_memory_records SET content = ? WHERE memory_id = ?"
             other.execute(edit, ["我住在天津。", old["id"]])
         assert await _row(rt, old["id"]) is None
