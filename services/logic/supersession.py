@@ -975,22 +975,33 @@ def _word_tags() -> dict[str, str]:
     return jieba.posseg.dt.word_tag_tab
 
 
-def _same_value(one: str, other: str) -> bool:
-    """Equal, or for Chinese words one written inside the other ("浦东" / "上海浦东"); numbers, dates and English
-    words only when equal ("3" is not "13")."""
-    if one == other:
+def _written_inside(words: frozenset[str]) -> list[str]:
+    """The words of ``words`` that may be written inside another word, or another inside them (``_has_same``):
+    Chinese, without digits."""
+    return [word for word in words if not word.isascii() and not _HAS_DIGIT.search(word)]
+
+
+def _has_same(value: str, others: frozenset[str], inside: list[str]) -> bool:
+    """Some word of ``others`` names the same value as ``value``: the same word, or for Chinese words one written
+    inside the other ("浦东" / "上海浦东"); numbers, dates and English words only when equal ("3" is not "13").
+    ``inside`` is ``_written_inside(others)``."""
+    if value in others:
         return True
-    return (
-        not one.isascii()
-        and not other.isascii()
-        and not _HAS_DIGIT.search(one + other)
-        and (one in other or other in one)
-    )
+    if value.isascii() or _HAS_DIGIT.search(value):
+        return False
+    return any(value in other or other in value for other in inside)
+
+
+def _shared_count(values: frozenset[str], others: frozenset[str]) -> int:
+    """How many of ``values`` are in ``others`` (``_has_same``)."""
+    inside = _written_inside(others)
+    return sum(1 for value in values if _has_same(value, others, inside))
 
 
 def _covered(values: frozenset[str], others: frozenset[str]) -> bool:
-    """Every value of ``values`` is also in ``others`` (``_same_value``)."""
-    return all(any(_same_value(value, other) for other in others) for value in values)
+    """Every value of ``values`` is also in ``others`` (``_has_same``)."""
+    inside = _written_inside(others)
+    return all(_has_same(value, others, inside) for value in values)
 
 
 def _same_subject(new: FactCues, old: FactCues) -> bool:
@@ -1017,10 +1028,7 @@ def anchor(new: FactCues, old: FactCues) -> int:
     says both tell of a move, not that they tell of the same home."""
     cue_words = {cue for cue in new.cue_words & old.cue_words if not any(cue in word for word in new.change_words)}
     return (
-        len(new.things & old.things)
-        + len(new.kin & old.kin)
-        + len(cue_words)
-        + sum(1 for value in new.values if any(_same_value(value, other) for other in old.values))
+        len(new.things & old.things) + len(new.kin & old.kin) + len(cue_words) + _shared_count(new.values, old.values)
     )
 
 
@@ -1034,9 +1042,8 @@ def _overlap(mine: frozenset[str], theirs: frozenset[str]) -> float:
     named by a word it is written in ("浦东" / "浦东新区"; one character is too little: "歌" / "歌手")."""
     if not mine and not theirs:
         return 1.0
-    shared = sum(
-        1 for thing in mine if any(_same_value(thing, other) and min(len(thing), len(other)) > 1 for other in theirs)
-    )
+    longer = frozenset(other for other in theirs if len(other) > 1)
+    shared = _shared_count(frozenset(thing for thing in mine if len(thing) > 1), longer)
     return shared / (len(mine) + len(theirs) - shared) if len(mine) + len(theirs) > shared else 1.0
 
 
