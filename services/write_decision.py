@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .logic.novelty import novelty_energy
-from .logic.supersession import Decision, FactCues, Thresholds, best_supersession, decide, fact_cues, speech_of
+from .logic.supersession import Decision, FactCues, Thresholds, best_supersession, decide, fact_cues
 from .storage.vector_index import VectorHit
 
 EXACT_DUPLICATE_SIMILARITY = 0.9999
@@ -67,11 +67,6 @@ def eligible(fact: NewFact, hits: Sequence[VectorHit], records: dict[str, dict[s
     ]
 
 
-def is_transcript(text: str) -> bool:
-    """True when ``text`` reads as lines of a chat, each after its speaker's label (``supersession.speech_of``)."""
-    return bool(speech_of(text)[0])
-
-
 def judge_write(
     write_conflict: Any,
     fact: NewFact,
@@ -102,7 +97,7 @@ def judge_write(
                 return WriteJudgement(target=target, novelty=0.0)
             # No novelty gate: with few neighbours the novelty of a restatement is 1 − cos², above the cutoff for
             # most paraphrases; the facts test (``logic.supersession.decide``) keeps different facts apart.
-            if best.similarity >= thresholds.restatement_min_similarity and not _two_events(fact, target):
+            if best.similarity >= thresholds.restatement_min_similarity and not _two_events(fact, target, cues_of):
                 decision = decide(cues_of(fact.content), cues_of(target["content"]), best.similarity, thresholds)
                 if decision is Decision.DUPLICATE:
                     return WriteJudgement(target=target, novelty=novelty)
@@ -116,13 +111,14 @@ def judge_write(
     return WriteJudgement(novelty=novelty, unsure=unsure)
 
 
-def _two_events(fact: NewFact, target: dict[str, Any]) -> bool:
+def _two_events(fact: NewFact, target: dict[str, Any], cues_of: Callable[[str], FactCues]) -> bool:
     """Two dated memories are two events (what was said or done each time, "Thanks, bye!" said twice is two turns):
     only the exact same text merges; a restatement is a fact told again, not an event. So are two turns of a
     transcript, dated or not: a client archiving a chat live sends no event time, and merging a turn into one said
-    days before would leave one memory where the chat had two moments."""
+    days before would leave one memory where the chat had two moments. A transcript is a text with a speaker's
+    label (``FactCues.speaker``)."""
     return (fact.dated and bool(target.get("event_start_at"))) or (
-        is_transcript(fact.content) and is_transcript(target["content"])
+        bool(cues_of(fact.content).speaker) and bool(cues_of(target["content"]).speaker)
     )
 
 
