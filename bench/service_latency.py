@@ -401,8 +401,8 @@ async def warm_up_writes(rt: Any, vector: np.ndarray) -> None:
 
     jieba loads its dictionary on first use (about 1 s, measured 0.7-1.0 s under load), the supersession check its
     part-of-speech tags, and Chroma loads a partition's HNSW index on its first query; these used to land on the
-    first timed write, i.e. on the "one at a
-    time" row (~15 % of its 1,000 writes). The retrieve phase warms up for the same reason.
+    first timed write, i.e. on the "one at a time" row (~15 % of its 1,000 writes). The retrieve phase warms up for
+    the same reason.
     """
     from booku_memory.services.logic import supersession
     from booku_memory.services.logic.segmentation import segment_for_index

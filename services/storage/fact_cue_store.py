@@ -87,20 +87,19 @@ def cues_from_json(text: str) -> FactCues | None:
 class CueBook:
     """The cues of one group commit's texts: stored ones read back, the others read once and remembered for storing.
 
-    ``of`` is what ``judge_write`` reads cues with. Keyed by content hash, so a text read for one write is not read
-    again for the next write of the batch that meets it."""
+    ``of`` is what ``judge_write`` reads cues with. Keyed by the text itself, so a text read for one write is not
+    read again for the next write of the batch that meets it, and only the rows read or written are hashed."""
 
-    # content hash -> cues, stored or read during the batch
+    # text -> cues, stored or read during the batch
     known: dict[str, FactCues] = field(default_factory=dict)
-    # memory id -> content hash of its valid stored row
+    # memory id -> the content its valid stored row was read from
     stored: dict[str, str] = field(default_factory=dict)
 
     def of(self, text: str) -> FactCues:
         """The cues of ``text``, read only when no stored or earlier reading has them."""
-        digest = text_hash(text)
-        cues = self.known.get(digest)
+        cues = self.known.get(text)
         if cues is None:
-            cues = self.known[digest] = fact_cues(text)
+            cues = self.known[text] = fact_cues(text)
         return cues
 
     def rows_to_store(self, records: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
@@ -109,10 +108,10 @@ class CueBook:
         reader = reader_version()
         rows = []
         for memory_id, record in records.items():
-            digest = text_hash(record["content"])
-            cues = self.known.get(digest)
-            if cues is not None and self.stored.get(memory_id) != digest:
-                rows.append((memory_id, digest, reader, cues_to_json(cues)))
+            content = record["content"]
+            cues = self.known.get(content)
+            if cues is not None and self.stored.get(memory_id) != content:
+                rows.append((memory_id, text_hash(content), reader, cues_to_json(cues)))
         return rows
 
 
@@ -129,13 +128,14 @@ def cue_book_plan(records: dict[str, dict[str, Any]]) -> WritePlan[CueBook]:
             [reader, *chunk],
             fetch=True,
         )
-        for memory_id, digest, text in rows:
-            if digest != text_hash(records[memory_id]["content"]):
+        for memory_id, digest, stored in rows:
+            content = records[memory_id]["content"]
+            if digest != text_hash(content):
                 continue
-            cues = cues_from_json(text)
+            cues = cues_from_json(stored)
             if cues is not None:
-                book.known[digest] = cues
-                book.stored[memory_id] = digest
+                book.known[content] = cues
+                book.stored[memory_id] = content
     return book
 
 

@@ -80,7 +80,7 @@ _VECTOR_JOIN = (
 _TEXT, _STATE = slice(0, 5), slice(5, 9)
 _CANDIDATE = slice(9, -1)
 _VECTOR = -1
-_IS_DELETED = 8
+_MEMORY_ID, _IS_DELETED = 5, 8
 LAST_SEQ_SQL = f"SELECT COALESCE((SELECT seq FROM sqlite_sequence WHERE name = '{JOURNAL_TABLE}'), 0)"
 PENDING_SQL = (
     f"SELECT * FROM (SELECT seq, rid FROM {JOURNAL_TABLE} WHERE seq > ? ORDER BY seq LIMIT ?) "
@@ -130,9 +130,9 @@ def _hold_record(rid: int, row: tuple[Any, ...] | None, loaded: _Loaded) -> str 
     record)."""
     previous_id = loaded.states.memory_ids.get(rid)
     loaded.states.set(rid, None if row is None else row[_STATE])
-    live = row if row is not None and row[5] is not None and not row[_IS_DELETED] else None
+    live = row if row is not None and row[_MEMORY_ID] is not None and not row[_IS_DELETED] else None
     if loaded.vectors is not None:
-        memory_id, vector = (live[5], live[_VECTOR]) if live is not None else (None, None)
+        memory_id, vector = (live[_MEMORY_ID], live[_VECTOR]) if live is not None else (None, None)
         loaded.vectors.set(previous_id, memory_id, vector)
     if loaded.candidates is None:
         return None
