@@ -410,3 +410,23 @@ def test_rows_tied_at_the_cut_go_to_the_oldest() -> None:
     ]
     for depth in (1, 5, 17, 39, 40, 41, 77, 119):
         assert index.search(["绿茶"], depth=depth).rids.tolist() == expected[:depth]
+
+
+def test_a_search_scores_the_same_whichever_way_it_sums_postings_by_row(monkeypatch) -> None:
+    """Postings summed by a sort (few of them) and by a dense count over every row id (many) give the same rows and
+    scores, prefix terms included."""
+    words = ["绿茶", "西湖", "龙井", "walking", "walked", "walks", "tea"]
+    rng = np.random.default_rng(11)
+    rows = [
+        (rid, None, " ".join(rng.choice(words, size=int(rng.integers(1, 6))).tolist()), "tea", f"s{rid % 3}")
+        for rid in range(1, 301)
+    ]
+    index = KeywordIndex.build(rows)
+    queries = (["绿茶", "西湖"], ["walk*", "tea"], ["龙井", "walk*", "绿茶", "tea"])
+    by_count = [index.search(terms, depth=40, stores=["s0", "s1"]) for terms in queries]
+    monkeypatch.setattr(keyword_index_module, "DENSE_SUM_RATIO", 0)  # never dense: always sort
+    by_sort = [index.search(terms, depth=40, stores=["s0", "s1"]) for terms in queries]
+    for counted, sorted_ in zip(by_count, by_sort):
+        assert len(counted.rids) and counted.rids.tolist() == sorted_.rids.tolist()
+        assert counted.scores.tolist() == sorted_.scores.tolist()
+        assert counted.matched == sorted_.matched

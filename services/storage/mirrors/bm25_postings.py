@@ -54,6 +54,9 @@ IDF_FLOOR = 1e-6
 # rewrites the whole base, so it runs only once per many rows written.
 COMPACT_SHARE = 0.1
 COMPACT_MIN_POSTINGS = 50_000
+# Postings summed by row with a dense count over every row id once they outnumber the rows divided by this: below
+# it sorting them costs less.
+DENSE_SUM_RATIO = 64
 
 KeywordRowText = tuple[int, str | None, str | None, str | None, str | None]
 """A row of ``booku_memory_fts``: (rid, title, content, tags, store), each text space-joined tokens."""
@@ -344,11 +347,12 @@ class KeywordIndex:
         return rids, weights, walked
 
     def _sum_by_row(self, rids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(distinct rids, summed positive values): a dense count over every rid when the postings are many (no
-        sort), a sort otherwise."""
-        if len(rids) * 8 > len(self._length):
+        """(distinct rids, summed positive values): a dense count over every rid unless the postings are few (a
+        sort costs less than a pass over every rid only then). The rows found are read from a boolean mask: numpy
+        scans one several times faster than the float sums themselves."""
+        if len(rids) * DENSE_SUM_RATIO > len(self._length):
             sums = np.bincount(rids, values, minlength=len(self._length))
-            distinct = np.flatnonzero(sums)
+            distinct = np.flatnonzero(sums != 0)
             return distinct.astype(np.int32), sums[distinct]
         distinct, inverse = np.unique(rids, return_inverse=True)
         return distinct, np.bincount(inverse, values)
