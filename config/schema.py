@@ -44,7 +44,7 @@ class VectorSection:
     http_port: int = bounded(8001, 1, 65535)
     http_ssl: bool = False
     ef_search: int = bounded(
-        400,
+        200,
         16,
         4096,
         "HNSW candidates a vector query walks (Chroma's ef_search): more finds more of the true nearest memories in "

@@ -123,13 +123,16 @@ class VectorHit:
     embedding: np.ndarray | None
 
 
-DEFAULT_EF_SEARCH = 400
+DEFAULT_EF_SEARCH = 200
 """HNSW candidates a query walks (``vector.ef_search``).
 
 Why this many: a retrieval asks for a pool of 50 or more neighbours, and with a search list barely larger than the
 pool the approximate search in a big store misses many of the exact nearest, most often the memories written last,
-which a crowded graph links to least. The cost grows slowly with the list; a collection smaller than it is searched
-almost exhaustively, which is cheap at that size."""
+which a crowded graph links to least. A longer list finds more of them, but Chroma walks it with the GIL held, on
+every retrieval and on every write's neighbour check, and past this length the retrieval's results no longer
+change: the keyword route's hits that the vector search missed are scored by their stored vectors, and the memories
+written beside the strong hits are read by position. A collection smaller than the list is searched almost
+exhaustively, which is cheap at that size."""
 
 
 def tier_of(record: dict[str, Any]) -> str | None:
