@@ -88,10 +88,14 @@ class CueBook:
     """The cues of one group commit's texts: stored ones read back, the others read once and remembered for storing.
 
     ``of`` is what ``judge_write`` reads cues with. Keyed by the text itself, so a text read for one write is not
-    read again for the next write of the batch that meets it, and only the rows read or written are hashed."""
+    read again for the next write of the batch that meets it. A stored row is checked and decoded only when its text
+    is asked for: the batch reads the rows of every neighbour, and the decision asks for the cues of the eligible
+    ones in its bands only."""
 
     # text -> cues, stored or read during the batch
     known: dict[str, FactCues] = field(default_factory=dict)
+    # text -> its stored rows not looked at yet: (memory id, content hash, cues JSON)
+    unopened: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     # memory id -> the content its valid stored row was read from
     stored: dict[str, str] = field(default_factory=dict)
 
@@ -99,8 +103,25 @@ class CueBook:
         """The cues of ``text``, read only when no stored or earlier reading has them."""
         cues = self.known.get(text)
         if cues is None:
-            cues = self.known[text] = fact_cues(text)
+            cues = self._open(text)
+            if cues is None:
+                cues = fact_cues(text)
+            self.known[text] = cues
         return cues
+
+    def _open(self, text: str) -> FactCues | None:
+        """The cues of ``text``'s valid stored rows (read from this very content by the current reading code), if
+        any; each such row's memory counts as stored."""
+        found: FactCues | None = None
+        rows = self.unopened.pop(text, [])
+        digest = text_hash(text) if rows else ""
+        for memory_id, row_digest, stored in rows:
+            cues = cues_from_json(stored) if row_digest == digest else None
+            if cues is not None:
+                self.stored[memory_id] = text
+                if found is None:
+                    found = cues
+        return found
 
     def rows_to_store(self, records: dict[str, dict[str, Any]]) -> list[tuple[str, str, str, str]]:
         """(memory id, content hash, reader, cues JSON) of each of ``records`` whose current content was read in
@@ -116,7 +137,7 @@ class CueBook:
 
 
 def cue_book_plan(records: dict[str, dict[str, Any]]) -> WritePlan[CueBook]:
-    """A ``CueBook`` holding the valid stored cues of ``records`` (by id, with their ``content``)."""
+    """A ``CueBook`` holding the stored cues of ``records`` (by id, with their ``content``), to be opened as asked."""
     book = CueBook()
     ids = list(records)
     reader = reader_version()
@@ -129,13 +150,7 @@ def cue_book_plan(records: dict[str, dict[str, Any]]) -> WritePlan[CueBook]:
             fetch=True,
         )
         for memory_id, digest, stored in rows:
-            content = records[memory_id]["content"]
-            if digest != text_hash(content):
-                continue
-            cues = cues_from_json(stored)
-            if cues is not None:
-                book.known[content] = cues
-                book.stored[memory_id] = content
+            book.unopened.setdefault(records[memory_id]["content"], []).append((memory_id, digest, stored))
     return book
 
 

@@ -19,7 +19,7 @@ from booku_memory.services.embedding.cached import text_hash
 from booku_memory.services.logic import supersession
 from booku_memory.services.logic.supersession import FactCues
 from booku_memory.services.storage import fact_cue_store
-from booku_memory.services.storage.fact_cue_store import cues_from_json, cues_to_json, reader_version
+from booku_memory.services.storage.fact_cue_store import CueBook, cues_from_json, cues_to_json, reader_version
 
 from .memory_support import MEMORY_SERVICE, open_store
 from .test_supersession import BACKGROUND, NEW, OLD
@@ -33,6 +33,27 @@ STORE_TEXTS = [
     "我的手机号换成了 138-0000-1234。",
     "",
 ]
+
+
+def test_a_cue_book_opens_only_the_stored_rows_it_is_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch reads the stored rows of every neighbour; a row is checked and decoded when its text is asked for,
+    and only then counts as stored (a malformed one is read again and replaced)."""
+    opened: list[str] = []
+    decode = fact_cue_store.cues_from_json
+    monkeypatch.setattr(fact_cue_store, "cues_from_json", lambda text: opened.append(text) or decode(text))
+    other = BACKGROUND[0]
+    book = CueBook(
+        unopened={
+            OLD: [("m-old", text_hash(OLD), cues_to_json(supersession.fact_cues(OLD)))],
+            NEW: [("m-new", text_hash(NEW), "{")],
+            other: [("m-other", text_hash(other), cues_to_json(supersession.fact_cues(other)))],
+        }
+    )
+    assert book.of(OLD) == supersession.fact_cues(OLD)
+    assert book.of(NEW) == supersession.fact_cues(NEW)
+    assert len(opened) == 2  # the row of ``other`` was never decoded
+    records = {"m-old": {"content": OLD}, "m-new": {"content": NEW}, "m-other": {"content": other}}
+    assert [row[0] for row in book.rows_to_store(records)] == ["m-new"]
 
 
 @pytest.mark.parametrize("text", STORE_TEXTS)
